@@ -1,0 +1,308 @@
+"""The profile: what the simulator knows about one machine and its models.
+
+A profile is written by ``calibrate`` (``python -m calibrate``) from probes and
+run records, and read here. It is one JSON file with a schema version; the
+loader refuses a file it cannot read and names the field that is wrong.
+
+Cost models and the parameters they use (units in the names):
+
+* compute, per model and thread count ``T``::
+
+      t_step(batch) = step_intercept_s + step_s_per_sample * batch
+
+  one forward + backward + optimizer update; ``spread_cv`` is the coefficient
+  of variation of single steps, ``backward_fraction`` the share of the step
+  spent in backward (DDP overlaps communication with it).
+* core sharing: ``k`` runnable single-thread processes on ``cores`` cores each
+  run at ``min(1, cores / k)`` of full speed times ``sharing_efficiency(k)``
+  (measured; 1.0 means perfect processor sharing).
+* transport, per backend (``mpi``, ``gloo``), point to point (Hockney)::
+
+      t_msg(n_bytes) = alpha_s + beta_s_per_byte * n_bytes
+
+  plus ``gamma_s_per_byte`` for every byte a reduction adds up.
+* collectives: fitted alpha/beta per (backend, op, algorithm, workers) and
+  message-size segment, kept for reports and for checking the message model.
+* parameter server: ``t_update(params) = update_intercept_s +
+  update_s_per_param * params``.
+
+This module imports neither torch nor mpi4py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """t_step(batch) = step_intercept_s + step_s_per_sample * batch, at one thread count."""
+    threads: int
+    step_intercept_s: float
+    step_s_per_sample: float
+    intercept_ci_s: float = 0.0       # 95% half-width
+    slope_ci_s: float = 0.0
+    r2: float = 1.0
+    spread_cv: float = 0.0            # std / mean of single steps
+    batches: tuple[int, ...] = ()     # batch sizes measured
+
+    def step_s(self, batch: int) -> float:
+        return self.step_intercept_s + self.step_s_per_sample * batch
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Compute cost and shape of one model."""
+    model: str
+    param_count: int
+    layer_param_counts: tuple[int, ...]   # forward order; per-layer allreduce and DDP buckets use it
+    steps: tuple[StepFit, ...]            # one per thread count measured
+    backward_fraction: float = 0.6
+    eval_s_per_sample: float = 0.0
+
+    @property
+    def grad_bytes(self) -> int:
+        return 4 * self.param_count        # float32
+
+    def step_fit(self, threads: int) -> StepFit:
+        """The fit for ``threads``, or the nearest measured thread count below it."""
+        fits = sorted(self.steps, key=lambda s: s.threads)
+        below = [s for s in fits if s.threads <= threads]
+        return below[-1] if below else fits[0]
+
+
+@dataclass(frozen=True)
+class Transport:
+    """Point-to-point cost of one backend on the calibrated host (Hockney + reduction)."""
+    backend: str
+    alpha_s: float
+    beta_s_per_byte: float
+    gamma_s_per_byte: float = 0.0
+
+    def message_s(self, n_bytes: float) -> float:
+        return self.alpha_s + self.beta_s_per_byte * n_bytes
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One straight line of a collective's time against message size."""
+    min_bytes: int
+    max_bytes: int
+    alpha_s: float
+    beta_s_per_byte: float
+    alpha_ci_s: float = 0.0
+    beta_ci_s_per_byte: float = 0.0
+    r2: float = 1.0
+    n_points: int = 0
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    backend: str          # mpi | gloo
+    op: str               # allreduce | bcast | gather | scatter | sendrecv | ...
+    algorithm: str        # ring | recursive_doubling | reduce_scatter_allgather | auto | -
+    workers: int
+    segments: tuple[Segment, ...]
+    median_rel_error: float = 0.0
+    worst_rel_error: float = 0.0
+
+    def time_s(self, n_bytes: float) -> float:
+        seg = next((s for s in self.segments if s.min_bytes <= n_bytes <= s.max_bytes),
+                   self.segments[-1])
+        return seg.alpha_s + seg.beta_s_per_byte * n_bytes
+
+
+@dataclass(frozen=True)
+class ServerCost:
+    """t_update(params) = update_intercept_s + update_s_per_param * params."""
+    update_intercept_s: float
+    update_s_per_param: float
+    r2: float = 1.0
+
+    def update_s(self, params: int) -> float:
+        return self.update_intercept_s + self.update_s_per_param * params
+
+
+@dataclass(frozen=True)
+class Provenance:
+    host: str
+    cores: int
+    created_utc: str
+    commands: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    runs_seen: tuple[str, ...] = ()       # run ids calibration used
+    workers_seen: tuple[int, ...] = ()    # worker counts calibration saw
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    provenance: Provenance
+    cores: int                                  # of the calibrated host
+    models: tuple[ModelCost, ...]
+    transports: tuple[Transport, ...]
+    sharing_slowdown: dict[int, float]          # k procs -> measured slowdown of each (1.0 = alone)
+    server: ServerCost
+    collectives: tuple[CollectiveFit, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def model(self, name: str) -> ModelCost:
+        for m in self.models:
+            if m.model == name:
+                return m
+        known = ", ".join(m.model for m in self.models)
+        raise ProfileError(f"profile has no model {name!r} (it has: {known})")
+
+    def transport(self, backend: str) -> Transport:
+        for t in self.transports:
+            if t.backend == backend:
+                return t
+        known = ", ".join(t.backend for t in self.transports)
+        raise ProfileError(f"profile has no transport {backend!r} (it has: {known})")
+
+    def sharing_efficiency(self, k: int) -> float:
+        """Measured speed relative to ideal processor sharing for k single-thread processes."""
+        if not self.sharing_slowdown:
+            return 1.0
+        ks = sorted(self.sharing_slowdown)
+        k_near = min(ks, key=lambda x: abs(x - k))
+        ideal = max(1.0, k_near / self.cores)
+        return min(1.0, ideal / self.sharing_slowdown[k_near])
+
+
+# ---------------------------------------------------------------- reading and writing
+
+def to_dict(profile: Profile) -> dict[str, Any]:
+    d = asdict(profile)
+    d["sharing_slowdown"] = {str(k): v for k, v in profile.sharing_slowdown.items()}
+    return d
+
+
+def save(profile: Profile, path: str | os.PathLike) -> None:
+    """Write atomically: a reader never sees half a profile."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(to_dict(profile), f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load(path: str | os.PathLike) -> Profile:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ProfileError(f"profile {path} does not exist") from None
+    except OSError as e:
+        raise ProfileError(f"profile {path} cannot be read: {e.strerror}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"profile {path} is not valid JSON (line {e.lineno}): "
+                           "re-create it with `python -m calibrate`") from None
+    try:
+        return from_dict(raw)
+    except ProfileError as e:
+        raise ProfileError(f"profile {path}: {e}") from None
+
+
+def load_default() -> Profile:
+    """The profile shipped with the package (made by `python -m calibrate` on a real machine)."""
+    ref = resources.files("simulator") / "data" / "default_profile.json"
+    with resources.as_file(ref) as p:
+        return load(p)
+
+
+def _get(d: dict, key: str, kind: type | tuple, where: str):
+    if not isinstance(d, dict):
+        raise ProfileError(f"field {where or 'top level'} must be an object")
+    if key not in d:
+        raise ProfileError(f"field {where + '.' if where else ''}{key} is missing")
+    v = d[key]
+    if kind is float and isinstance(v, int) and not isinstance(v, bool):
+        v = float(v)
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise ProfileError(f"field {where + '.' if where else ''}{key} has the wrong type "
+                           f"({type(v).__name__})")
+    if isinstance(v, (int, float)) and v < 0:
+        raise ProfileError(f"field {where + '.' if where else ''}{key} is negative ({v})")
+    return v
+
+
+_KINDS = {"int": int, "float": float, "str": str}
+
+
+def _build(cls, d: dict, where: str, nested: dict | None = None):
+    """Build a dataclass from a dict, checking every field it needs; optional fields may be absent."""
+    nested = nested or {}
+    kwargs = {}
+    for name, f in cls.__dataclass_fields__.items():
+        optional = f.default is not MISSING or f.default_factory is not MISSING
+        if optional and isinstance(d, dict) and name not in d:
+            continue
+        sub = f"{where}.{name}" if where else name
+        if name in nested:
+            items = _get(d, name, list, where)
+            kwargs[name] = tuple(nested[name](x, f"{sub}[{i}]") for i, x in enumerate(items))
+        elif f.type in _KINDS:
+            kwargs[name] = _get(d, name, _KINDS[f.type], where)
+        elif f.type.startswith("tuple["):
+            kwargs[name] = tuple(_get(d, name, list, where))
+        elif f.type.startswith("dict["):
+            kwargs[name] = dict(_get(d, name, dict, where))
+        else:
+            kwargs[name] = _get(d, name, object, where)
+    return cls(**kwargs)
+
+
+def from_dict(raw: Any) -> Profile:
+    if not isinstance(raw, dict):
+        raise ProfileError("top level must be a JSON object")
+    version = _get(raw, "schema_version", int, "")
+    if version > SCHEMA_VERSION:
+        raise ProfileError(f"field schema_version is {version}, newer than this program reads "
+                           f"({SCHEMA_VERSION}): upgrade the package or re-calibrate")
+    if version < 1:
+        raise ProfileError(f"field schema_version {version} is not a known version")
+    step = lambda x, w: _build(StepFit, x, w)  # noqa: E731
+    seg = lambda x, w: _build(Segment, x, w)  # noqa: E731
+    models = tuple(_build(ModelCost, m, f"models[{i}]", {"steps": step})
+                   for i, m in enumerate(_get(raw, "models", list, "")))
+    if not models:
+        raise ProfileError("field models is empty")
+    for i, m in enumerate(models):
+        if not m.steps:
+            raise ProfileError(f"field models[{i}].steps is empty")
+    slow = _get(raw, "sharing_slowdown", dict, "")
+    try:
+        sharing = {int(k): float(v) for k, v in slow.items()}
+    except (TypeError, ValueError):
+        raise ProfileError("field sharing_slowdown must map process counts to numbers") from None
+    return Profile(
+        provenance=_build(Provenance, _get(raw, "provenance", dict, ""), "provenance"),
+        cores=_get(raw, "cores", int, ""),
+        models=models,
+        transports=tuple(_build(Transport, t, f"transports[{i}]")
+                         for i, t in enumerate(_get(raw, "transports", list, ""))),
+        sharing_slowdown=sharing,
+        server=_build(ServerCost, _get(raw, "server", dict, ""), "server"),
+        collectives=tuple(_build(CollectiveFit, c, f"collectives[{i}]", {"segments": seg})
+                          for i, c in enumerate(raw.get("collectives", []))),
+        schema_version=version,
+    )
