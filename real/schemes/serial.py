@@ -1,0 +1,12 @@
+"""Plain mini-batch SGD in one process: the P = 1 baseline of every speedup."""
+from __future__ import annotations
+
+from ..step import local_epochs
+
+
+def train(ctx) -> list[float]:
+    epoch_s, t = [], ctx.log.now()
+    for _ in local_epochs(ctx, ctx.log):
+        epoch_s.append(ctx.log.now() - t)
+        t = ctx.log.now()
+    return epoch_s

@@ -1,0 +1,95 @@
+"""What every rank spent its time on: compute, communication, waiting.
+
+A scheme times each iteration with ``IterationLog``::
+
+    t0 = log.now()
+    loss = step(...)                      # compute
+    t1 = log.now()
+    comm.allreduce(...)                   # communication (and waiting)
+    log.add(epoch, it, batch, t0, t1, log.now(), bytes_sent, loss, sync=True)
+
+The clock is ``time.monotonic`` (CLOCK_MONOTONIC on Linux): one clock for every
+process on the host, so arrival times of different ranks can be compared.
+For a synchronising call (``sync=True``) the rank that arrives first waits for
+the last; that wait is ``max(arrival of all ranks) - own arrival`` and is split
+off the call's time in ``split_wait``; the rest is communication proper.
+"""
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class IterationLog:
+    rank: int
+    rows: list[dict] = field(default_factory=list)
+
+    now = staticmethod(time.monotonic)
+
+    def add(self, epoch: int, iteration: int, batch_size: int, t_start: float,
+            t_comm_enter: float, t_comm_exit: float, bytes_sent: int = 0,
+            loss: float | None = None, sync: bool = False) -> None:
+        self.rows.append({
+            "rank": self.rank, "epoch": epoch, "iteration": iteration,
+            "batch_size": batch_size, "compute_s": t_comm_enter - t_start,
+            "comm_s": t_comm_exit - t_comm_enter, "wait_s": 0.0,
+            "bytes_sent": bytes_sent, "loss": loss,
+            "t_comm_enter": t_comm_enter, "sync": sync,
+        })
+
+
+def split_wait(rows: list[dict]) -> list[dict]:
+    """Move the time a rank waited for the last arrival out of ``comm_s`` into ``wait_s``.
+
+    Rows of all ranks; those with ``sync`` and the same (epoch, iteration) belong to one call.
+    """
+    arrivals: dict[tuple, float] = {}
+    for r in rows:
+        if r.get("sync"):
+            key = (r["epoch"], r["iteration"])
+            arrivals[key] = max(arrivals.get(key, -np.inf), r["t_comm_enter"])
+    out = []
+    for r in rows:
+        r = dict(r)
+        if r.pop("sync", False):
+            total = r["comm_s"]
+            wait = min(max(arrivals[(r["epoch"], r["iteration"])] - r["t_comm_enter"], 0.0), total)
+            r["wait_s"], r["comm_s"] = wait, total - wait
+        r.pop("t_comm_enter", None)
+        out.append(r)
+    return out
+
+
+class ResourceMeter:
+    """CPU utilisation (percent of one core) and peak RSS of this process over a span."""
+
+    def __init__(self):
+        self._t0 = time.monotonic()
+        self._cpu0 = _cpu_s()
+
+    def stop(self) -> dict:
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        return {"cpu_util_percent": 100.0 * (_cpu_s() - self._cpu0) / wall,
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def mean_ci95(values) -> tuple[float, float]:
+    """Mean and the half-width of its 95% confidence interval (t-distribution)."""
+    x = np.asarray(list(values), dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    if len(x) == 1:
+        return float(x[0]), 0.0
+    from scipy import stats
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return float(x.mean()), float(half)
