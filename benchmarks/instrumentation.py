@@ -1,0 +1,82 @@
+"""What the run record's instrumentation costs: instrumented serial step vs a plain PyTorch loop.
+
+    python benchmarks/instrumentation.py [--iterations 200] [--repeats 7] [--threads 1]
+
+Both loops train the same model on the same batches (synthetic data, batch 64).
+The plain loop is the PyTorch-examples loop (zero_grad, forward, nll_loss,
+backward, step). The instrumented one is ``real.step.local_epochs`` with its
+IterationLog, i.e. exactly what ``real.train --algorithm serial`` runs.
+The two alternate, after a warm-up, so drift on a shared machine hits both;
+the overhead is the ratio of their median per-iteration times.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from real.context import RunContext  # noqa: E402
+from real.dist import Launch, SingleComm  # noqa: E402
+from real.models import build_model  # noqa: E402
+from real.step import Shard, local_epochs  # noqa: E402
+from real.timing import IterationLog  # noqa: E402
+
+
+def plain_loop(model, opt, shard, batch, seed) -> None:
+    for x, y in shard.batches(batch, seed):
+        opt.zero_grad(set_to_none=True)
+        loss = F.nll_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()           # the instrumented loop reads the loss too
+
+
+def instrumented_loop(model, opt, shard, batch, seed) -> None:
+    cfg = SimpleNamespace(epochs=1, batch_size=batch, lr_decay=0.0, seed=seed)
+    ctx = RunContext(cfg=cfg, launch=Launch("single", 0, 1, 1), comm=SingleComm(), model=model,
+                     optimizer=opt, shard=shard, log=IterationLog(0))
+    for _ in local_epochs(ctx, ctx.log):
+        pass
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--iterations", type=int, default=200)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", default="cnn")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    batch = 64
+    n = args.iterations * batch
+    shard = Shard(torch.randn(n, 1, 28, 28), torch.randint(0, 10, (n,)))
+    model = build_model(args.model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    plain_loop(model, opt, Shard(shard.x[:20 * batch], shard.y[:20 * batch]), batch, 0)  # warm-up
+    times = {"plain": [], "instrumented": []}
+    for r in range(args.repeats):
+        for name, loop in (("plain", plain_loop), ("instrumented", instrumented_loop)):
+            t0 = time.perf_counter()
+            loop(model, opt, shard, batch, r)
+            times[name].append((time.perf_counter() - t0) / args.iterations)
+    plain, inst = (statistics.median(times[k]) for k in ("plain", "instrumented"))
+    print(f"model {args.model}, batch {batch}, {args.threads} thread(s), "
+          f"{args.iterations} iterations x {args.repeats} repeats (medians)")
+    print(f"plain PyTorch loop : {1e3 * plain:.3f} ms/iteration")
+    print(f"instrumented loop  : {1e3 * inst:.3f} ms/iteration")
+    print(f"overhead           : {100 * (inst / plain - 1):+.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
