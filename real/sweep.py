@@ -11,6 +11,7 @@ Flags after ``--`` go to ``real.train`` unchanged.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -40,6 +41,11 @@ def build_parser() -> cli.Parser:
     p.add_argument("--timeout", default=3600.0, type=cli.positive_float,
                    help="seconds one run may take before it is stopped and recorded as failed")
     p.add_argument("--force", action="store_true", help="re-run points that already completed")
+    p.add_argument("--cluster", action="store_true",
+                   help="run rank-based schemes across the emulated cluster that "
+                        "`python -m real.cluster up` made (one rank per host, round robin)")
+    p.add_argument("--ranks-per-host", default=1, type=cli.positive_int,
+                   help="with --cluster: ranks placed on each host before the next")
     return p
 
 
@@ -49,7 +55,9 @@ def points(args) -> list[tuple[str, int, int]]:
             if a != "serial" or p == 1]
 
 
-def train_command(alg: str, p: int, run_id: str, args, extra: list[str]) -> list[str]:
+def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
+                  cluster=None) -> tuple[list[str], dict]:
+    """The command of one point and the environment it adds."""
     py = [sys.executable, "-m", "real.train", "--algorithm", alg, "--run-id", run_id,
           "--out", str(args.out), "--model", args.model, "--dataset", args.dataset,
           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
@@ -58,9 +66,16 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str]) -> list
         if getattr(args, flag):
             py += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     py += extra
-    if alg in schemes.RANK_BASED:
-        return [mpirun(), "-n", str(p)] + py
-    return py + (["--workers", str(p)] if alg != "serial" else [])
+    ranks = p + schemes.EXTRA_RANKS.get(alg, 0)
+    if alg not in schemes.RANK_BASED:
+        return py + (["--workers", str(p)] if alg != "serial" else []), {}
+    if cluster is None:
+        return [mpirun(), "-n", str(ranks)] + py, {}
+    from . import cluster as emu
+    env = emu.mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
+                                  "GLOO_SOCKET_IFNAME": cluster.interface,
+                                  "PSGD_CLUSTER": json.dumps(cluster.to_json())}
+    return emu.mpirun_command(cluster, ranks, py, args.ranks_per_host), env
 
 
 def mpirun() -> str:
@@ -72,11 +87,13 @@ def mpirun() -> str:
     return found
 
 
-def run_point(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int, str]:
+def run_point(cmd: list[str], log_path: Path, timeout_s: float,
+              env: dict | None = None) -> tuple[int, str]:
     """Run one point in its own process group; returns (exit code, cause if it failed)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=os.environ | (env or {}))
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -121,6 +138,13 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     except FileNotFoundError as e:
         return cli.usage_error(PROG, str(e))
+    cluster = None
+    if args.cluster:
+        from .cluster import read_state
+        cluster = read_state()
+        if cluster is None:
+            return cli.usage_error(PROG, "--cluster: no emulated cluster is up; start one with "
+                                         "`python -m real.cluster up --hosts N --bandwidth 100mbit`")
     out = Path(args.out)
     todo = points(args)
     from tqdm import tqdm
@@ -128,9 +152,9 @@ def main(argv=None) -> int:
         run_id = f"{alg}-P{p}-r{rep}"
         if not args.force and is_completed(out / run_id):
             continue
-        cmd = train_command(alg, p, run_id, args, extra)
+        cmd, env = train_command(alg, p, run_id, args, extra, cluster)
         t0 = time.monotonic()
-        code, cause = run_point(cmd, out / "logs" / f"{run_id}.log", args.timeout)
+        code, cause = run_point(cmd, out / "logs" / f"{run_id}.log", args.timeout, env)
         status = "ok" if code == 0 else f"FAILED ({cause})"
         print(f"{run_id}: {status} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
         if code != 0:
