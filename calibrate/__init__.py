@@ -1,0 +1,19 @@
+"""Calibration: measure what a step, a message and a server update cost on this host.
+
+Three stages, each a ``python -m`` command that reads only the files of the one before:
+
+``calibrate.probe``
+    micro-benchmarks. The compute part (one forward + backward + SGD update per
+    model, batch size and thread count; k single-thread processes sharing the
+    cores; the parameter server's update) runs alone; the communication part
+    (MPI and gloo collectives against message size) runs under ``mpirun -n P``.
+    Warm-up repetitions are excluded; every repetition is kept in a tidy CSV.
+``calibrate.fit``
+    straight lines through the probes (and through ``real.train`` run records):
+    ``t_step = a + b * batch`` per thread count, Hockney ``t = alpha + beta * n``
+    per collective with size segments, the per-byte reduction cost ``gamma``,
+    the processor-sharing slowdown; written as one versioned profile
+    (``simulator.profile``) with provenance and uncertainties.
+``calibrate`` (``python -m calibrate``)
+    the one documented command: probes and fit together, within a time budget.
+"""

@@ -1,0 +1,194 @@
+"""``python -m calibrate.fit``: raw probes (+ run records) -> one versioned profile.
+
+Reads the tables ``calibrate.probe`` wrote into ``--workdir`` and, with ``--runs``,
+the step times of ``real.train`` runs; fits the cost models (``fit_compute``,
+``fit_comm``); writes the profile with ``simulator.profile.save`` (atomic), the fit
+tables (``fit_table.csv``, ``compute_table.csv``) and ``fits.png`` beside the raw data.
+
+``--max-workers K`` keeps only what was measured with at most K processes
+(comm probes with P <= K, runs with P <= K, sharing probes with k <= K), so
+prediction error can be measured on worker counts calibration did not see.
+
+``--show PROFILE`` prints the fit tables of an existing profile (and refuses a
+broken one with the field named).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from real.record import RecordError
+from simulator import profile as prof
+
+from . import fit_comm, fit_compute
+from .probe import command_line
+from .rawio import CalibrationError, read_json, read_rows, write_rows
+
+
+@dataclass(frozen=True)
+class FitResult:
+    profile: prof.Profile
+    points: pd.DataFrame          # comm medians per size
+    fitted: dict                  # (backend, op, algorithm, P) -> tuple[Line, ...]
+    steps: pd.DataFrame           # step samples used (probe and runs)
+    comm_table: pd.DataFrame
+    compute_table: pd.DataFrame
+
+
+def _comm_raw(workdir: Path, max_workers: int | None) -> tuple[pd.DataFrame, list[dict]]:
+    frames, metas = [], []
+    for csv in sorted(workdir.glob("comm_P*_*.csv")):
+        meta = read_json(csv.with_suffix(".json"))
+        if max_workers is not None and meta["workers"] > max_workers:
+            continue
+        frames.append(read_rows(csv))
+        metas.append(meta)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), metas
+
+
+def _algorithm_check(points: pd.DataFrame) -> str:
+    """Do the MPI allreduce algorithms differ at the largest size? (is the CVAR honoured)"""
+    ar = points[(points["backend"] == "mpi") & (points["op"] == "allreduce")]
+    parts = []
+    for workers, g in ar.groupby("workers"):
+        top = g[g["bytes"] == g["bytes"].max()]
+        if top["algorithm"].nunique() > 1:
+            times = ", ".join(f"{a} {t * 1e3:.3g} ms" for a, t in zip(top["algorithm"], top["time_s"]))
+            parts.append(f"P={workers} at {int(top['bytes'].iloc[0])} B: {times}")
+    return ("MPI allreduce by algorithm (distinct times show the CVAR is honoured): "
+            + "; ".join(parts)) if parts else ""
+
+
+def _load_note(workdir: Path, comm_metas: list[dict]) -> str:
+    """1-minute load average when each probe started: other work on the host inflates timings."""
+    metas = {p.stem.replace("_meta", ""): read_json(p) for p in sorted(workdir.glob("*_meta.json"))}
+    loads = {k: m.get("load_avg_1min") for k, m in metas.items()}
+    loads.update({f"comm P={m['workers']} {m['algorithm']}": m.get("load_avg_1min") for m in comm_metas})
+    return "load average at probe start: " + ", ".join(f"{k} {v}" for k, v in loads.items())
+
+
+def _sharing(workdir: Path, runs, costs, max_workers) -> dict[int, float]:
+    path = workdir / "sharing.csv"
+    slow = fit_compute.sharing_slowdown(read_rows(path), max_workers) if path.is_file() else {}
+    if runs is None or not len(runs.sharing):
+        return slow
+    by_name = {c.model: c for c in costs}
+    for (model, batch, k), g in runs.sharing.groupby(["model", "batch", "k"]):
+        if model in by_name and int(k) not in slow:
+            alone = by_name[model].step_fit(1).step_s(int(batch))
+            slow[int(k)] = float(g["step_s"].median() / alone)
+    return slow
+
+
+def _provenance(metas: list[dict], runs, workers: set, commands, note: str) -> prof.Provenance:
+    base = metas[0]
+    versions = {}
+    for m in metas:
+        versions.update(m.get("versions", {}))
+        for key in ("mpi_library", "mpi4py"):
+            if key in m:
+                versions[key] = m[key]
+    cmds = tuple(dict.fromkeys([m["command"] for m in metas if "command" in m] + list(commands)))
+    return prof.Provenance(
+        host=base["host"], cores=int(base["cores"]),
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        commands=cmds, versions=versions, runs_seen=runs.runs_seen if runs else (),
+        workers_seen=tuple(sorted(workers)), note=note)
+
+
+def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: int | None = None,
+          commands: tuple[str, ...] = ()) -> FitResult:
+    """Fit everything in ``workdir`` (and ``runs_dir``) into a Profile; nothing is written."""
+    from . import runs as runsmod
+    workdir = Path(workdir)
+    steps = read_rows(workdir / "compute_steps.csv")
+    evals = read_rows(workdir / "compute_eval.csv")
+    shapes = read_json(workdir / "models.json")
+    runs = runsmod.collect(runs_dir, max_workers) if runs_dir else None
+    if runs is not None and len(runs.steps):
+        steps = pd.concat([steps, runs.steps], ignore_index=True)
+        missing = sorted(set(runs.steps["model"]) - set(shapes))
+        if missing:
+            from .compute_probe import model_shapes
+            shapes = {**shapes, **model_shapes(missing)}
+    costs = tuple(fit_compute.model_cost(name, shapes[name], steps, evals)
+                  for name in sorted(set(steps["model"])))
+    server, gamma = fit_compute.server_cost(read_rows(workdir / "server.csv"))
+    raw, comm_metas = _comm_raw(workdir, max_workers)
+    points = fit_comm.collective_points(raw, max_workers) if len(raw) else pd.DataFrame(
+        columns=fit_comm.KEY + ["bytes", "time_s", "p25_s", "p75_s", "reps"])
+    pairs = fit_comm.fit_collectives(points) if len(points) else []
+    sharing = _sharing(workdir, runs, costs, max_workers)
+    workers = {1} | set(sharing) | {int(m["workers"]) for m in comm_metas}
+    workers |= set(runs.workers_seen) if runs else set()
+    over = sorted({int(m["workers"]) for m in comm_metas if m.get("oversubscribed")})
+    note = "; ".join(filter(None, [
+        "step fits: NNLS through per-batch median steps, relative residuals, bootstrap CIs; "
+        "eval_s_per_sample at the most "
+        "threads probed; transports: one line through ping-pong (half round trip) at the smallest "
+        "P; gamma_s_per_byte: one float32 add of a gradient into another, timed on one thread",
+        f"oversubscribed comm probes (P > {comm_metas[0]['cores']} cores): P={over}" if over else "",
+        f"max_workers={max_workers}" if max_workers is not None else "",
+        _load_note(workdir, comm_metas),
+        _algorithm_check(points)]))
+    metas = [read_json(p) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
+    profile = prof.Profile(
+        provenance=_provenance(metas, runs, workers, commands, note),
+        cores=int(metas[0]["cores"]), models=costs,
+        transports=fit_comm.transports(points, gamma), sharing_slowdown=sharing,
+        server=server, collectives=tuple(f for f, _ in pairs))
+    compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
+    return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
+                                       for f, lines in pairs},
+                     steps, fit_comm.fit_table([f for f, _ in pairs]), compute_table)
+
+
+def write_outputs(result: FitResult, workdir: Path, out: Path, plot: bool = True) -> None:
+    write_rows(workdir / "fit_table.csv", result.comm_table.to_dict("records"))
+    write_rows(workdir / "compute_table.csv", result.compute_table.to_dict("records"))
+    if plot:
+        from .plots import plot_fits
+        plot_fits(workdir / "fits.png", result.points, result.fitted, result.steps,
+                  result.profile.models)
+    prof.save(result.profile, out)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m calibrate.fit", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--workdir", default="calibration", help="folder with the raw probe tables")
+    p.add_argument("--out", default="calibration/profile.json", help="profile to write")
+    p.add_argument("--runs", help="also fit step times from the run records below this folder")
+    p.add_argument("--max-workers", type=int, help="only probes and runs with at most K processes")
+    p.add_argument("--no-plot", action="store_true", help="skip fits.png")
+    p.add_argument("--show", metavar="PROFILE", help="print the fit tables of PROFILE and exit")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    try:
+        if args.show:
+            from .report import show
+            print(show(args.show))
+            return 0
+        if args.max_workers is not None and args.max_workers < 1:
+            raise CalibrationError(f"--max-workers must be at least 1, got {args.max_workers}")
+        result = build(args.workdir, args.runs, args.max_workers,
+                       (command_line("calibrate.fit", argv),))
+        write_outputs(result, Path(args.workdir), Path(args.out), plot=not args.no_plot)
+        print(f"profile written to {args.out}")
+    except (CalibrationError, prof.ProfileError, RecordError) as e:
+        print(f"calibrate.fit: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

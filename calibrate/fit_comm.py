@@ -1,0 +1,87 @@
+"""Communication fits: Hockney lines per collective, backend, algorithm and P.
+
+From the raw rows (one per rank and repetition) to a profile entry:
+
+1. per repetition, the max over ranks: the collective is over when the last rank is;
+2. per message size, the median over repetitions (and p25/p75 as the spread);
+3. ``t(n_bytes) = alpha_s + beta_s_per_byte * n_bytes`` through the medians,
+   in 1-3 size segments (``linefit.fit_segments``: eager/rendezvous switches);
+4. the point-to-point ``Transport`` of a backend is one line through its
+   ping-pong (half round trip) medians at the smallest P, plus ``gamma_s_per_byte``
+   (the per-byte cost of adding one float32 buffer into another, measured apart).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.profile import CollectiveFit, Segment, Transport
+
+from .linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges
+
+KEY = ["backend", "op", "algorithm", "workers"]
+
+
+def collective_points(raw: pd.DataFrame, max_workers: int | None = None) -> pd.DataFrame:
+    """Median over repetitions of the max over ranks, per (backend, op, algorithm, P, bytes)."""
+    if max_workers is not None:
+        raw = raw[raw["workers"] <= max_workers]
+    per_rep = raw.groupby(KEY + ["bytes", "rep"], as_index=False)["time_s"].max()
+    g = per_rep.groupby(KEY + ["bytes"])["time_s"]
+    return pd.DataFrame({"time_s": g.median(), "p25_s": g.quantile(0.25),
+                         "p75_s": g.quantile(0.75), "reps": g.size()}).reset_index()
+
+
+def to_segments(lines: tuple[Line, ...]) -> tuple[Segment, ...]:
+    return tuple(Segment(min_bytes=lo, max_bytes=hi, alpha_s=ln.intercept,
+                         beta_s_per_byte=ln.slope, alpha_ci_s=ln.intercept_ci,
+                         beta_ci_s_per_byte=ln.slope_ci, r2=ln.r2, n_points=ln.n_points)
+                 for ln, (lo, hi) in zip(lines, segment_edges(lines)))
+
+
+def fit_collective(points: pd.DataFrame) -> tuple[CollectiveFit, tuple[Line, ...]]:
+    """Segmented Hockney fit of one (backend, op, algorithm, P) group of median points."""
+    first = points.iloc[0]
+    x, y = points["bytes"].to_numpy(float), points["time_s"].to_numpy(float)
+    lines = fit_segments(x, y) if len(np.unique(x)) >= 2 else (fit_line([0, x[0]], [y[0], y[0]]),)
+    rel = relative_errors(predict_segments(lines, x), y)
+    fit = CollectiveFit(backend=str(first["backend"]), op=str(first["op"]),
+                        algorithm=str(first["algorithm"]), workers=int(first["workers"]),
+                        segments=to_segments(lines), median_rel_error=float(np.median(rel)),
+                        worst_rel_error=float(rel.max()))
+    return fit, lines
+
+
+def fit_collectives(points: pd.DataFrame) -> list[tuple[CollectiveFit, tuple[Line, ...]]]:
+    return [fit_collective(group) for _, group in points.groupby(KEY, sort=True)]
+
+
+def transports(points: pd.DataFrame, gamma_s_per_byte: float) -> tuple[Transport, ...]:
+    """Per backend: one relative-error line through the ping-pong medians at the smallest P."""
+    out = []
+    for backend, group in points[points["op"] == "sendrecv"].groupby("backend"):
+        at = group[group["workers"] == group["workers"].min()]
+        if at["bytes"].nunique() < 2:
+            continue
+        line = fit_line(at["bytes"], at["time_s"])
+        out.append(Transport(backend=str(backend), alpha_s=line.intercept,
+                             beta_s_per_byte=line.slope, gamma_s_per_byte=gamma_s_per_byte))
+    return tuple(out)
+
+
+def fit_table(fits: list[CollectiveFit]) -> pd.DataFrame:
+    """One row per segment: the numbers docs/calibration.md shows."""
+    rows = []
+    for f in fits:
+        for s in f.segments:
+            rows.append({"backend": f.backend, "op": f.op, "algorithm": f.algorithm,
+                         "workers": f.workers, "min_bytes": s.min_bytes, "max_bytes": s.max_bytes,
+                         "alpha_us": s.alpha_s * 1e6, "alpha_ci_us": s.alpha_ci_s * 1e6,
+                         "beta_ns_per_byte": s.beta_s_per_byte * 1e9,
+                         "beta_ci_ns_per_byte": s.beta_ci_s_per_byte * 1e9,
+                         "bandwidth_gb_per_s": (1e-9 / s.beta_s_per_byte
+                                                if s.beta_s_per_byte > 0 else float("inf")),
+                         "r2": s.r2, "n_points": s.n_points,
+                         "median_rel_error": f.median_rel_error,
+                         "worst_rel_error": f.worst_rel_error})
+    return pd.DataFrame(rows)

@@ -1,0 +1,183 @@
+"""``python -m calibrate.probe``: run one part of the micro-benchmarks, save the raw rows.
+
+Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``--workdir``:
+
+``compute``  step / eval times per model, batch, threads  -> compute_steps.csv, compute_eval.csv, models.json
+``sharing``  k single-thread processes at once            -> sharing.csv
+``server``   parameter-server sum + update                -> server.csv
+``comm``     under ``mpirun -n P``: MPI (+ gloo) collectives -> comm_P{P}_{algorithm}.csv / .json
+
+Examples::
+
+    python -m calibrate.probe --part compute --models cnn --batches 16,32
+    mpirun -n 2 python -m calibrate.probe --part comm --algorithm ring --allreduce-only
+
+Every part also writes ``{part}_meta.json``: host, cores, versions and the command.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import socket
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import plan as planmod
+from .rawio import CalibrationError, write_json, write_rows
+
+PARTS = ("compute", "sharing", "server", "comm")
+
+
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """Flags shared with ``python -m calibrate``; unset ones keep the plan's value."""
+    p.add_argument("--quick", action="store_true", help="small plan (about a minute in all)")
+    unset = argparse.SUPPRESS      # unset flags keep the plan's value, named in the help
+    flags = {
+        "--models": f"comma-separated (default: {','.join(planmod.ALL_MODELS)})",
+        "--batches": "batch sizes (default: 16,32,64,128,256; quick: 16,64)",
+        "--threads": "torch threads per process (default: 1..cores)",
+        "--sharing": "k processes at once (default: 1..2*cores; quick: 1,2,2*cores)",
+        "--server-params": "server tensor sizes (default: 1e3..1e7)",
+        "--sizes": "message sizes in bytes (default: 4..64Mi in powers of 4)",
+        "--workers": "P for the comm probes (default: 2..2*cores; quick: 2)",
+        "--algorithms": f"MPI allreduce algorithms (default: {','.join(planmod.MPI_ALGORITHMS)}"
+                        "; quick: auto,ring)",
+    }
+    for flag, text in flags.items():
+        p.add_argument(flag, default=unset, help=text)
+    p.add_argument("--repeats", type=int, default=unset,
+                   help="every repeat count (steps, messages, server) set to this number")
+    p.add_argument("--timeout-s", type=float, default=unset,
+                   help="per subprocess (default: 600; quick: 120)")
+
+
+def build_plan(args: argparse.Namespace) -> planmod.ProbePlan:
+    cores = planmod.host_cores()
+    plan = planmod.quick_plan(cores) if args.quick else planmod.full_plan(cores)
+    pc = planmod.parse_csv
+    fields = {"models": ("models", str), "batches": ("batches", int),
+              "threads": ("threads", int), "sharing": ("sharing_ks", int),
+              "server_params": ("server_params", lambda s: int(float(s))),
+              "sizes": ("comm_sizes_bytes", lambda s: int(float(s))),
+              "workers": ("comm_workers", int), "algorithms": ("comm_algorithms", str)}
+    for flag, (name, kind) in fields.items():
+        value = getattr(args, flag, None)
+        if value:
+            plan = replace(plan, **{name: pc(value, kind)})
+    if getattr(args, "repeats", None):
+        n = args.repeats
+        if n < 1:
+            raise CalibrationError(f"--repeats must be positive, got {n}")
+        plan = replace(plan, step_repeats_min=n, step_repeats_max=n, comm_repeats_small=n,
+                       comm_repeats_large=n, server_repeats=n)
+    if getattr(args, "timeout_s", None):
+        plan = replace(plan, timeout_s=args.timeout_s)
+    planmod.check_plan(plan, cores)
+    return plan
+
+
+def describe_host() -> dict:
+    import numpy
+    import scipy
+    import torch
+    return {"host": socket.gethostname(), "cores": planmod.host_cores(),
+            "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "load_avg_1min": round(os.getloadavg()[0], 2),     # > 0 before we start: a busy host
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "numpy": numpy.__version__, "scipy": scipy.__version__,
+                         "platform": platform.platform()}}
+
+
+def command_line(module: str, argv) -> str:
+    return f"python -m {module} " + shlex.join(argv)
+
+
+def run_compute(plan, out: Path) -> None:
+    from . import compute_probe as cp
+    steps, evals = [], []
+    for model in plan.models:
+        for threads in plan.threads:
+            for batch in plan.batches:
+                steps += cp.step_rows(plan, model, threads, batch)
+            evals += cp.eval_rows(plan, model, threads, max(plan.batches))
+    write_rows(out / "compute_steps.csv", steps)
+    write_rows(out / "compute_eval.csv", evals)
+    write_json(out / "models.json", cp.model_shapes(plan.models))
+
+
+def run_sharing(plan, out: Path) -> None:
+    from . import compute_probe as cp
+    rows = []
+    for k in plan.sharing_ks:
+        rows += cp.sharing_rows(plan, k)
+    write_rows(out / "sharing.csv", rows)
+
+
+def run_server(plan, out: Path) -> None:
+    from . import compute_probe as cp
+    rows = []
+    for params in plan.server_params:
+        rows += cp.server_rows(plan, params)
+    write_rows(out / "server.csv", rows)
+
+
+def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,
+             command: str) -> None:
+    from . import comm_probe
+    result = comm_probe.run(plan, algorithm, with_gloo, other_ops)
+    if result is None:          # not rank 0
+        return
+    rows, info = result
+    stem = f"comm_P{info['workers']}_{algorithm}"
+    write_rows(out / f"{stem}.csv", rows)
+    write_json(out / f"{stem}.json", {**describe_host(), **info, "command": command})
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m calibrate.probe", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--part", choices=PARTS, required=True, help="which probe to run")
+    p.add_argument("--workdir", default="calibration", help="folder for the raw measurements")
+    p.add_argument("--algorithm", default="auto", choices=planmod.MPI_ALGORITHMS,
+                   help="MPI allreduce algorithm (comm part; sets "
+                   f"{planmod.ALGORITHM_ENV} before MPI init)")
+    p.add_argument("--allreduce-only", action="store_true",
+                   help="comm part: only MPI allreduce (runs for the non-default algorithms)")
+    p.add_argument("--no-gloo", action="store_true", help="comm part: skip torch.distributed/gloo")
+    add_plan_args(p)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    try:
+        plan = build_plan(args)
+        out = Path(args.workdir)
+        command = command_line("calibrate.probe", argv)
+        if args.part == "comm":
+            size = int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "0")))
+            if size < 2:
+                raise CalibrationError("--part comm runs under mpirun with at least 2 ranks: "
+                                       "mpirun -n 2 python -m calibrate.probe --part comm")
+            if size > planmod.MAX_RANKS_PER_CORE * planmod.host_cores():
+                raise CalibrationError(f"mpirun -n {size} is more than this machine can run "
+                                       f"({planmod.MAX_RANKS_PER_CORE} per core)")
+            run_comm(plan, out, args.algorithm, not args.no_gloo, not args.allreduce_only,
+                     f"mpirun -n {size} {command}")
+            return 0
+        {"compute": run_compute, "sharing": run_sharing, "server": run_server}[args.part](plan, out)
+        write_json(out / f"{args.part}_meta.json", {**describe_host(), "command": command})
+    except CalibrationError as e:
+        if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0":
+            print(f"calibrate.probe: error: {e}", file=sys.stderr)   # rank 0 alone speaks
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

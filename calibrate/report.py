@@ -1,0 +1,64 @@
+"""Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from simulator import profile as prof
+
+from .fit_comm import fit_table
+
+
+def _cell(v, digits: int) -> str:
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.{digits}g}"
+    return str(v)
+
+
+def markdown(df: pd.DataFrame, digits: int = 4) -> str:
+    """A pipe table (no dependency on ``tabulate``)."""
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v, digits) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def compute_rows(p: prof.Profile) -> pd.DataFrame:
+    return pd.DataFrame([{"model": m.model, "params": m.param_count, "threads": s.threads,
+                          "intercept_ms": s.step_intercept_s * 1e3,
+                          "intercept_ci_ms": s.intercept_ci_s * 1e3,
+                          "ms_per_sample": s.step_s_per_sample * 1e3,
+                          "ms_per_sample_ci": s.slope_ci_s * 1e3, "r2": s.r2,
+                          "spread_cv": s.spread_cv, "batches": "/".join(map(str, s.batches)),
+                          "backward_fraction": m.backward_fraction}
+                         for m in p.models for s in m.steps])
+
+
+def comm_rows(p: prof.Profile) -> pd.DataFrame:
+    table = fit_table(list(p.collectives))
+    if not len(table):
+        return table
+    keep = ["backend", "op", "algorithm", "workers", "min_bytes", "max_bytes", "alpha_us",
+            "alpha_ci_us", "beta_ns_per_byte", "beta_ci_ns_per_byte", "r2", "n_points",
+            "median_rel_error", "worst_rel_error"]
+    return table[keep]
+
+
+def show(path: str) -> str:
+    p = prof.load(path)
+    transports = pd.DataFrame([{"backend": t.backend, "alpha_us": t.alpha_s * 1e6,
+                                "beta_ns_per_byte": t.beta_s_per_byte * 1e9,
+                                "gamma_ns_per_byte": t.gamma_s_per_byte * 1e9}
+                               for t in p.transports])
+    sharing = ", ".join(f"k={k}: {v:.2f}" for k, v in sorted(p.sharing_slowdown.items()))
+    return "\n\n".join([
+        f"profile {path}: host {p.provenance.host}, {p.cores} cores, {p.provenance.created_utc}; "
+        f"workers seen {list(p.provenance.workers_seen)}; runs seen {len(p.provenance.runs_seen)}",
+        "compute, t_step(batch) = intercept + per_sample * batch:\n" + markdown(compute_rows(p)),
+        "collectives, t(n) = alpha + beta * n per segment:\n" + markdown(comm_rows(p)),
+        "transports (point to point) + gamma (per byte reduced):\n" + markdown(transports),
+        f"sharing slowdown: {sharing}",
+        f"server: t_update(params) = {p.server.update_intercept_s * 1e6:.3g} us + "
+        f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})"])

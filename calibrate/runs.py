@@ -1,0 +1,94 @@
+"""Step-time samples from ``real.train`` run records, for fitting alongside the probes.
+
+A run record's ``iterations.csv`` has ``compute_s`` (forward + backward + update)
+per rank and iteration; its ``config`` the model and batch size; its
+``environment`` the ranks on the host and torch threads per rank. Two uses:
+
+* no oversubscription (``ranks_per_host * threads <= cores``): the steps are
+  samples of ``t_step(batch)`` at that thread count, like the probe's;
+* more single-thread ranks than cores: the steps measure core sharing with
+  ``k = ranks_per_host`` (turned into a slowdown against the thread-1 fit later).
+
+The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at most
+``MAX_SAMPLES_PER_RUN`` evenly spaced steps are kept per run so that a long run
+does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
+hold-out protocol calibrates on P <= K and predicts the rest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from real import record
+
+from .rawio import CalibrationError
+
+WARMUP_ITERATIONS = 3
+MAX_SAMPLES_PER_RUN = 60
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    steps: pd.DataFrame        # model, threads, batch, step_s, source
+    sharing: pd.DataFrame      # model, batch, k, step_s, source
+    runs_seen: tuple[str, ...]
+    workers_seen: tuple[int, ...]
+
+
+def _steps_of(run_dir: Path) -> pd.DataFrame:
+    it = record.read_iterations(run_dir)
+    missing = {"rank", "batch_size", "compute_s"} - set(it.columns)
+    if missing:
+        raise CalibrationError(f"{run_dir}: iterations.csv lacks column(s) {', '.join(sorted(missing))}")
+    it = it[(it["batch_size"] > 0) & (it["compute_s"] > 0)]
+    it = it[it.groupby("rank").cumcount() >= WARMUP_ITERATIONS]
+    if len(it) > MAX_SAMPLES_PER_RUN:
+        it = it.iloc[np.linspace(0, len(it) - 1, MAX_SAMPLES_PER_RUN).astype(int)]
+    return it
+
+
+def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
+    """(facts about the run, its step samples); RecordError if it is not a run record."""
+    rec = record.read(run_dir)
+    cfg, env = rec["config"], rec["environment"]
+    facts = {"run_id": rec["run_id"], "status": rec["status"], "model": cfg.get("model"),
+             "workers": int(env.get("workers", env.get("ranks", 1)) or 1),
+             "ranks_per_host": int(env.get("ranks_per_host", env.get("ranks", 1)) or 1),
+             "threads": int(env.get("threads_per_rank", 1) or 1),
+             "cores": int(env.get("cores", 1) or 1)}
+    if rec["status"] != "completed" or not facts["model"]:
+        return facts, pd.DataFrame()
+    return facts, _steps_of(run_dir)
+
+
+def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
+    """All completed runs below ``runs_dir`` with at most ``max_workers`` ranks."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise CalibrationError(f"--runs {runs_dir} is not a directory")
+    dirs = record.find_runs(runs_dir)
+    if not dirs:
+        raise CalibrationError(f"--runs {runs_dir} holds no run record (no */record.json)")
+    steps, sharing, seen, workers = [], [], [], set()
+    for run_dir in dirs:
+        facts, it = run_samples(run_dir)
+        if not len(it) or (max_workers is not None and facts["workers"] > max_workers):
+            continue
+        base = {"model": facts["model"], "source": facts["run_id"]}
+        frame = pd.DataFrame({**base, "batch": it["batch_size"].to_numpy(int),
+                              "step_s": it["compute_s"].to_numpy(float)})
+        if facts["ranks_per_host"] * facts["threads"] <= facts["cores"]:
+            steps.append(frame.assign(threads=facts["threads"]))
+        elif facts["threads"] == 1:
+            sharing.append(frame.assign(k=facts["ranks_per_host"]))
+        else:
+            continue            # oversubscribed threads: neither a clean step nor a sharing sample
+        seen.append(facts["run_id"])
+        workers.add(facts["workers"])
+    empty = pd.DataFrame(columns=["model", "batch", "step_s", "source"])
+    return RunSamples(steps=pd.concat(steps, ignore_index=True) if steps else empty,
+                      sharing=pd.concat(sharing, ignore_index=True) if sharing else empty,
+                      runs_seen=tuple(seen), workers_seen=tuple(sorted(workers)))
