@@ -1,0 +1,150 @@
+"""Collectives message by message: what each rank sends, receives and adds up.
+
+Every function is the generator of ONE rank: ``i`` is its index in ``ranks``,
+``p2p`` gives ``isend(src, dst, n_bytes, tag)`` (event: delivered),
+``recv(dst, src, tag)`` (event: arrived) and ``reduce(n_bytes)`` (event: the
+gamma cost of adding ``n_bytes``). ``tag`` is unique per call; steps extend it.
+Their contention-free times are the equations in ``closed_form``.
+"""
+from __future__ import annotations
+
+
+def _exchange(p2p, me: int, peer: int, n_bytes: float, tag):
+    """Send to and receive from ``peer`` at once (MPI_Sendrecv)."""
+    p2p.isend(me, peer, n_bytes, tag)
+    yield p2p.recv(me, peer, tag)
+
+
+def ring_allreduce(p2p, ranks, i, n_bytes, tag):
+    """Reduce-scatter then allgather around the ring, in chunks of n/P."""
+    p = len(ranks)
+    if p == 1:
+        return
+    chunk = n_bytes / p
+    right, left, me = ranks[(i + 1) % p], ranks[(i - 1) % p], ranks[i]
+    for step in range(2 * (p - 1)):
+        p2p.isend(me, right, chunk, (tag, step))
+        yield p2p.recv(me, left, (tag, step))
+        if step < p - 1:
+            yield p2p.reduce(chunk)
+
+
+def _fold_in(p2p, ranks, i, n_bytes, tag):
+    """MPICH's step for P not a power of two: even ranks below 2*rem hand their data
+    to the next rank and sit out. Returns the new index, or None for a rank that sits out."""
+    p = len(ranks)
+    q = 1 << (p.bit_length() - 1)
+    rem = p - q
+    if i < 2 * rem:
+        if i % 2 == 0:
+            yield p2p.isend(ranks[i], ranks[i + 1], n_bytes, (tag, "fold"))
+            return None
+        yield p2p.recv(ranks[i], ranks[i - 1], (tag, "fold"))
+        yield p2p.reduce(n_bytes)
+        return i // 2
+    return i - rem
+
+
+def _member(new_index: int, p: int) -> int:
+    """Group index of the rank that holds ``new_index`` after folding."""
+    q = 1 << (p.bit_length() - 1)
+    rem = p - q
+    return 2 * new_index + 1 if new_index < rem else new_index + rem
+
+
+def _fold_out(p2p, ranks, i, n_bytes, tag):
+    """Send the result back to the ranks that sat out."""
+    p = len(ranks)
+    rem = p - (1 << (p.bit_length() - 1))
+    if i < 2 * rem:
+        if i % 2 == 0:
+            yield p2p.recv(ranks[i], ranks[i + 1], (tag, "unfold"))
+        else:
+            yield p2p.isend(ranks[i], ranks[i - 1], n_bytes, (tag, "unfold"))
+
+
+def recursive_doubling_allreduce(p2p, ranks, i, n_bytes, tag):
+    """log2(P) rounds; in round k exchange everything with the partner at distance 2^k."""
+    p = len(ranks)
+    if p == 1:
+        return
+    q = 1 << (p.bit_length() - 1)
+    j = yield from _fold_in(p2p, ranks, i, n_bytes, tag)
+    if j is not None:
+        mask = 1
+        while mask < q:
+            peer = ranks[_member(j ^ mask, p)]
+            yield from _exchange(p2p, ranks[i], peer, n_bytes, (tag, mask))
+            yield p2p.reduce(n_bytes)
+            mask <<= 1
+    yield from _fold_out(p2p, ranks, i, n_bytes, tag)
+
+
+def rabenseifner_allreduce(p2p, ranks, i, n_bytes, tag):
+    """Reduce-scatter by recursive halving, then allgather by recursive doubling."""
+    p = len(ranks)
+    if p == 1:
+        return
+    q = 1 << (p.bit_length() - 1)
+    j = yield from _fold_in(p2p, ranks, i, n_bytes, tag)
+    if j is not None:
+        size, mask = n_bytes, q >> 1
+        while mask >= 1:                       # halving: exchange half, keep half
+            size /= 2
+            peer = ranks[_member(j ^ mask, p)]
+            yield from _exchange(p2p, ranks[i], peer, size, (tag, "rs", mask))
+            yield p2p.reduce(size)
+            mask >>= 1
+        mask = 1
+        while mask < q:                        # doubling: exchange what each has
+            peer = ranks[_member(j ^ mask, p)]
+            yield from _exchange(p2p, ranks[i], peer, size, (tag, "ag", mask))
+            size *= 2
+            mask <<= 1
+    yield from _fold_out(p2p, ranks, i, n_bytes, tag)
+
+
+def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
+    """Every rank sends ``n_bytes`` to the root at once (an incast on the root's port)."""
+    me = ranks[i]
+    if i != root:
+        yield p2p.isend(me, ranks[root], n_bytes, tag)
+        return
+    posted = [p2p.recv(me, src, tag) for k, src in enumerate(ranks) if k != root]
+    for ev in posted:
+        yield ev
+
+
+def scatter(p2p, ranks, i, n_bytes, tag, root: int = 0):
+    """The root sends ``n_bytes`` to every rank at once (they share the root's port)."""
+    me = ranks[i]
+    if i != root:
+        yield p2p.recv(me, ranks[root], tag)
+        return
+    sends = [p2p.isend(me, dst, n_bytes, tag) for k, dst in enumerate(ranks) if k != root]
+    for ev in sends:
+        yield ev
+
+
+def binomial_bcast(p2p, ranks, i, n_bytes, tag, root: int = 0):
+    """Binomial tree from the root: receive from the parent, then send to children in turn."""
+    p = len(ranks)
+    vr = (i - root) % p
+    mask = 1
+    while mask < p:
+        if vr & mask:
+            yield p2p.recv(ranks[i], ranks[(i - mask) % p], tag)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if vr + mask < p:
+            yield p2p.isend(ranks[i], ranks[(i + mask) % p], n_bytes, tag)
+        mask >>= 1
+
+
+ALLREDUCE = {
+    "ring": ring_allreduce,
+    "recursive_doubling": recursive_doubling_allreduce,
+    "reduce_scatter_allgather": rabenseifner_allreduce,
+}

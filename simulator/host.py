@@ -1,0 +1,88 @@
+"""A host: C cores shared by the processes running on it (processor sharing).
+
+Like the Linux scheduler, the cores are shared fairly between runnable
+*threads*: with processes of ``T_j`` threads runnable, every thread gets
+``min(1, C / sum_j T_j)`` of a core, so every process runs at the same speed,
+times the measured ``sharing_efficiency(k)`` of the profile for k processes
+(memory bandwidth and cache losses that ideal sharing does not see)::
+
+    speed = min(1, C / sum_j T_j) * sharing_efficiency(k)
+    (k single-thread workers: min(1, C / k) * sharing_efficiency(k))
+
+A job of ``work_s`` full-speed seconds ends when the host's *virtual time*
+(the integral of ``speed``) has advanced by ``work_s`` since it started; a heap
+of finishing virtual times makes each start or end O(log k). Processes that
+wait for messages do not occupy a core (a limit of the model: busy-polling
+MPI ranks do).
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+from typing import Callable
+
+import simpy
+
+
+class Host:
+    def __init__(self, env: simpy.Environment, index: int, cores: int,
+                 sharing_efficiency: Callable[[int], float]):
+        self.env = env
+        self.index = index
+        self.cores = cores
+        # looked up on every change of k: remember it
+        self._efficiency = functools.lru_cache(maxsize=None)(sharing_efficiency)
+        self._jobs: list[tuple[float, int, int, simpy.Event]] = []   # (v_finish, seq, threads, done)
+        self._threads = 0
+        self._virtual_s = 0.0
+        self._speed = 0.0
+        self._updated_at = env.now
+        self._version = 0
+        self._seq = itertools.count()
+
+    @property
+    def runnable(self) -> int:
+        return len(self._jobs)
+
+    def speed(self, processes: int, threads: int) -> float:
+        """Speed of each of ``processes`` runnable processes with ``threads`` threads in all."""
+        if processes == 0:
+            return 0.0
+        return min(1.0, self.cores / threads) * self._efficiency(processes)
+
+    def compute(self, work_s: float, threads: int = 1):
+        """Event that fires when ``work_s`` seconds of full-speed work are done."""
+        done = self.env.event()
+        if work_s <= 0:
+            return done.succeed()
+        self._advance()
+        heapq.heappush(self._jobs, (self._virtual_s + work_s, next(self._seq), threads, done))
+        self._threads += threads
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        self._virtual_s += self._speed * (self.env.now - self._updated_at)
+        self._updated_at = self.env.now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        self._speed = self.speed(len(self._jobs), self._threads)
+        if not self._jobs:
+            return
+        dt = max(0.0, (self._jobs[0][0] - self._virtual_s) / self._speed)
+        version = self._version
+        self.env.timeout(dt).callbacks.append(lambda _ev: self._on_timer(version))
+
+    def _on_timer(self, version: int) -> None:
+        if version != self._version:
+            return                            # a job started or ended since: stale timer
+        self._advance()
+        # the job this timer was set for ends now, and any due within rounding of it
+        due = max(self._virtual_s, self._jobs[0][0]) + 1e-12 * max(1.0, self._virtual_s)
+        while self._jobs and self._jobs[0][0] <= due:
+            _, _, threads, done = heapq.heappop(self._jobs)
+            self._threads -= threads
+            done.succeed()
+        self._reschedule()

@@ -1,0 +1,42 @@
+"""The training schemes, each the per-rank loop of what it computes and communicates.
+
+A scheme is a ``Scheme``: its backend (whose transport prices shared-memory
+messages), whether it is synchronous (so the vectorised fast path can run it),
+whether it needs a server rank or a single host, and ``start(env, setup)``
+which launches one SimPy process per rank. Loops receive their collaborators
+(worker, comm, recorder, plan) and share ``train_step``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..plan import Plan, Setup
+from . import collective, local, ps
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str
+    backend: str                       # mpi | gloo
+    start: Callable                    # start(env, setup): launch the rank processes
+    synchronous: bool                  # every rank meets every iteration (fast path ok)
+    extra_rank: bool = False           # a server / holder rank after the P workers
+    single_host: bool = False          # needs all workers on one host (shared memory)
+    single_worker: bool = False
+
+
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (
+    Scheme("serial", "mpi", local.start_serial, True, single_worker=True),
+    Scheme("psgd", "mpi", local.start_psgd, True),
+    Scheme("async_avg", "mpi", local.start_async_avg, False, extra_rank=True),
+    Scheme("hogwild", "mpi", local.start_hogwild, False, single_host=True),
+    Scheme("gather_scatter", "gloo", collective.start_gather_scatter, True),
+    Scheme("allreduce", "gloo", collective.start_allreduce, True),
+    Scheme("ddp", "gloo", collective.start_ddp, True),
+    Scheme("mpi_allreduce", "mpi", collective.start_mpi_allreduce, True),
+    Scheme("ps_sync", "gloo", ps.start_ps_sync, True, extra_rank=True),
+    Scheme("ps_async", "gloo", ps.start_ps_async, False, extra_rank=True),
+)}
+
+__all__ = ["SCHEMES", "Scheme", "Plan", "Setup"]

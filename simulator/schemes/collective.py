@@ -1,0 +1,89 @@
+"""Gradient-synchronous schemes built on collectives: every rank meets every iteration.
+
+* ``gather_scatter`` (gloo): rank 0 gathers the gradients, adds them up
+  (``gamma * (P-1) * grad_bytes``) and scatters the mean back.
+* ``allreduce`` (gloo): one ring allreduce per layer (``layer_param_counts``).
+* ``mpi_allreduce`` (MPI): one allreduce of the flat gradient buffer with the
+  configured algorithm (``auto`` picks like MPICH).
+* ``ddp`` (gloo): gradients in buckets of ``bucket_bytes`` in reverse layer
+  order; a bucket's allreduce starts as soon as the backward of its layers is
+  done and the previous bucket's allreduce is over, overlapping the rest of
+  the backward. The step is split as ``(1 - backward_fraction)`` forward and
+  update, then the backward in bucket-sized pieces.
+"""
+from __future__ import annotations
+
+from ..plan import Setup, train_step
+
+
+def _start(env, setup: Setup, rank_loop):
+    for w in setup.workers:
+        env.process(rank_loop(env, w, setup.comm, setup.recorder, setup.plan))
+
+
+def start_gather_scatter(env, setup):
+    _start(env, setup, gather_scatter_rank)
+
+
+def start_allreduce(env, setup):
+    _start(env, setup, allreduce_rank)
+
+
+def start_mpi_allreduce(env, setup):
+    _start(env, setup, mpi_allreduce_rank)
+
+
+def start_ddp(env, setup):
+    _start(env, setup, ddp_rank)
+
+
+def gather_scatter_rank(env, worker, comm, recorder, plan):
+    ranks, n = plan.worker_ranks, plan.param_bytes
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.gather(worker.rank, ranks, n, root=0)
+        if worker.rank == ranks[0]:
+            t0 = env.now
+            yield comm.reduce((len(ranks) - 1) * n)
+            recorder.add(worker.rank, "compute", t0, env.now, "average")
+        yield from comm.scatter(worker.rank, ranks, n, root=0)
+
+
+def allreduce_rank(env, worker, comm, recorder, plan):
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        for layer_bytes in plan.layer_bytes:
+            yield from comm.allreduce(worker.rank, plan.worker_ranks, layer_bytes, "ring")
+
+
+def mpi_allreduce_rank(env, worker, comm, recorder, plan):
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.allreduce(worker.rank, plan.worker_ranks, plan.param_bytes,
+                                  plan.algorithm)
+
+
+def ddp_rank(env, worker, comm, recorder, plan):
+    me, bf, ranks = worker.rank, plan.backward_fraction, plan.worker_ranks
+    *early, (last_bytes, last_share) = plan.buckets
+    for i in range(plan.iterations):
+        step_s = worker.step_s[i]
+        t0 = env.now
+        work_s = step_s * (1 - bf)           # forward (and update) run before the first bucket
+        pending = None
+        for bucket_bytes, share in early:
+            yield worker.compute(work_s + step_s * bf * share)
+            work_s = 0.0
+            pending = env.process(_bucket(comm, me, ranks, bucket_bytes, pending))
+        yield worker.compute(work_s + step_s * bf * last_share)
+        recorder.add(me, "compute", t0, env.now, "step")
+        if pending is not None:              # the last bucket follows the others
+            yield pending
+        yield from comm.allreduce(me, ranks, last_bytes, "ring")
+
+
+def _bucket(comm, rank, ranks, n_bytes, previous):
+    """One bucket's allreduce, after the previous bucket's (one communication stream)."""
+    if previous is not None and not previous.processed:
+        yield previous
+    yield from comm.allreduce(rank, ranks, n_bytes, "ring")

@@ -1,0 +1,67 @@
+"""Parameter server: P workers and one server rank (rank P), gloo.
+
+* ``ps_sync``: each iteration the server broadcasts w (binomial tree over the
+  P + 1 ranks), every worker computes its gradient and pushes it (a gather to
+  the server: an incast on the server's port), the server adds the P
+  gradients (``gamma * P * grad_bytes``) and applies one update.
+* ``ps_async``: the server applies each push as it arrives (first come, first
+  served) and replies with the new w to that worker alone; workers never wait
+  for each other. Staleness = updates applied between the worker's read of w
+  and the application of its gradient.
+"""
+from __future__ import annotations
+
+from ..plan import Setup, train_step
+
+
+def start_ps_sync(env, setup: Setup):
+    plan = setup.plan
+    group = plan.worker_ranks + (plan.server_rank,)
+    for w in setup.workers:
+        env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group))
+    env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group))
+
+
+def ps_sync_worker(env, worker, comm, recorder, plan, group):
+    root = len(group) - 1
+    for i in range(plan.iterations):
+        yield from comm.bcast(worker.rank, group, plan.param_bytes, root=root)
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
+
+
+def ps_sync_server(env, server, comm, recorder, plan, group):
+    root = len(group) - 1
+    for _ in range(plan.iterations):
+        yield from comm.bcast(server.rank, group, plan.param_bytes, root=root)
+        yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
+        t0 = env.now
+        yield comm.reduce(plan.workers * plan.param_bytes)
+        recorder.add(server.rank, "compute", t0, env.now, "sum")
+        yield from server.apply(recorder)
+
+
+def start_ps_async(env, setup: Setup):
+    for w in setup.workers:
+        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server))
+
+
+def ps_async_worker(env, worker, comm, recorder, plan, server):
+    me, n = worker.rank, plan.param_bytes
+    t0 = env.now
+    yield comm.transfer(server.rank, me, n)              # initial w
+    recorder.add(me, "comm", t0, env.now, "read w")
+    read_version = 0
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        t0 = env.now
+        yield comm.transfer(me, server.rank, n)          # push the gradient
+        t1 = env.now
+        applied_on = yield from server.apply(recorder)
+        t2 = env.now
+        yield comm.transfer(server.rank, me, n)          # the new w
+        recorder.add(me, "comm", t0, t1, "push")
+        recorder.add(me, "wait", t1, t2, "server")
+        recorder.add(me, "comm", t2, env.now, "read w")
+        recorder.add_staleness(applied_on - read_version)
+        read_version = applied_on + 1

@@ -1,0 +1,279 @@
+"""The simulator against closed forms and invariants (deterministic, small, fast)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import closed_form as cf
+from simulator.comm import MessageComm
+from simulator.config import Cluster, ConfigError, Heterogeneity, Link, SchemeConfig, Workload
+from simulator.host import Host
+from simulator.network import Routes
+from simulator.profile import Transport
+from simulator.recorder import Recorder
+from simulator.simulate import simulate
+from simulator.testing import make_profile
+
+ALPHA, BETA = 1e-5, 1e-9
+LINK = Link(bandwidth_bytes_per_s=1 / BETA, latency_s=ALPHA)
+SYNC = ("psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
+
+
+def one_per_host(p: int, cores: int = 1) -> Cluster:
+    return Cluster(hosts=p, cores_per_host=cores, link=LINK)
+
+
+def wl(iterations: int = 6) -> Workload:
+    return Workload(model="toy", iterations=iterations)
+
+
+# ------------------------------------------------------------------ determinism, P = 1
+
+def test_same_seed_same_result_other_seed_differs():
+    prof = make_profile(spread_cv=0.2)
+    het = Heterogeneity(speed_cv=0.3, stragglers=1)
+    cfg = SchemeConfig("ps_async", fidelity="message")
+    a = simulate(cfg, 4, wl(20), None, prof, seed=3, heterogeneity=het)
+    b = simulate(cfg, 4, wl(20), None, prof, seed=3, heterogeneity=het)
+    c = simulate(cfg, 4, wl(20), None, prof, seed=4, heterogeneity=het)
+    assert a == b
+    assert a.time_s != c.time_s
+
+
+@pytest.mark.parametrize("scheme", ("serial", "hogwild") + SYNC)
+def test_one_worker_takes_the_compute_time(scheme):
+    prof = make_profile()
+    step_s = prof.models[0].step_fit(1).step_s(64)
+    r = simulate(scheme, 1, wl(7), None, prof)
+    extra = 0.0
+    if scheme == "hogwild":
+        extra = 7 * 2 * prof.models[0].grad_bytes * BETA
+    if scheme == "ps_sync":      # P = 1 means one worker plus the server: not compute alone
+        assert r.time_s > 7 * step_s
+        return
+    assert r.time_s == pytest.approx(7 * step_s + extra, rel=1e-12)
+    assert r.compute_s == pytest.approx(r.time_s, rel=1e-12)
+
+
+# ------------------------------------------------------------------ processor sharing
+
+def run_jobs(cores: int, works: list[float], slowdown=None, threads: int = 1) -> list[float]:
+    env = simpy.Environment()
+    prof = make_profile(cores=cores, sharing_slowdown=slowdown)
+    host = Host(env, 0, cores, prof.sharing_efficiency)
+    finish = [None] * len(works)
+
+    def job(i, w):
+        yield host.compute(w, threads)
+        finish[i] = env.now
+    for i, w in enumerate(works):
+        env.process(job(i, w))
+    env.run()
+    return finish
+
+
+@pytest.mark.parametrize("k,cores", [(1, 2), (2, 2), (3, 2), (8, 2), (5, 4), (16, 3)])
+def test_k_equal_jobs_on_c_cores_share_them(k, cores):
+    finish = run_jobs(cores, [1.0] * k)
+    assert finish == pytest.approx([1.0 / min(1.0, cores / k)] * k, rel=1e-12)
+
+
+def test_unequal_jobs_follow_processor_sharing():
+    # 2 cores, jobs 1, 2, 3: 3 share until t=1.5 (job 1 done), then 2 run at full speed
+    assert run_jobs(2, [1.0, 2.0, 3.0]) == pytest.approx([1.5, 2.5, 3.5], rel=1e-12)
+
+
+def test_measured_sharing_slowdown_is_applied():
+    # 4 processes on 2 cores measured 2.5x slower each (ideal 2x): efficiency 0.8
+    finish = run_jobs(2, [1.0] * 4, slowdown={1: 1.0, 4: 2.5})
+    assert finish == pytest.approx([2.5] * 4, rel=1e-12)
+
+
+def test_threads_count_as_sharers():
+    assert run_jobs(4, [1.0, 1.0], threads=4) == pytest.approx([2.0, 2.0], rel=1e-12)
+
+
+# ------------------------------------------------------------------ message model vs closed forms
+
+def run_collective(kind, p, n_bytes, algorithm="ring", gamma=0.0, placement=None, root=0):
+    env = simpy.Environment()
+    placement = placement or tuple(range(p))
+    link = LINK if len(set(placement)) > 1 else None
+    routes = Routes(placement, link, Transport("mpi", ALPHA, BETA, gamma))
+    rec = Recorder(placement)
+    comm = MessageComm(env, routes, Transport("mpi", ALPHA, BETA, gamma), rec)
+    ranks, ends = tuple(range(p)), []
+
+    def rank(r):
+        if kind == "allreduce":
+            yield from comm.allreduce(r, ranks, n_bytes, algorithm)
+        else:
+            yield from getattr(comm, kind)(r, ranks, n_bytes, root=root)
+        ends.append(env.now)
+    for r in ranks:
+        env.process(rank(r))
+    env.run()
+    return max(ends)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 7, 8, 16])
+@pytest.mark.parametrize("gamma", [0.0, 3e-10])
+def test_ring_allreduce_message_model_is_the_closed_form(p, gamma):
+    n = 4 * 2**20
+    expected = 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * n * BETA + (p - 1) / p * n * gamma
+    assert run_collective("allreduce", p, n, "ring", gamma) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["recursive_doubling", "reduce_scatter_allgather"])
+@pytest.mark.parametrize("p", [2, 3, 4, 6, 8, 13])
+def test_other_allreduces_match_their_closed_forms(algorithm, p):
+    n = 2**20
+    expected = cf.ALLREDUCE[algorithm](p, n, ALPHA, BETA, 2e-10)
+    assert run_collective("allreduce", p, n, algorithm, 2e-10) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("kind,closed", [("gather", cf.gather_s), ("scatter", cf.scatter_s),
+                                         ("bcast", cf.binomial_bcast_s)])
+@pytest.mark.parametrize("p", [2, 3, 5, 8])
+def test_rooted_collectives_match_closed_forms(kind, closed, p):
+    n = 2**18
+    assert run_collective(kind, p, n) == pytest.approx(closed(p, n, ALPHA, BETA), rel=1e-9)
+
+
+def test_incast_at_a_root_grows_linearly_with_senders():
+    n = 2**20
+    times = [run_collective("gather", p + 1, n) for p in (1, 2, 4, 8, 16)]
+    per_sender = [(t - ALPHA) / p for t, p in zip(times, (1, 2, 4, 8, 16))]
+    assert per_sender == pytest.approx([n * BETA] * 5, rel=1e-9)
+
+
+def test_shared_nic_is_congested():
+    # 4 ranks on 2 hosts, round robin: every ring message crosses hosts, 2 share each NIC
+    n = 2**22
+    free = run_collective("allreduce", 4, n, placement=(0, 1, 2, 3))
+    shared = run_collective("allreduce", 4, n, placement=(0, 1, 0, 1))
+    assert shared > 1.9 * free - 12 * ALPHA
+
+
+def test_ps_incast_time_grows_linearly_with_workers():
+    """The pushes of P workers share the server's port: P n beta per iteration, plus at
+    most the broadcast of w (whose later receivers overlap their compute with it)."""
+    prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
+    n = prof.models[0].grad_bytes
+    step_s = prof.models[0].step_fit(1).step_s(64)
+    for p in (1, 2, 4, 8, 16):
+        r = simulate(SchemeConfig("ps_sync", fidelity="message"), p, wl(3),
+                     Cluster(hosts=p + 1, cores_per_host=1, link=LINK), prof)
+        per_iteration = (r.time_s - 3 * step_s) / 3
+        incast = ALPHA + p * n * BETA
+        assert incast < per_iteration <= incast + cf.binomial_bcast_s(p + 1, n, ALPHA, BETA) * (1 + 1e-9)
+
+
+# ------------------------------------------------------------------ fast path vs events
+
+@pytest.mark.parametrize("scheme", SYNC)
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+def test_fast_path_agrees_with_the_event_models(scheme, p):
+    prof = make_profile(spread_cv=0.1)
+    cfg = SchemeConfig(scheme, avg_every=2, algorithm="auto", bucket_bytes=100_000)
+    cluster = one_per_host(p + 1)           # + 1: room for the server
+    fast = simulate(SchemeConfig(**{**cfg.__dict__, "engine": "fast"}), p, wl(), cluster, prof, seed=5)
+    des = simulate(SchemeConfig(**{**cfg.__dict__, "engine": "des"}), p, wl(), cluster, prof, seed=5)
+    assert (fast.engine, des.engine) == ("fast", "des")
+    assert fast.time_s == pytest.approx(des.time_s, rel=1e-9)
+    for a, b in zip((fast.compute_s, fast.comm_s, fast.wait_s), (des.compute_s, des.comm_s, des.wait_s)):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    if scheme in ("psgd", "allreduce", "mpi_allreduce", "ddp"):   # symmetric: no early leavers
+        msg = simulate(SchemeConfig(**{**cfg.__dict__, "fidelity": "message"}), p, wl(),
+                       cluster, make_profile(spread_cv=0.0), seed=5)
+        ref = simulate(SchemeConfig(**{**cfg.__dict__, "engine": "fast"}), p, wl(), cluster,
+                       make_profile(spread_cv=0.0), seed=5)
+        assert msg.time_s == pytest.approx(ref.time_s, rel=1e-9)
+
+
+def test_fast_path_shares_cores_like_the_event_model():
+    prof = make_profile(cores=2, spread_cv=0.3, sharing_slowdown={1: 1.0, 2: 1.1, 6: 3.6})
+    for scheme in ("mpi_allreduce", "psgd", "gather_scatter"):
+        f = simulate(SchemeConfig(scheme, engine="fast"), 6, wl(), None, prof, seed=1)
+        d = simulate(SchemeConfig(scheme, engine="des"), 6, wl(), None, prof, seed=1)
+        assert f.time_s == pytest.approx(d.time_s, rel=1e-9)
+
+
+def test_large_p_uses_the_fast_path():
+    r = simulate("mpi_allreduce", 1024, wl(5), Cluster(128, 8, LINK), make_profile())
+    assert r.engine == "fast" and r.time_s > 0
+
+
+# ------------------------------------------------------------------ schemes
+
+def test_ps_async_staleness_is_about_p_minus_one():
+    r = simulate("ps_async", 4, wl(40), one_per_host(5), make_profile(spread_cv=0.05))
+    assert 2.5 < r.mean_staleness < 3.5
+    assert min(r.staleness) >= 0 and sum(r.staleness.values()) == 4 * 40
+
+
+def test_stragglers_slow_synchronous_schemes_down():
+    prof = make_profile()
+    base = simulate("mpi_allreduce", 4, wl(), one_per_host(4), prof)
+    slow = simulate("mpi_allreduce", 4, wl(), one_per_host(4), prof,
+                    heterogeneity=Heterogeneity(stragglers=1, straggler_slowdown=2.0))
+    assert slow.time_s > 1.5 * base.time_s
+    assert slow.wait_s > base.wait_s
+
+
+def test_hogwild_speedup_is_limited_by_cores():
+    prof = make_profile(cores=2)
+    t1 = simulate("hogwild", 1, Workload(model="toy", dataset_samples=64 * 64), None, prof).epoch_s
+    t8 = simulate("hogwild", 8, Workload(model="toy", dataset_samples=64 * 64), None, prof).epoch_s
+    assert t1 / t8 == pytest.approx(2.0, rel=0.15)
+
+
+def test_schemes_that_cannot_run_are_refused():
+    prof = make_profile()
+    with pytest.raises(ConfigError, match="hogwild"):
+        simulate("hogwild", 4, wl(), one_per_host(2), prof)
+    with pytest.raises(ConfigError, match="workers"):
+        simulate("psgd", 0, wl(), None, prof)
+    with pytest.raises(ConfigError, match="nope"):
+        simulate("nope", 2, wl(), None, prof)
+    with pytest.raises(ConfigError, match="serial"):
+        simulate("serial", 2, wl(), None, prof)
+
+
+# ------------------------------------------------------------------ invariants
+
+ALL = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
+       "ps_sync", "ps_async")
+
+
+@settings(max_examples=25, deadline=None)
+@given(scheme=st.sampled_from(ALL), p=st.integers(1, 6), hosts=st.integers(1, 3),
+       fidelity=st.sampled_from(("analytic", "message")), cv=st.sampled_from((0.0, 0.2)),
+       seed=st.integers(0, 3))
+def test_time_accounts_for_every_worker(scheme, p, hosts, fidelity, cv, seed):
+    cluster = Cluster(hosts, 2, LINK if hosts > 1 else None)
+    r = simulate(SchemeConfig(scheme, fidelity=fidelity, avg_every=2), p, wl(4), cluster,
+                 make_profile(spread_cv=cv), seed=seed)
+    assert r.time_s > 0 and r.epoch_s > 0
+    for c, m, w in zip(r.compute_s_per_worker, r.comm_s_per_worker, r.wait_s_per_worker):
+        assert min(c, m, w) >= 0
+        assert c > 0
+        if scheme != "ddp":                   # ddp's communication overlaps its backward
+            assert c + m + w <= r.time_s * (1 + 1e-9)
+    assert all(k >= 0 for k in r.staleness)
+
+
+@settings(max_examples=25, deadline=None)
+@given(scheme=st.sampled_from(ALL), p=st.integers(2, 6),
+       gbit=st.floats(0.01, 10), factor=st.floats(1.0, 100.0), seed=st.integers(0, 3))
+def test_more_bandwidth_is_never_slower(scheme, p, gbit, factor, seed):
+    prof = make_profile(spread_cv=0.1)
+    slow, fast = (Cluster(p + 1, 2, Link(gbit * 1.25e8 * f, ALPHA)) for f in (1.0, factor))
+    cfg = SchemeConfig(scheme, fidelity="message", avg_every=2)
+    t_slow = simulate(cfg, p, wl(4), slow, prof, seed=seed).time_s
+    t_fast = simulate(cfg, p, wl(4), fast, prof, seed=seed).time_s
+    assert t_fast <= t_slow * (1 + 1e-9)
