@@ -1,0 +1,88 @@
+"""simulator.compare: records written here, predicted with a known profile, then a wrong one."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+from real import record
+from simulator import compare, profile as profiles
+from simulator.config import SchemeConfig, Workload, calibrated_cluster
+from simulator.simulate import simulate
+from simulator.testing import make_profile
+from tests.conftest import py
+
+CORES = 4
+
+
+def true_profile():
+    p = make_profile(cores=CORES, model="cnn")
+    prov = dataclasses.replace(p.provenance, workers_seen=(1, 2))
+    return dataclasses.replace(p, provenance=prov)
+
+
+def write_records(runs, prof, offsets=(0.02, -0.03)):
+    """Records as real.train writes them, with times 2-3% off what ``prof`` predicts."""
+    for p in (1, 2, 3, 4):
+        w = Workload(model="cnn", batch_per_worker=32, dataset_samples=4096, epochs=1,
+                     threads_per_worker=1)
+        truth = simulate(SchemeConfig("psgd"), p, w, calibrated_cluster(CORES), prof).epoch_s
+        for rep, off in enumerate(offsets):
+            rec = record.RunRecord(
+                run_id=f"psgd-P{p}-r{rep}",
+                config={"algorithm": "psgd", "model": "cnn", "batch_size": 32, "epochs": 1,
+                        "average_every": 0, "repeat": rep},
+                environment={"workers": p, "ranks": p, "cores": CORES, "threads_per_rank": 1},
+                timings={"train_wall_s": truth * (1 + off), "epoch_s": [truth * (1 + off)]},
+                results={"train_samples": 4096, "test_accuracy": 0.5, "final_loss": 1.0},
+                comm={"bytes_sent_per_rank": [0] * p}, resources={})
+            record.write(rec, runs)
+
+
+def test_right_profile_small_errors_wrong_profile_large(tmp_path):
+    prof = true_profile()
+    write_records(tmp_path, prof)
+    df = compare.compare(tmp_path, prof)
+    assert list(df["workers"]) == [1, 2, 3, 4] and (df["runs"] == 2).all()
+    assert df["rel_error"].abs().max() < 0.03
+    assert list(df["held_out"]) == [False, False, True, True]
+    summary = compare.error_summary(df)
+    assert summary.iloc[0]["held_out_points"] == 2
+    wrong = dataclasses.replace(prof, models=tuple(
+        dataclasses.replace(m, steps=tuple(dataclasses.replace(
+            s, step_intercept_s=10 * s.step_intercept_s, step_s_per_sample=10 * s.step_s_per_sample)
+            for s in m.steps)) for m in prof.models))
+    bad = compare.compare(tmp_path, wrong)
+    assert (bad["rel_error"] > 2.0).all(), bad["rel_error"]
+
+
+def test_cli_table_and_figures(tmp_path):
+    prof = true_profile()
+    runs = tmp_path / "runs"
+    write_records(runs, prof)
+    profiles.save(prof, tmp_path / "profile.json")
+    r = py("simulator.compare", str(runs), "--profile", str(tmp_path / "profile.json"),
+           "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 0, r.stderr
+    assert "psgd" in r.stdout and "held-out median" in r.stdout
+    table = pd.read_csv(tmp_path / "cmp" / "compare.csv")
+    assert len(table) == 4
+    png = tmp_path / "cmp" / "compare-psgd.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args, says", [
+    (["/no/such/dir"], "not a folder"),
+])
+def test_cli_bad_input(args, says):
+    r = py("simulator.compare", *args)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_corrupt_profile(tmp_path):
+    write_records(tmp_path / "runs", true_profile())
+    (tmp_path / "p.json").write_text("{not json")
+    r = py("simulator.compare", str(tmp_path / "runs"), "--profile", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and "not valid JSON" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
