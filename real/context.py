@@ -1,6 +1,7 @@
-"""What a scheme gets to run with: config, communicator, model, shard, log."""
+"""What a scheme gets to run with: config, communicator, model, data, log."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -10,9 +11,20 @@ from .dist import Comm, Launch
 from .step import Shard
 from .timing import IterationLog
 
+FAULT_RANK_ENV = "PSGD_FAULT_RANK"
+FAULT_ITER_ENV = "PSGD_FAULT_AT_ITER"
+
 
 @dataclass
 class RunContext:
+    """One process's view of a run.
+
+    ``shard`` is what this process may draw batches from: its own 1/P of the
+    training set for the per-worker schemes (psgd, async_avg, ps_async), the whole
+    set for the global-batch schemes (each worker cuts its slice out of every
+    global batch, see ``Shard.global_batches``) and for hogwild (whose processes
+    cut their shards themselves).
+    """
     cfg: Any                       # argparse.Namespace of real.train
     launch: Launch
     comm: Comm
@@ -22,7 +34,34 @@ class RunContext:
     log: IterationLog
     progress: Callable[[int, float], None] = lambda it, loss: None
     extra: dict = field(default_factory=dict)   # scheme-specific results for the record
+    workers: int = 1               # processes that train (a parameter server is not one)
+    worker_index: int | None = 0   # this process's index among them (None: the server)
+    batch_size: int = 64           # per worker and step
+    global_batch: int = 64         # samples per synchronous step over all workers
+    train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
 
     def batch_seed(self, epoch: int) -> int:
         """Shuffling seed: differs per rank and epoch, reproducible from --seed."""
         return self.cfg.seed + 1000 * epoch + self.launch.rank
+
+    def global_seed(self, epoch: int) -> int:
+        """Seed of an epoch's global order: the same on every rank (equal to serial's rank 0)."""
+        return self.cfg.seed + 1000 * epoch
+
+
+def fault_hook(rank: int, environ=os.environ) -> Callable[[int], None]:
+    """Test-only fault injection: ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` make rank r die at iteration i.
+
+    The process ends with ``os._exit(1)``: no clean-up, no record, as a crash would.
+    """
+    if environ.get(FAULT_RANK_ENV, "") != str(rank):
+        return lambda it: None
+    at = int(environ.get(FAULT_ITER_ENV, "0"))
+
+    def check(it: int) -> None:
+        if it >= at:
+            import sys
+            print(f"rank {rank}: fault injected at iteration {it} ({FAULT_RANK_ENV}), dying",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
+    return check

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -93,17 +94,37 @@ class SingleComm(Comm):
         pass
 
 
+class PeerTimeout(RuntimeError):
+    """A peer did not answer within the run's --timeout: it died, hung or is far too slow."""
+
+
+def wait(request, timeout_s: float, what: str, status=None) -> None:
+    """Complete an MPI request, or raise ``PeerTimeout`` after ``timeout_s`` seconds.
+
+    A blocking MPI call never returns when its peer is gone; polling ``Test``
+    keeps the deadline in Python's hands (MPI spins on the core either way).
+    """
+    deadline = time.monotonic() + timeout_s
+    while not (request.Test(status) if status is not None else request.Test()):
+        if time.monotonic() > deadline:
+            raise PeerTimeout(f"no answer within {timeout_s:g} s in {what} "
+                              "(a peer rank died or hung)")
+
+
 class MpiComm(Comm):
     backend = "mpi"
 
-    def __init__(self):
+    def __init__(self, timeout_s: float = 3600.0):
         from mpi4py import MPI
         self.MPI = MPI
         self.world = MPI.COMM_WORLD
         self.rank, self.size = self.world.Get_rank(), self.world.Get_size()
+        self.timeout_s = timeout_s
 
     def allreduce_sum_(self, buf):
-        self.world.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
+        # Non-blocking + deadline, so a dead peer ends the run after --timeout.
+        wait(self.world.Iallreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM),
+             self.timeout_s, "MPI allreduce")
 
     def allgather_obj(self, obj):
         return self.world.allgather(obj)
@@ -151,9 +172,9 @@ class TorchComm(Comm):
         self.dist.barrier()
 
 
-def make_comm(launch: Launch) -> Comm:
+def make_comm(launch: Launch, timeout_s: float = 3600.0) -> Comm:
     if launch.kind == "mpi":
-        return MpiComm()
+        return MpiComm(timeout_s)
     if launch.kind == "torchrun":
         return TorchComm()
     return SingleComm()
@@ -180,3 +201,28 @@ def init_torch_distributed(launch: Launch, timeout_s: float, backend: str = "glo
         addr, port = MPI.COMM_WORLD.bcast((addr, port), root=0)
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=launch.rank,
                             world_size=launch.world_size, timeout=timeout)
+
+
+# --- MPICH's allreduce algorithm (seed 004) ------------------------------------
+
+MPI_ALLREDUCE_ALGORITHMS = ("auto", "ring", "recursive_doubling", "reduce_scatter_allgather")
+
+
+def select_mpi_allreduce(algorithm: str, environ=os.environ) -> dict[str, str]:
+    """Put MPICH's control variables for ``algorithm`` into ``environ``; returns what was set.
+
+    MPICH reads them once, in MPI_Init, which mpi4py calls on ``from mpi4py import
+    MPI``: so this must run before ``detect_launch``.  Device-level collectives are
+    switched off for a named algorithm, else ch4's own selection could bypass the
+    CVAR.  Where the named algorithm cannot serve a call MPICH falls back to its
+    automatic choice (``MPIR_CVAR_COLLECTIVE_FALLBACK`` stays at its default):
+    MPI_Init itself all-reduces a few integers, too few for
+    reduce_scatter_allgather; the gradient buffer (count >= P) is served by all three.
+    """
+    if algorithm not in MPI_ALLREDUCE_ALGORITHMS:
+        raise ValueError(f"unknown MPI allreduce algorithm {algorithm!r}")
+    cvars = {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm}
+    if algorithm != "auto":
+        cvars["MPIR_CVAR_DEVICE_COLLECTIVES"] = "none"
+    environ.update(cvars)
+    return cvars

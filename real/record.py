@@ -17,8 +17,12 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
 ``iterations.csv``
     one row per rank and iteration: ``rank, epoch, iteration, batch_size,
     compute_s, comm_s, wait_s, bytes_sent, loss`` (loss empty when not logged).
-    ``compute_s`` is forward + backward + update; a row with ``batch_size`` 0 and
-    ``iteration`` -1 is a communication-only phase (the final weight averaging); ``wait_s`` is the part of a
+    ``compute_s`` is forward + backward + update. Rows with ``batch_size`` 0 are
+    not training steps: ``iteration`` -1 is a communication-only phase (psgd's
+    final weight averaging, the parameter server's first broadcast); with
+    ``iteration`` >= 0 they are the parameter server's updates (compute = the
+    update, comm = its messages). For hogwild, ``rank`` is the process index;
+    for ddp ``comm_s`` is 0 because communication overlaps backward; ``wait_s`` is the part of a
     synchronising call spent waiting for the slowest rank to arrive (estimated
     from arrival times on the host's monotonic clock); ``comm_s`` is the rest.
 

@@ -14,10 +14,12 @@ import traceback
 
 from . import record, schemes
 from .cli import usage_error
-from .dist import detect_launch, make_comm, threads_per_rank
+from .dist import (detect_launch, init_torch_distributed, make_comm, select_mpi_allreduce,
+                   threads_per_rank)
 from .timing import IterationLog, ResourceMeter, split_wait
 
 PROG = "python -m real.train"
+ABORT_GRACE_S = 2.0
 
 
 def run(args) -> int:
@@ -25,10 +27,26 @@ def run(args) -> int:
     import torch
 
     startup_s = time.time() - psutil.Process().create_time()
+    cvars = {}
+    if args.algorithm == "mpi_allreduce":     # before MPI_Init, i.e. before detect_launch
+        cvars = select_mpi_allreduce(args.mpi_allreduce)
     launch = detect_launch()
-    comm = make_comm(launch)
-    threads = args.threads or threads_per_rank(os.cpu_count() or 1, launch.local_size)
+    problem = _launch_problem(args, launch)
+    if problem:
+        return usage_error(PROG, problem)
+    if launch.kind == "torchrun":             # TorchComm needs the group
+        init_torch_distributed(launch, args.timeout)
+    comm = make_comm(launch, args.timeout)
+    if args.algorithm in schemes.TORCH_DISTRIBUTED:
+        init_torch_distributed(launch, args.timeout)
+    workers = _workers(args, launch)
+    ranks_here = workers if args.algorithm == "hogwild" else launch.local_size
+    threads = args.threads or threads_per_rank(os.cpu_count() or 1, ranks_here)
     torch.set_num_threads(threads)
+    global_batch = args.global_batch or args.batch_size * workers
+    if global_batch % workers:
+        return usage_error(PROG, f"--global-batch {global_batch} is not a multiple of the "
+                                 f"{workers} workers")
     run_id = args.run_id or _default_run_id(args, launch, comm)
 
     from .data import DataError, load_dataset
@@ -43,19 +61,26 @@ def run(args) -> int:
 
     from .train import environment
     env = environment(launch, threads)
-    env["workers"] = launch.world_size
+    env["workers"] = workers
+    if cvars:
+        env["mpi_cvars"] = cvars
     rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env)
     rec.timings = {"startup_s": startup_s, "data_load_s": data_load_s}
     try:
-        ctx = _context(args, launch, comm, data)
+        ctx = _context(args, launch, comm, data, workers, global_batch)
+        if cvars:
+            ctx.extra.update(mpi_allreduce_algorithm=args.mpi_allreduce, mpi_cvars=cvars)
         _train(ctx, rec, data)
     except Exception as e:  # noqa: BLE001 - any failure becomes a failed record
         rec.status = "failed"
-        rec.failure = {"cause": f"{type(e).__name__}: {e}", "rank": launch.rank}
+        rec.failure = {"cause": _failure_cause(e, launch.rank), "rank": launch.rank}
         traceback.print_exc()
         if launch.is_root:
             record.write(rec, args.out)
+            print(f"failed: {rec.failure['cause']}; record {args.out}/{run_id}", file=sys.stderr)
+        _abort_peers(launch)
         return 1
+    _close_torch_distributed()
     if launch.is_root:
         path = record.write(rec, args.out)
         r = rec.results
@@ -64,24 +89,85 @@ def run(args) -> int:
     return 0
 
 
-def _context(args, launch, comm, data):
+def _launch_problem(args, launch) -> str | None:
+    """Why this scheme cannot run under this launch, or None."""
+    alg = args.algorithm
+    if alg in schemes.MPI_ONLY and launch.kind != "mpi":
+        return (f"{alg} talks through mpi4py: run it as mpirun -n "
+                f"{schemes.ranks_for(alg, args.workers or 2)} {PROG} --algorithm {alg} ...")
+    if alg == "hogwild" and launch.kind != "single":
+        return f"hogwild starts its own processes: run {PROG} --algorithm hogwild --workers P"
+    if launch.world_size <= schemes.EXTRA_RANKS.get(alg, 0):
+        return f"{alg} needs a server rank and at least one worker: mpirun -n P+1 for P workers"
+    return None
+
+
+def _workers(args, launch) -> int:
+    if args.algorithm == "hogwild":
+        return args.workers or 1
+    return launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0)
+
+
+def _context(args, launch, comm, data, workers: int, global_batch: int):
     import torch
 
     from .context import RunContext
     from .data import shard
     from .models import build_model
+    from .step import Shard
 
     torch.manual_seed(args.seed)            # same seed on every rank: identical start weights
     model = build_model(args.model, data.input_shape, data.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    n_ranks = comm.size
-    part = shard(len(data.train_y), launch.rank, n_ranks)
-    x = torch.from_numpy(data.train_x[part])
-    y = torch.from_numpy(data.train_y[part])
-    from .step import Shard
+    alg = args.algorithm
+    index = launch.rank - schemes.first_worker_rank(alg)
+    whole = alg in schemes.GLOBAL_BATCH or alg == "hogwild" or index < 0
+    part = slice(None) if whole else shard(len(data.train_y), index, workers)
+    train = Shard(torch.from_numpy(data.train_x[part]), torch.from_numpy(data.train_y[part]))
+    per_worker = global_batch // workers
+    if alg in schemes.GLOBAL_BATCH:
+        per_epoch = train.global_batches_per_epoch(global_batch, workers)
+    elif alg == "hogwild":
+        per_epoch = Shard(train.x[shard(len(train), 0, workers)],
+                          train.y[shard(len(train), 0, workers)]).batches_per_epoch(per_worker)
+    else:
+        per_epoch = train.batches_per_epoch(per_worker)
     return RunContext(cfg=args, launch=launch, comm=comm, model=model, optimizer=opt,
-                      shard=Shard(x, y), log=IterationLog(launch.rank),
-                      progress=_progress(args, launch, len(y)))
+                      shard=train, log=IterationLog(launch.rank),
+                      progress=_progress(args, launch, args.epochs * per_epoch, index >= 0),
+                      workers=workers, worker_index=index if index >= 0 else None,
+                      batch_size=per_worker, global_batch=global_batch)
+
+
+def _close_torch_distributed() -> None:
+    """Leave the gloo group before exit: a process that exits with it open can abort in teardown."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _failure_cause(e: Exception, rank: int) -> str:
+    """One line: who noticed what.  gloo's errors name a socket, not a rank: say what they mean."""
+    text = " ".join(str(e).split())
+    if "gloo" in text and ("peer" in text.lower() or "timed out" in text.lower()
+                           or "read error" in text.lower()):
+        detail = text.split("] ", 1)[-1][:200]
+        return f"rank {rank}: a peer rank died or hung (gloo: {detail})"
+    return f"rank {rank}: {type(e).__name__}: {text}"
+
+
+def _abort_peers(launch) -> None:
+    """After a failure under MPI, end the other ranks instead of leaving them in a collective.
+
+    A rank other than 0 first gives rank 0 (which has usually hit the same failure)
+    a moment to write the failed record: MPI_Abort ends every rank at once.
+    """
+    if launch.kind == "mpi" and launch.world_size > 1:
+        from mpi4py import MPI
+        if not launch.is_root:
+            time.sleep(ABORT_GRACE_S)
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
 
 
 def _train(ctx, rec, data) -> None:
@@ -98,6 +184,8 @@ def _train(ctx, rec, data) -> None:
     t_start = time.monotonic()
     epoch_s = schemes.get(ctx.cfg.algorithm).train(ctx)
     t_end = time.monotonic()
+    if ctx.train_span:                      # hogwild: its processes' own first start, last end
+        t_start, t_end = ctx.train_span
     usage = meter.stop()
     ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows))
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
@@ -107,7 +195,8 @@ def _train(ctx, rec, data) -> None:
     t_eval = time.monotonic()
     test_loss, test_acc = evaluate(ctx.model, torch.from_numpy(data.test_x),
                                    torch.from_numpy(data.test_y))
-    root_rows = [r for r in rows if r["rank"] == 0 and r["loss"] is not None]
+    first = schemes.first_worker_rank(ctx.cfg.algorithm)   # the server has no loss
+    root_rows = [r for r in rows if r["rank"] == first and r["loss"] is not None]
     rec.iterations = rows
     rec.timings.update(train_wall_s=max(e[1] for e in ends) - min(e[0] for e in ends),
                        epoch_s=epoch_s, eval_s=time.monotonic() - t_eval)
@@ -126,23 +215,31 @@ def _train(ctx, rec, data) -> None:
 
 
 def _per_rank(rows, key, n) -> list[int]:
-    totals = [0] * n
+    """Totals per rank (hogwild: per process, which can outnumber the one MPI rank)."""
+    totals = [0] * max([n] + [r["rank"] + 1 for r in rows])
     for r in rows:
         totals[r["rank"]] += int(r[key] or 0)
     return totals
 
 
-def _progress(args, launch, n_samples):
-    """Rank 0: a progress bar over all iterations and the loss every --log-every iterations."""
-    if not launch.is_root:
-        return lambda it, loss: None
+def _progress(args, launch, total: int, shows: bool):
+    """Rank 0: a progress bar over all iterations and the loss every --log-every iterations.
+
+    Every rank also checks the test-only fault hook here (``real.context.fault_hook``).
+    The first worker shows progress: rank 0, or rank 1 when rank 0 is a server.
+    """
+    from .context import fault_hook
+    fault = fault_hook(launch.rank)
+    first = schemes.first_worker_rank(args.algorithm)
+    if launch.rank != first or not shows:
+        return lambda it, loss: fault(it)
     from tqdm import tqdm
 
-    total = args.epochs * -(-n_samples // args.batch_size)
     bar = tqdm(total=total, desc=f"{args.algorithm} P={launch.world_size}", unit="it",
                disable=None, leave=False)
 
     def update(it, loss):
+        fault(it)
         bar.update(1)
         if it % args.log_every == 0:
             bar.write(f"iteration {it:5d}  loss {loss:.4f}", file=sys.stdout)
@@ -158,4 +255,6 @@ def _default_dataset(model: str) -> str:
 
 def _default_run_id(args, launch, comm) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S") if launch.is_root else None
-    return f"{args.algorithm}-P{launch.world_size}-{comm.bcast_obj(stamp)}"
+    workers = args.workers if args.algorithm == "hogwild" else (
+        launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0))
+    return f"{args.algorithm}-P{workers}-{comm.bcast_obj(stamp)}"

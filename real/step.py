@@ -34,13 +34,59 @@ class Shard:
             idx = order[start:start + batch_size]
             yield self.x[idx], self.y[idx]
 
+    def global_batches_per_epoch(self, global_batch: int, n_parts: int) -> int:
+        full, rest = divmod(len(self), global_batch)
+        return full + (1 if rest >= n_parts else 0)
 
-def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Zero the gradients, run forward and backward; returns the loss (log-prob models)."""
+    def global_batches(self, global_batch: int, part: int, n_parts: int, seed: int):
+        """Part ``part`` of each of one epoch's global mini-batches: (x, y, global batch size).
+
+        Every part draws the same order (``seed`` does not depend on the rank) and
+        cuts each global batch ``order[i*G:(i+1)*G]`` into ``n_parts`` contiguous
+        slices, so the union of the parts' batch i is the single-process batch i.
+        A last global batch with fewer samples than parts is dropped: some part
+        would have nothing to train on.
+        """
+        g = torch.Generator().manual_seed(seed)
+        order = torch.randperm(len(self), generator=g)
+        for start in range(0, len(self), global_batch):
+            idx = order[start:start + global_batch]
+            if len(idx) < n_parts:
+                return
+            lo, hi = part * len(idx) // n_parts, (part + 1) * len(idx) // n_parts
+            yield self.x[idx[lo:hi]], self.y[idx[lo:hi]], len(idx)
+
+
+def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                     scale: float = 1.0) -> float:
+    """Zero the gradients, run forward and backward; returns the (unscaled) loss.
+
+    ``scale`` multiplies the gradients: a worker holding n_r of a global batch of
+    n samples split over P workers uses n_r * P / n, so that the mean over workers
+    is the gradient of the global batch's mean loss even when slices differ by one.
+    """
     model.zero_grad(set_to_none=True)
     loss = F.nll_loss(model(x), y)
-    loss.backward()
+    (loss * scale if scale != 1.0 else loss).backward()
     return loss.item()
+
+
+def flat_grads(model: torch.nn.Module) -> torch.Tensor:
+    """All gradients as one new contiguous float32 vector, in ``model.parameters()`` order."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+def load_flat_grads(model: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Set every parameter's ``.grad`` from a vector made by ``flat_grads``."""
+    offset = 0
+    for p in model.parameters():
+        g = flat[offset:offset + p.numel()].view_as(p)
+        if p.grad is None:
+            p.grad = g.clone()
+        else:
+            p.grad.copy_(g)
+        offset += p.numel()
 
 
 def sgd_step(model, optimizer, x, y) -> float:
@@ -80,7 +126,7 @@ def local_epochs(ctx, log: IterationLog, after_step=None):
     """
     cfg, it = ctx.cfg, 0
     for epoch in range(cfg.epochs):
-        for x, y in ctx.shard.batches(cfg.batch_size, ctx.batch_seed(epoch)):
+        for x, y in ctx.shard.batches(ctx.batch_size, ctx.batch_seed(epoch)):
             t0 = log.now()
             loss = sgd_step(ctx.model, ctx.optimizer, x, y)
             t1 = log.now()
@@ -90,3 +136,33 @@ def local_epochs(ctx, log: IterationLog, after_step=None):
             it += 1
         decay_lr(ctx.optimizer, cfg.lr_decay)
         yield epoch
+
+
+def synchronous_epochs(ctx, sync_grads, model=None) -> list[float]:
+    """Gradient-synchronous data parallelism: every worker takes its slice of each global batch.
+
+    ``sync_grads() -> bytes_sent`` replaces this worker's gradients by the mean
+    over workers (the scheme's distributed part, timed as one synchronising
+    call); then every worker takes the same SGD step.  ``model`` is what runs
+    forward (DDP's wrapper); returns the epoch times.
+    """
+    cfg, log, it, epoch_s = ctx.cfg, ctx.log, 0, []
+    model = model or ctx.model
+    for epoch in range(cfg.epochs):
+        t_epoch = log.now()
+        for x, y, n_global in ctx.shard.global_batches(ctx.global_batch, ctx.worker_index,
+                                                       ctx.workers, ctx.global_seed(epoch)):
+            t0 = log.now()
+            loss = forward_backward(model, x, y, scale=len(y) * ctx.workers / n_global)
+            t1 = log.now()
+            sent = sync_grads()
+            t2 = log.now()
+            ctx.optimizer.step()
+            step_s = log.now() - t2
+            # The update is compute too: shift the start back by its duration.
+            log.add(epoch, it, len(y), t0 - step_s, t1, t2, sent, loss, sync=True)
+            ctx.progress(it, loss)
+            it += 1
+        decay_lr(ctx.optimizer, cfg.lr_decay)
+        epoch_s.append(log.now() - t_epoch)
+    return epoch_s

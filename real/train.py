@@ -2,7 +2,9 @@
 
     python -m real.train --algorithm serial --dataset fashion-mnist --epochs 1
     mpirun -n 4 python -m real.train --algorithm psgd --average-every 0
-    torchrun --nproc-per-node 2 -m real.train --algorithm psgd
+    torchrun --nproc-per-node 2 -m real.train --algorithm allreduce --global-batch 256
+    python -m real.train --algorithm hogwild --workers 4
+    mpirun -n 5 python -m real.train --algorithm ps_async        # 4 workers + the server
 
 The same script runs single-process, under mpirun and under torchrun (see
 ``real.dist``). Rank 0 shows progress, prints the loss every ``--log-every``
@@ -11,6 +13,7 @@ iterations, evaluates the final model and writes ``OUT/RUN_ID/``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import socket
@@ -23,7 +26,9 @@ DEFAULT_TIMEOUT_S = 120.0
 
 def build_parser() -> cli.Parser:
     from .data import DATASETS
+    from .dist import MPI_ALLREDUCE_ALGORITHMS
     from .models import MODELS, PRESETS
+    from .schemes.async_avg import DEFAULT_K as ASYNC_AVG_DEFAULT_K
     p = cli.Parser(prog="python -m real.train", description=__doc__.split("\n")[0])
     p.add_argument("--algorithm", default="serial", type=cli.choice_list(schemes.SCHEMES, False),
                    help=f"scheme: {', '.join(schemes.SCHEMES)}")
@@ -39,6 +44,9 @@ def build_parser() -> cli.Parser:
                    help="use only this many test samples (all by default)")
     p.add_argument("--epochs", type=cli.positive_int, default=1)
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
+    p.add_argument("--global-batch", type=cli.positive_int, default=None,
+                   help="samples per step over all workers (per worker: G / P, must divide); "
+                        "default: batch size * P")
     p.add_argument("--lr", type=cli.positive_float, default=0.05, help="learning rate")
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--lr-decay", type=float, default=0.0,
@@ -46,7 +54,12 @@ def build_parser() -> cli.Parser:
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
                    help="flag defaults of an exercise sheet (explicit flags win)")
     p.add_argument("--average-every", type=cli.nonnegative_int, default=0,
-                   help="psgd: average weights every K iterations (0: once, at the end)")
+                   help="psgd: average weights every K iterations (0: once, at the end); "
+                        f"async_avg: exchange with the holder every K (0: {ASYNC_AVG_DEFAULT_K})")
+    p.add_argument("--workers", type=cli.positive_int, default=None,
+                   help="hogwild: processes to start (rank-based schemes take P from the launcher)")
+    p.add_argument("--mpi-allreduce", default="auto", choices=MPI_ALLREDUCE_ALGORITHMS,
+                   help="mpi_allreduce: MPICH's algorithm (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM)")
     p.add_argument("--threads", type=cli.positive_int, default=None,
                    help="torch threads per rank (default: cores // ranks on this host)")
     p.add_argument("--seed", type=int, default=1)
@@ -74,9 +87,21 @@ def parse_args(argv=None):
         first.train_size, first.test_size, first.epochs = 256, 256, 1
     if first.data_dir and not os.path.isdir(first.data_dir):
         parser.error(f"--data-dir {first.data_dir} does not exist")
+    if first.workers is not None and first.algorithm in schemes.RANK_BASED:
+        launched = _launched_world_size()
+        if launched is not None and launched != schemes.ranks_for(first.algorithm, first.workers):
+            parser.error(f"--workers {first.workers} does not match the {launched} ranks launched "
+                         f"({first.algorithm} takes P from mpirun / torchrun)")
     if not 0 <= first.lr_decay < 1:
         parser.error(f"--lr-decay {first.lr_decay} must be in [0, 1)")
     return first
+
+
+def _launched_world_size() -> int | None:
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return None
 
 
 def environment(launch, threads: int) -> dict:
@@ -89,10 +114,12 @@ def environment(launch, threads: int) -> dict:
         from mpi4py import MPI
         versions["mpi4py"] = mpi4py.__version__
         versions["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
+    # An emulated cluster (real.sweep --cluster) names itself: hosts, addresses, shaping.
+    cluster = json.loads(os.environ["PSGD_CLUSTER"]) if os.environ.get("PSGD_CLUSTER") else None
     return {"host": socket.gethostname(), "cores": os.cpu_count(), "platform": platform.platform(),
             "cpu": _cpu_model(), "launcher": launch.kind, "ranks": launch.world_size,
             "ranks_per_host": launch.local_size, "threads_per_rank": threads,
-            "versions": versions}
+            "versions": versions, "cluster": cluster}
 
 
 def _cpu_model() -> str:
@@ -117,7 +144,15 @@ def main(argv=None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     from .runner import run
-    return run(args)
+    code = run(args)
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        # Under torchrun a worker sometimes aborts in C++ teardown ("terminate called
+        # without an active exception") after everything is written and the gloo
+        # group destroyed; leave without running static destructors.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

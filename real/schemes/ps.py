@@ -1,0 +1,236 @@
+"""Parameter server over mpi4py point-to-point messages (seed 003, algorithm 1).
+
+Layout: rank 0 is the server and holds the weights w; ranks 1..P are the P
+workers (``mpirun -n P+1``; ``EXTRA_RANKS`` in this package says so to the
+sweep).  The server has no training rows of its own: its rows (batch size 0)
+hold the time of each update (``compute_s``) and of its messages (``comm_s``).
+
+Messages are numpy buffers: a header ``[version, done]`` (int64) then the
+float32 vector (gradients up, weights down).  ``version`` counts the server's
+updates, so a gradient computed on version v and applied when the server is at
+version u has staleness u - v.
+
+Update rule: ``w <- w - lr * g``, where g is the *mean* of the workers'
+gradients (each the gradient of the mean loss on its batch).  The sheet sums
+per-sample gradients over all clients; the mean is that sum divided by the
+global batch, so ``--lr`` means what it means for serial SGD and allreduce.
+The server's optimizer is ``torch.optim.SGD`` on its own model, so momentum and
+the per-epoch learning-rate decay behave as in every other scheme.
+
+* ``ps_sync``: each iteration the server receives one push from every worker
+  (in arrival order), averages, steps once and sends the new w to all.
+  Workers take their slice of each global batch (as allreduce does), so the
+  losses match single-process training; staleness is always 0.
+* ``ps_async``: the server applies each push alone as it arrives
+  (``Recv`` from ``ANY_SOURCE``) and answers that worker with the current w;
+  workers train on their own 1/P shard at their own pace.  The staleness of
+  every applied gradient goes into the record as a histogram.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+import numpy as np
+import torch
+
+from ..dist import wait
+from ..models import flat_params, load_flat_params
+from ..step import decay_lr, flat_grads, forward_backward, load_flat_grads
+
+SERVER = 0
+HEADER, VECTOR = 1, 2        # message tags
+
+
+class Link:
+    """The messages between one rank and another, each with a deadline (``--timeout``)."""
+
+    def __init__(self, world, timeout_s: float):
+        self.world, self.timeout_s = world, timeout_s
+
+    def send(self, dest: int, version: int, vec: np.ndarray | None, done: bool = False) -> int:
+        header = np.array([version, int(done)], dtype=np.int64)
+        reqs = [self.world.Isend(header, dest, HEADER)]
+        if vec is not None:
+            reqs.append(self.world.Isend(vec, dest, VECTOR))
+        for r in reqs:
+            wait(r, self.timeout_s, f"parameter server: send to rank {dest}")
+        return header.nbytes + (vec.nbytes if vec is not None else 0)
+
+    def recv(self, source: int, vec: np.ndarray) -> tuple[int, int, bool]:
+        """(source, version, done); ``vec`` is filled unless done."""
+        from mpi4py import MPI
+        header, status = np.empty(2, dtype=np.int64), MPI.Status()
+        wait(self.world.Irecv(header, source, HEADER), self.timeout_s,
+             f"parameter server: receive from {'any worker' if source < 0 else f'rank {source}'}",
+             status)
+        src, done = status.Get_source(), bool(header[1])
+        if not done:    # MPI keeps the order of two messages from one sender
+            wait(self.world.Irecv(vec, src, VECTOR), self.timeout_s,
+                 f"parameter server: receive from rank {src}")
+        return src, int(header[0]), done
+
+
+def _setup(ctx):
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    return world, Link(world, ctx.cfg.timeout), flat_params(ctx.model).numpy()
+
+
+# --- workers -----------------------------------------------------------------
+
+def _worker(ctx, batches_of_epoch, sync: bool) -> list[float]:
+    """Pull w, compute the gradient of one batch, push it, pull the new w; repeat."""
+    world, link, w = _setup(ctx)
+    log, it, epoch_s = ctx.log, 0, []
+    _, version, _ = link.recv(SERVER, w)
+    load_flat_params(ctx.model, torch.from_numpy(w))
+    for epoch in range(ctx.cfg.epochs):
+        t_epoch = log.now()
+        for x, y, scale in batches_of_epoch(epoch):
+            t0 = log.now()
+            loss = forward_backward(ctx.model, x, y, scale)
+            g = flat_grads(ctx.model).numpy()
+            t1 = log.now()
+            sent = link.send(SERVER, version, g)
+            _, version, _ = link.recv(SERVER, w)
+            load_flat_params(ctx.model, torch.from_numpy(w))
+            log.add(epoch, it, len(y), t0, t1, log.now(), sent, loss, sync=sync)
+            ctx.progress(it, loss)
+            it += 1
+        epoch_s.append(log.now() - t_epoch)
+    if not sync:
+        link.send(SERVER, version, None, done=True)
+    return epoch_s
+
+
+def _global_batches(ctx):
+    def of_epoch(epoch):
+        for x, y, n in ctx.shard.global_batches(ctx.global_batch, ctx.worker_index, ctx.workers,
+                                                ctx.global_seed(epoch)):
+            yield x, y, len(y) * ctx.workers / n
+    return of_epoch
+
+
+def _own_batches(ctx):
+    def of_epoch(epoch):
+        for x, y in ctx.shard.batches(ctx.batch_size, ctx.batch_seed(epoch)):
+            yield x, y, 1.0
+    return of_epoch
+
+
+# --- server ------------------------------------------------------------------
+
+class Server:
+    """The weights, the update, and what the record keeps about them."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.world, self.link, self.w = _setup(ctx)
+        self.version = 0
+        self.update_s: list[float] = []
+        self.staleness: Counter = Counter()
+
+    def apply(self, mean_grad: np.ndarray) -> None:
+        t0 = self.ctx.log.now()
+        load_flat_grads(self.ctx.model, torch.from_numpy(mean_grad))
+        self.ctx.optimizer.step()
+        self.w[:] = flat_params(self.ctx.model).numpy()
+        self.version += 1
+        self.update_s.append(self.ctx.log.now() - t0)
+
+    def broadcast(self) -> int:
+        return sum(self.link.send(r, self.version, self.w)
+                   for r in range(1, self.world.Get_size()))
+
+    def record(self, extra: dict) -> None:
+        extra.update(server_rank=SERVER, server_updates=self.version,
+                     server_update_s=self.update_s,
+                     server_update_median_s=statistics.median(self.update_s)
+                     if self.update_s else None,
+                     staleness_histogram={int(k): v for k, v in sorted(self.staleness.items())},
+                     staleness_max=max(self.staleness, default=0),
+                     staleness_mean=(sum(k * v for k, v in self.staleness.items())
+                                     / max(1, sum(self.staleness.values()))))
+
+
+def serve_sync(ctx) -> list[float]:
+    s, log = Server(ctx), ctx.log
+    workers, per_epoch = ctx.workers, ctx.shard.global_batches_per_epoch(ctx.global_batch,
+                                                                          ctx.workers)
+    acc, grad = np.zeros_like(s.w), np.empty_like(s.w)
+    epoch_s, t = [], log.now()
+    sent = s.broadcast()                                # the first w: a communication-only row
+    log.add(0, -1, 0, t, t, log.now(), sent, None)
+    for epoch in range(ctx.cfg.epochs):
+        for i in range(per_epoch):
+            t0 = log.now()
+            acc[:] = 0.0
+            for _ in range(workers):
+                _, version, _ = s.link.recv(_any(), grad)
+                s.staleness[s.version - version] += 1
+                acc += grad
+            t1 = log.now()
+            s.apply(acc / workers)
+            t2 = log.now()
+            sent = s.broadcast()
+            # compute_s = the update; comm_s = receiving pushes + sending w
+            log.add(epoch, epoch * per_epoch + i, 0, t1, t2, t2 + (t1 - t0) + (log.now() - t2),
+                    sent, None)
+            ctx.progress(s.version, 0.0)
+        decay_lr(ctx.optimizer, ctx.cfg.lr_decay)
+        epoch_s.append(log.now() - t)
+        t = log.now()
+    s.record(ctx.extra)
+    return epoch_s
+
+
+def serve_async(ctx) -> list[float]:
+    s, log = Server(ctx), ctx.log
+    from ..data import shard
+    n = len(ctx.shard)
+    per_epoch = sum(-(-len(range(n)[shard(n, r, ctx.workers)]) // ctx.batch_size)
+                    for r in range(ctx.workers))
+    grad = np.empty_like(s.w)
+    epoch_s, t, done = [], log.now(), 0
+    sent = s.broadcast()                                # the first w: a communication-only row
+    log.add(0, -1, 0, t, t, log.now(), sent, None)
+    while done < ctx.workers:
+        t0 = log.now()
+        src, version, finished = s.link.recv(_any(), grad)
+        if finished:
+            done += 1
+            continue
+        s.staleness[s.version - version] += 1
+        t1 = log.now()
+        s.apply(grad)
+        t2 = log.now()
+        sent = s.link.send(src, s.version, s.w)
+        epoch = min((s.version - 1) // per_epoch, ctx.cfg.epochs - 1)
+        log.add(epoch, s.version - 1, 0, t1, t2, t2 + (t1 - t0) + (log.now() - t2), sent, None)
+        ctx.progress(s.version, 0.0)
+        if s.version % per_epoch == 0:
+            decay_lr(ctx.optimizer, ctx.cfg.lr_decay)
+            epoch_s.append(log.now() - t)
+            t = log.now()
+    if len(epoch_s) < ctx.cfg.epochs:
+        epoch_s.append(log.now() - t)
+    s.record(ctx.extra)
+    return epoch_s
+
+
+def _any() -> int:
+    from mpi4py import MPI
+    return MPI.ANY_SOURCE
+
+
+def train_sync(ctx) -> list[float]:
+    if ctx.worker_index is None:
+        return serve_sync(ctx)
+    return _worker(ctx, _global_batches(ctx), sync=True)
+
+
+def train_async(ctx) -> list[float]:
+    if ctx.worker_index is None:
+        return serve_async(ctx)
+    return _worker(ctx, _own_batches(ctx), sync=False)

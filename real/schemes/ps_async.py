@@ -1,0 +1,2 @@
+"""Asynchronous parameter server with stale gradients (seed 003, seed 004); see ``ps.py``."""
+from .ps import train_async as train  # noqa: F401

@@ -1,0 +1,167 @@
+"""Every distributed scheme at P = 2 on a small synthetic subset: it trains and records.
+
+One module-scoped fixture runs each scheme once (linear model: no dropout, so
+runs with the same seed are deterministic and comparable); the tests read the
+records.  Rank-based schemes run under mpirun (the parameter server with one
+extra rank), hogwild as ``--workers 2``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from real import record, schemes
+from tests.conftest import BIN, mpi, py, run_cmd
+
+P = 2
+GLOBAL_BATCH = 64
+FLAGS = ["--dataset", "synthetic", "--model", "linear", "--train-size", "256",
+         "--test-size", "128", "--global-batch", str(GLOBAL_BATCH), "--epochs", "3",
+         "--lr", "0.5", "--average-every", "2", "--timeout", "60"]
+DISTRIBUTED = [s for s in schemes.SCHEMES if s != "serial"]
+SYNCHRONOUS = ("gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
+
+
+def launch(alg: str, out: Path, *extra: str):
+    argv = ["real.train", "--algorithm", alg, "--run-id", alg, "--out", str(out), *FLAGS, *extra]
+    if alg in schemes.RANK_BASED:
+        return mpi(schemes.ranks_for(alg, P), *argv)
+    if alg == "hogwild":
+        return py(*argv, "--workers", str(P))
+    return py(*argv)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """scheme -> (record, iterations) of one run each, plus serial at the same global batch."""
+    out = tmp_path_factory.mktemp("schemes")
+    done = {}
+    for alg in ("serial", *DISTRIBUTED):
+        r = launch(alg, out)
+        assert r.returncode == 0, f"{alg}:\n{r.stderr[-3000:]}"
+        done[alg] = record.read(out / alg), record.read_iterations(out / alg)
+    return done
+
+
+def worker_rows(alg, it):
+    first = schemes.first_worker_rank(alg)
+    return it[(it["rank"] >= first) & (it["batch_size"] > 0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", DISTRIBUTED)
+def test_scheme_trains_and_records(runs, alg):
+    rec, it = runs[alg]
+    assert rec["status"] == "completed" and rec["failure"] is None
+    assert rec["environment"]["workers"] == P
+    assert rec["environment"]["ranks"] == (1 if alg == "hogwild" else schemes.ranks_for(alg, P))
+    steps = worker_rows(alg, it)
+    assert sorted(steps["rank"].unique()) == list(range(schemes.first_worker_rank(alg),
+                                                        schemes.first_worker_rank(alg) + P))
+    assert (it["compute_s"] >= 0).all() and (it["comm_s"] >= 0).all() and (it["wait_s"] >= 0).all()
+    # 3 epochs of 256 samples: 12 global batches of 64 (32 per worker)
+    assert steps.groupby("rank").size().tolist() == [12, 12]
+    loss = steps.sort_values(["iteration", "rank"])["loss"].to_numpy()
+    assert loss[-6:].mean() < 0.5 * loss[:6].mean(), "loss did not fall"
+    assert rec["results"]["test_accuracy"] > 0.5
+    assert rec["results"]["final_loss"] is not None and rec["results"]["loss_curve"]
+    if alg != "hogwild":
+        assert all(b > 0 for b in rec["comm"]["bytes_sent_per_rank"]), rec["comm"]
+    assert len(rec["resources"]["cpu_util_percent_per_rank"]) == rec["environment"]["ranks"]
+
+
+@pytest.mark.slow
+def test_synchronous_schemes_match_serial_at_the_same_global_batch(runs):
+    _, serial = runs["serial"]
+    expected = serial["loss"].to_numpy()
+    assert len(expected) == 12 and serial["batch_size"].eq(GLOBAL_BATCH).all()
+    for alg in SYNCHRONOUS:
+        steps = worker_rows(alg, runs[alg][1])
+        assert steps["batch_size"].eq(GLOBAL_BATCH // P).all()
+        # equal slices: the global batch's loss is the mean of the workers' losses
+        got = steps.groupby("iteration")["loss"].mean().to_numpy()
+        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=alg)
+    gs, ar = (worker_rows(a, runs[a][1]).sort_values(["iteration", "rank"])["loss"].to_numpy()
+              for a in ("gather_scatter", "allreduce"))
+    np.testing.assert_allclose(gs, ar, atol=1e-5)
+    for alg in SYNCHRONOUS:
+        assert runs[alg][0]["extra"]["final_weights_identical"] is True, alg
+
+
+@pytest.mark.slow
+def test_parameter_server_staleness_and_update_time(runs):
+    for alg in ("ps_sync", "ps_async"):
+        rec, it = runs[alg]
+        extra = rec["extra"]
+        hist = {int(k): v for k, v in extra["staleness_histogram"].items()}
+        assert sum(hist.values()) == len(worker_rows(alg, it)) == 24, alg
+        assert extra["server_updates"] == (12 if alg == "ps_sync" else 24)
+        assert len(extra["server_update_s"]) == extra["server_updates"]
+        assert extra["server_update_median_s"] > 0
+        assert (it[it["rank"] == 0]["batch_size"] == 0).all()      # the server does not train
+    assert set(runs["ps_sync"][0]["extra"]["staleness_histogram"]) == {"0"}
+    assert runs["ps_async"][0]["extra"]["staleness_max"] >= 0
+
+
+@pytest.mark.slow
+def test_hogwild_records_processes_and_update_rate(runs):
+    rec, _ = runs["hogwild"]
+    assert rec["extra"]["hogwild_processes"] == P
+    assert rec["extra"]["updates_per_s"] > 0
+    assert rec["extra"]["steps_per_process"] == [12, 12]
+    assert rec["environment"]["threads_per_rank"] >= 1
+
+
+@pytest.mark.slow
+def test_async_avg_mixes_into_the_holder(runs):
+    extra = runs["async_avg"][0]["extra"]
+    # every 2 of 12 steps, on both workers, plus each worker's last weights
+    assert extra["async_avg_mixes"] == 2 * 6 + 2
+
+
+@pytest.mark.slow
+def test_mpi_allreduce_algorithm_is_selectable_and_recorded(tmp_path):
+    r = launch("mpi_allreduce", tmp_path, "--mpi-allreduce", "ring", "--epochs", "1")
+    assert r.returncode == 0, r.stderr
+    rec = record.read(tmp_path / "mpi_allreduce")
+    assert rec["extra"]["mpi_allreduce_algorithm"] == "ring"
+    assert rec["extra"]["mpi_cvars"]["MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"] == "ring"
+
+
+@pytest.mark.slow
+def test_allreduce_under_torchrun(tmp_path):
+    r = run_cmd([str(BIN / "torchrun"), "--nproc-per-node", str(P), "-m", "real.train",
+                 "--algorithm", "allreduce", "--run-id", "tr", "--out", str(tmp_path),
+                 *FLAGS, "--epochs", "1"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = record.read(tmp_path / "tr")
+    assert rec["status"] == "completed" and rec["environment"]["launcher"] == "torchrun"
+    assert rec["environment"]["workers"] == P
+
+
+def test_mpi_only_scheme_outside_mpirun_says_to_use_it(tmp_path):
+    r = py("real.train", "--algorithm", "ps_sync", "--out", str(tmp_path))
+    assert r.returncode == 2 and "mpirun -n" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_global_batch_must_divide(tmp_path):
+    r = py("real.train", "--algorithm", "hogwild", "--workers", "3", "--global-batch", "64",
+           "--dataset", "synthetic", "--train-size", "64", "--out", str(tmp_path))
+    assert r.returncode == 2 and "not a multiple" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", SYNCHRONOUS)
+def test_vgg11_cifar_total_batch_256(tmp_path, alg):
+    """Seed 002's setting, two iterations: VGG-11, (synthetic) CIFAR-10, total batch 256."""
+    argv = ["real.train", "--algorithm", alg, "--model", "vgg11", "--dataset",
+            "synthetic-cifar10", "--train-size", "512", "--test-size", "64",
+            "--global-batch", "256", "--out", str(tmp_path), "--run-id", "v"]
+    r = mpi(schemes.ranks_for(alg, P), *argv)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec, it = record.read(tmp_path / "v"), record.read_iterations(tmp_path / "v")
+    steps = worker_rows(alg, it)
+    assert rec["status"] == "completed" and len(steps) == 2 * P
+    assert steps["batch_size"].eq(128).all()
