@@ -33,19 +33,13 @@ from __future__ import annotations
 
 import codecs
 import gzip
-import hashlib
-import http.client
 import math
 import os
 import pickle
 import shutil
-import socket
 import struct
-import sys
 import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +48,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .download import FetchError, fetch, join_url
+
 DATASETS = ("mnist", "fashion-mnist", "cifar10", "synthetic", "synthetic-cifar10")
 NUM_CLASSES = 10
 CACHE_ENV = "PSGD_DATA_CACHE"
 DEBIAN_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
-DOWNLOAD_TIMEOUT_S = 60.0
 
 _IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -479,8 +474,8 @@ def _download(source: _Source, target: Path, mirrors: Sequence[str],
         for stem in source.files:
             if _find_file(target, stem) is None:
                 name = f"{stem}.gz"
-                _fetch([_join_url(base, name) for base in mirrors], target / name,
-                       checksums[name], source.name)
+                _fetch_or_fail([join_url(base, name) for base in mirrors], target / name,
+                              checksums[name], source.name)
         return target
     except OSError as error:
         raise DataError(f"cannot write to the cache {target}: {error.strerror or error}; "
@@ -493,7 +488,7 @@ def _download(source: _Source, target: Path, mirrors: Sequence[str],
 
 def _download_cifar10(target: Path, mirrors: Sequence[str], md5: str) -> Path:
     tar_path = target / _CIFAR_TAR
-    _fetch([_join_url(base, _CIFAR_TAR) for base in mirrors], tar_path, md5, "cifar10")
+    _fetch_or_fail([join_url(base, _CIFAR_TAR) for base in mirrors], tar_path, md5, "cifar10")
     with tempfile.TemporaryDirectory(dir=target, prefix=".extract-") as scratch:
         try:
             with tarfile.open(tar_path) as archive:
@@ -512,56 +507,8 @@ def _download_cifar10(target: Path, mirrors: Sequence[str], md5: str) -> Path:
     return target / _CIFAR_FOLDER
 
 
-def _join_url(base: str, name: str) -> str:
-    return base if base.endswith(name) else base.rstrip("/") + "/" + name
-
-
-def _fetch(urls: Sequence[str], dest: Path, md5: str, dataset: str) -> None:
-    """Download ``dest`` from the first of ``urls`` that serves a file with this md5."""
-    failures, offline = [], True
-    for url in urls:
-        try:
-            _fetch_one(url, dest, md5)
-            return
-        except _ChecksumMismatch as mismatch:
-            failures.append(f"{url}: {mismatch}")
-            offline = False
-        except urllib.error.HTTPError as error:
-            failures.append(f"{url}: HTTP {error.code} {error.reason}")
-            offline = False
-        except (urllib.error.URLError, socket.timeout, ConnectionError,
-                http.client.HTTPException) as error:
-            failures.append(f"{url}: {getattr(error, 'reason', error)}")
-    tried = "; ".join(failures)
-    if offline:
-        raise DataError(f"cannot download {dataset}: offline or no mirror reachable ({tried}); "
-                        f"copy the files into {dest.parent} or pass --data-dir DIR")
-    raise DataError(f"cannot download {dest.name} for {dataset} ({tried}); nothing was kept in "
-                    f"{dest.parent}; try again later or pass --data-dir DIR")
-
-
-class _ChecksumMismatch(Exception):
-    pass
-
-
-def _fetch_one(url: str, dest: Path, md5: str) -> None:
-    """Stream ``url`` into a temporary file next to ``dest``; rename it only if its md5 matches."""
-    from tqdm import tqdm  # only needed here; keeps importing this module light
-
-    handle, partial = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+def _fetch_or_fail(urls: Sequence[str], dest: Path, md5: str, dataset: str) -> None:
     try:
-        digest = hashlib.md5(usedforsecurity=False)
-        with os.fdopen(handle, "wb") as out, \
-                urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
-            total_bytes = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total_bytes, unit="B", unit_scale=True, desc=dest.name,
-                      disable=not sys.stderr.isatty()) as progress:
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    progress.update(len(chunk))
-        if digest.hexdigest() != md5:
-            raise _ChecksumMismatch(f"md5 {digest.hexdigest()} is not the expected {md5}")
-        os.replace(partial, dest)
-    finally:
-        Path(partial).unlink(missing_ok=True)
+        fetch(urls, dest, md5, dataset)
+    except FetchError as error:
+        raise DataError(str(error)) from None
