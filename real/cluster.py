@@ -34,7 +34,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path

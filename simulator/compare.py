@@ -1,6 +1,6 @@
 """Predicted against measured: every (scheme, P) of a folder of run records.
 
-    python -m simulator.compare RUNS_DIR [--profile PROFILE.json] [--out DIR]
+    python -m simulator.compare RUNS_DIR [--profile PROFILE.json] [--out DIR] [--link cluster.toml]
 
 For each group of completed records with the same scheme, worker count and
 configuration, the simulator predicts exactly that run (same model, per-worker
@@ -11,12 +11,18 @@ MPI algorithm) and the table shows
 
 per epoch, with the median and worst error per scheme, on all points and on
 the held-out ones (worker counts the profile's calibration did not see, from
-its provenance). A figure per scheme shows measured speedup with error bars,
+its provenance). Records of the emulated cluster (``environment.cluster``) are
+predicted on that cluster: its hosts with their own links at the record's
+shaped rate, sharing the machine's cores (``Cluster.shared_cores``); with
+``--link`` (a cluster TOML of ``python -m calibrate.link``) a message also pays
+the calibrated latency and sees the calibrated payload share of the rate. A figure per scheme shows measured speedup with error bars,
 the predicted curve and the ideal line, and below it the relative error.
 """
 from __future__ import annotations
 
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,14 +52,54 @@ def scheme_of(rec: dict) -> SchemeConfig:
                         algorithm=algorithm)
 
 
-def cluster_of(rec: dict) -> Cluster:
-    """The machine of the record: the calibrated host, or the emulated cluster it names."""
+@dataclass(frozen=True)
+class LinkCalibration:
+    """What ``python -m calibrate.link`` measured on one emulated link, for links at any rate.
+
+    A record names the rate tc shaped its links to; the payload rate a message
+    sees is ``payload_efficiency`` of it (the shaper counts headers too), and a
+    message pays ``latency_s`` more. Both are measured at one shaped rate and
+    applied at every other: ``t(n) = latency_s + n / (payload_efficiency * shaped)``.
+    """
+    latency_s: float
+    payload_efficiency: float
+    shaped_bits_per_s: float            # the rate it was measured at
+    source: str = ""
+
+
+def load_link_calibration(path: str | Path) -> LinkCalibration:
+    """Read the cluster TOML of ``calibrate.link`` (needs link.shaped_bandwidth)."""
+    from .config import load_cluster
+    from .units import parse_bandwidth
+    cluster = load_cluster(path)
+    raw = tomllib.loads(Path(path).read_text())
+    shaped = raw.get("link", {}).get("shaped_bandwidth")
+    if cluster.link is None or shaped is None:
+        raise ConfigError(f"cluster file {path}: value link.shaped_bandwidth is missing "
+                          f"(write the file with python -m calibrate.link)")
+    try:
+        shaped_bytes = parse_bandwidth(shaped)
+    except ValueError as e:
+        raise ConfigError(f"cluster file {path}: link.shaped_bandwidth: {e}") from None
+    return LinkCalibration(latency_s=cluster.link.latency_s,
+                           payload_efficiency=cluster.link.bandwidth_bytes_per_s / shaped_bytes,
+                           shaped_bits_per_s=8 * shaped_bytes, source=str(path))
+
+
+def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
+    """The machine of the record: the calibrated host, or the emulated cluster it names
+    (its shaped rate; with ``link``, the calibrated payload share and latency of a link)."""
     env = rec["environment"]
     emu = env.get("cluster")
     if not emu:
         return calibrated_cluster(int(env.get("cores", 1)))
-    link = Link(bandwidth_bytes_per_s=emu["bandwidth_bits_per_s"] / 8, latency_s=emu.get("latency_s", 0.0))
-    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=int(env.get("cores", 1)), link=link)
+    bandwidth, latency = emu["bandwidth_bits_per_s"] / 8, emu.get("latency_s", 0.0)
+    if link is not None:
+        bandwidth, latency = bandwidth * link.payload_efficiency, link.latency_s
+    link = Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency)
+    # the hosts are namespaces of one machine: their own links, but one pool of its cores
+    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=int(env.get("cores", 1)), link=link,
+                   shared_cores=True)
 
 
 def _key(rec: dict) -> tuple:
@@ -62,7 +108,8 @@ def _key(rec: dict) -> tuple:
             len(c.get("namespaces", ())))
 
 
-def compare(runs_dir, profile: profiles.Profile, seed: int = 0) -> pd.DataFrame:
+def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
+            link: LinkCalibration | None = None) -> pd.DataFrame:
     """One row per (configuration, P): measured mean ± CI, predicted, relative error."""
     from real import record
     from real.timing import mean_ci95
@@ -80,7 +127,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0) -> pd.DataFrame:
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
         per_epoch = [r["timings"]["train_wall_s"] / workload.epochs for r in recs]
         mean, ci = mean_ci95(per_epoch)
-        pred = simulate(scheme, workers, workload, cluster_of(recs[0]), profile, seed)
+        pred = simulate(scheme, workers, workload, cluster_of(recs[0], link), profile, seed)
         rows.append({"scheme": scheme.name, "workers": workers, "runs": len(recs),
                      "model": workload.model, "batch_per_worker": workload.batch_per_worker,
                      "threads": workload.threads_per_worker, "hosts": hosts or 1,
@@ -149,6 +196,9 @@ def build_parser():
     p.add_argument("--profile", default=None, help="profile JSON (default: the embedded one)")
     p.add_argument("--out", default=None, help="folder for compare.csv and figures (default: RUNS)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--link", default=None,
+                   help="cluster TOML of python -m calibrate.link: emulated-cluster records use its "
+                        "latency and payload share of their own shaped rate")
     return p
 
 
@@ -162,7 +212,8 @@ def main(argv=None) -> int:
         return usage_error(PROG, f"{args.runs} is not a folder of run records")
     try:
         prof = profiles.load(args.profile) if args.profile else profiles.load_default()
-        df = compare(args.runs, prof, args.seed)
+        link = load_link_calibration(args.link) if args.link else None
+        df = compare(args.runs, prof, args.seed, link)
     except (profiles.ProfileError, ConfigError) as e:
         return usage_error(PROG, str(e))
     if df.empty:

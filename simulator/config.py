@@ -9,7 +9,10 @@
   links (``Link``) through a non-blocking switch; processes on one host talk
   through shared memory (the profile's transport of the scheme's backend).
   Ranks are placed ``round_robin`` (rank r on host r mod H) or ``packed``
-  (fill a host's cores before the next one).
+  (fill a host's cores before the next one). ``shared_cores`` describes an
+  *emulated* cluster (``real.cluster``: hosts are network namespaces of one
+  machine): every host keeps its own link, but all processes of all hosts
+  draw compute from ONE pool of ``cores_per_host`` cores.
 * ``SchemeConfig``: the scheme and its knobs, and the fidelity of communication.
 * ``Heterogeneity``: per-worker speed factors and stragglers.
 
@@ -19,6 +22,7 @@ The cluster can be read from a small TOML file (``load_cluster``)::
     hosts = 16
     cores_per_host = 8
     placement = "round_robin"   # or "packed"
+    shared_cores = false        # true: all hosts share one pool of cores_per_host cores
     [link]
     bandwidth = "10gbit"
     latency = "20us"
@@ -86,6 +90,8 @@ class Cluster:
     cores_per_host: int
     link: Link | None = None           # needed as soon as hosts > 1
     placement: str = "round_robin"
+    shared_cores: bool = False         # True: one pool of cores_per_host cores for ALL hosts
+                                       # (emulated hosts on one machine); links stay per host
 
     def __post_init__(self):
         _positive("hosts", self.hosts)
@@ -95,6 +101,8 @@ class Cluster:
                               f"(choose from {', '.join(PLACEMENTS)})")
         if self.hosts > 1 and self.link is None:
             raise ConfigError("a cluster of several hosts needs a link (bandwidth and latency)")
+        if not isinstance(self.shared_cores, bool):
+            raise ConfigError(f"shared_cores must be true or false (got {self.shared_cores!r})")
 
     def host_of(self, rank: int) -> int:
         if self.placement == "packed":
@@ -103,6 +111,14 @@ class Cluster:
 
     def placement_of(self, ranks: int) -> tuple[int, ...]:
         return tuple(self.host_of(r) for r in range(ranks))
+
+    def core_pool_of(self, host: int) -> int:
+        """Which pool of cores a host computes on: its own, or the one shared pool (0)."""
+        return 0 if self.shared_cores else host
+
+    @property
+    def core_pools(self) -> int:
+        return 1 if self.shared_cores else self.hosts
 
 
 def calibrated_cluster(cores: int) -> Cluster:
@@ -184,6 +200,7 @@ def cluster_from_dict(raw: dict) -> Cluster:
     hosts = _int_field(c, "hosts", "cluster")
     cores = _int_field(c, "cores_per_host", "cluster")
     placement = c.get("placement", "round_robin")
+    shared_cores = c.get("shared_cores", False)
     link = None
     if "link" in raw:
         lk = raw["link"]
@@ -198,7 +215,8 @@ def cluster_from_dict(raw: dict) -> Cluster:
             raise ConfigError(f"link: {e}") from None
     elif hosts > 1:
         raise ConfigError("section [link] is missing (needed for more than one host)")
-    return Cluster(hosts=hosts, cores_per_host=cores, link=link, placement=placement)
+    return Cluster(hosts=hosts, cores_per_host=cores, link=link, placement=placement,
+                   shared_cores=shared_cores)
 
 
 def _int_field(d: dict, key: str, section: str) -> int:

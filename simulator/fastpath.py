@@ -13,7 +13,8 @@ A worker that keeps computing through a segment is one job of the summed
 work. The segment's time is the slowest finish plus the collective's closed
 form. This is what the SimPy model computes with events, vectorised with
 numpy over hosts and segments; the tests check that both agree. (``ddp`` is
-exact only when speeds stay constant: no host oversubscribed.)
+exact only when speeds stay constant: no host oversubscribed.) With
+``Cluster.shared_cores`` the jobs of all hosts share one pool of cores.
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
     transport = profile.transport(spec.backend)
     routes = Routes(placement, cluster.link, transport)
     g = transport.gamma_s_per_byte
-    host_of = np.asarray(placement[:plan.workers])
+    # compute contends per pool of cores (a host's own, or the machine's with shared_cores)
+    host_of = np.asarray([cluster.core_pool_of(h) for h in placement[:plan.workers]])
     finish = lambda work: shared_finish_s(work, host_of, cluster.cores_per_host,  # noqa: E731
                                           workload.threads_per_worker, profile.sharing_efficiency)
 

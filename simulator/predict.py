@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--bandwidth", default="10gbit", help="link bandwidth, e.g. 10gbit, 100mbit")
     c.add_argument("--latency", default="20us", help="link latency, e.g. 50us")
     c.add_argument("--placement", choices=PLACEMENTS, default="round_robin")
+    c.add_argument("--shared-cores", action="store_true",
+                   help="all hosts share one pool of --cores-per-host cores (emulated cluster)")
     s = p.add_argument_group("schemes")
     s.add_argument("--avg-every", type=int, default=0, help="psgd: average every K steps (0: at the end)")
     s.add_argument("--exchange-every", type=int, default=1, help="async_avg: exchange every K steps")
@@ -96,7 +98,8 @@ def make_cluster(args, prof) -> Cluster:
     hosts = 1 if args.hosts is None else args.hosts
     link = Link(parse_bandwidth(args.bandwidth), parse_duration(args.latency)) if hosts > 1 else None
     cores = prof.cores if args.cores_per_host is None else args.cores_per_host
-    return Cluster(hosts=hosts, cores_per_host=cores, link=link, placement=args.placement)
+    return Cluster(hosts=hosts, cores_per_host=cores, link=link, placement=args.placement,
+                   shared_cores=args.shared_cores)
 
 
 def configs(args, names) -> list[SchemeConfig]:

@@ -134,7 +134,8 @@ def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
         raise ConfigError(f"the fast path runs synchronous schemes with analytic communication "
                           f"only, not {spec.name!r} with {cfg.fidelity!r}")
     if spec.name == "ddp" and cfg.engine == "auto":
-        per_host = int(max(np.bincount(cluster.placement_of(workers))))
+        per_host = int(max(np.bincount([cluster.core_pool_of(h)
+                                        for h in cluster.placement_of(workers)])))
         ok = ok and per_host * workload.threads_per_worker <= cluster.cores_per_host and all(
             profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
     return ok
@@ -152,8 +153,9 @@ def _placement(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
 def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace) -> Result:
     env = simpy.Environment()
     placement = _placement(spec, cluster, plan.workers)
-    hosts = [Host(env, h, cluster.cores_per_host, profile.sharing_efficiency)
-             for h in range(cluster.hosts)]
+    pools = [Host(env, c, cluster.cores_per_host, profile.sharing_efficiency)
+             for c in range(cluster.core_pools)]
+    hosts = [pools[cluster.core_pool_of(h)] for h in range(cluster.hosts)]   # compute side
     recorder = Recorder(placement, trace=trace)
     routes = Routes(placement, cluster.link, profile.transport(spec.backend))
     comm = make_comm(cfg.fidelity, env, routes, profile.transport(spec.backend), recorder)

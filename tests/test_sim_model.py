@@ -1,7 +1,6 @@
 """The simulator against closed forms and invariants (deterministic, small, fast)."""
 from __future__ import annotations
 
-import math
 
 import pytest
 import simpy

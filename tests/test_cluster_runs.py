@@ -1,0 +1,103 @@
+"""Real runs and the link calibration across the emulated cluster (root only, ~60 s).
+
+Everything uses its own prefix, ``psgdruns``, so clusters of other tests or of
+a user are left alone; a fixture removes whatever carries that prefix before
+and after each test, whether the test passed or not.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from real import cluster as rc
+from real import record
+from real.cluster_netns import list_namespaces
+
+PREFIX = "psgdruns"
+SUBNET = "10.78.0.0/24"
+REPO_ROOT = Path(rc.__file__).resolve().parents[1]
+CAN_BUILD = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(not CAN_BUILD, reason="needs root and iproute2 (ip, tc)")]
+
+
+@pytest.fixture(autouse=True)
+def clean():
+    rc.down(PREFIX)
+    yield
+    rc.down(PREFIX)
+    assert not list_namespaces(PREFIX)
+
+
+def env() -> dict:
+    bin_dir = str(Path(sys.executable).parent)
+    return os.environ | {"PYTHONPATH": str(REPO_ROOT),
+                         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_two_host_allreduce_writes_a_record_naming_the_cluster(tmp_path):
+    with rc.emulated_cluster(2, "500mbit", prefix=PREFIX, subnet=SUBNET) as c:
+        py = [sys.executable, "-m", "real.train", "--algorithm", "allreduce", "--run-id", "ar",
+              "--out", str(tmp_path), "--model", "mlp", "--dataset", "synthetic",
+              "--train-size", "256", "--test-size", "64", "--batch-size", "32", "--threads", "1"]
+        extra = rc.mpi_env(c) | {"MASTER_ADDR": c.addresses[0], "GLOO_SOCKET_IFNAME": c.interface,
+                                 "PSGD_CLUSTER": json.dumps(c.to_json())}
+        done = subprocess.run(rc.mpirun_command(c, 2, py), env=env() | extra, cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rec = record.read(tmp_path / "ar")
+    assert rec["status"] == "completed"
+    assert rec["timings"]["train_wall_s"] > 0 and rec["results"]["loss_curve"]
+    emu = rec["environment"]["cluster"]
+    assert emu["namespaces"] == [f"{PREFIX}-h0", f"{PREFIX}-h1"]
+    assert emu["bandwidth_bits_per_s"] == 500_000_000
+    assert rec["environment"]["workers"] == 2
+    # the simulator reads it as two hosts with their own links on one pool of cores
+    from simulator.compare import cluster_of
+    sim = cluster_of(rec)
+    assert (sim.hosts, sim.shared_cores, sim.link.bandwidth_bytes_per_s) == (2, True, 62.5e6)
+
+
+def test_link_calibration_finds_the_shaped_rate(tmp_path):
+    out = tmp_path / "link.toml"
+    with rc.emulated_cluster(2, "200mbit", prefix=PREFIX, subnet=SUBNET):
+        done = subprocess.run([sys.executable, "-m", "calibrate.link", "--prefix", PREFIX,
+                               "--out", str(out), "--no-gloo", "--repeats", "3"],
+                              env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from simulator.compare import load_link_calibration
+    from simulator.config import load_cluster
+    c = load_cluster(out)
+    assert c.hosts == 2 and c.shared_cores
+    assert c.link.bandwidth_bytes_per_s * 8 == pytest.approx(200e6, rel=0.15)
+    assert 0 < c.link.latency_s < 2e-3
+    cal = load_link_calibration(out)
+    assert cal.shaped_bits_per_s == 200e6 and 0.85 < cal.payload_efficiency <= 1.1
+    assert "mpi_beta_s_per_byte" in tomllib.loads(out.read_text())["fit"]
+
+
+def test_link_calibration_without_a_cluster_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "calibrate.link", "--prefix", PREFIX,
+                           "--out", str(tmp_path / "l.toml")],
+                          env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "no emulated cluster" in done.stderr
+    assert not (tmp_path / "l.toml").exists()
+
+
+def test_torn_down_after_a_failing_run(tmp_path):
+    with pytest.raises(subprocess.CalledProcessError):
+        with rc.emulated_cluster(2, "100mbit", prefix=PREFIX, subnet=SUBNET) as c:
+            py = [sys.executable, "-m", "real.train", "--algorithm", "allreduce",
+                  "--model", "no-such-model", "--dataset", "synthetic", "--out", str(tmp_path)]
+            subprocess.run(rc.mpirun_command(c, 2, py), env=env() | rc.mpi_env(c), cwd=REPO_ROOT,
+                           capture_output=True, timeout=120, check=True)
+    assert not list_namespaces(PREFIX)
+    assert rc.read_state(PREFIX) is None
