@@ -107,11 +107,11 @@ def _root_average(parts, average_s: float):
 
 
 def _ps_sync(plan, finish, coll, profile, cluster, placement):
-    """Per iteration: bcast w, compute, gather gradients, the server sums and updates."""
+    """Per iteration: send w to each worker, compute, gather gradients, the server sums and updates."""
     group = plan.worker_ranks + (plan.server_rank,)
-    comm_s = coll("bcast", group, plan.param_bytes) + coll("gather", group, plan.param_bytes)
+    comm_s = coll("scatter", group, plan.param_bytes) + coll("gather", group, plan.param_bytes)
     alone = min(1.0, float(cluster.cores_per_host)) * profile.sharing_efficiency(1)
-    server_s = (profile.transport("gloo").gamma_s_per_byte * plan.workers * plan.param_bytes
+    server_s = (profile.transport("mpi").gamma_s_per_byte * plan.workers * plan.param_bytes
                 + profile.server.update_s(plan.param_count) / alone)
     time_s, compute, comm, wait = _segments(finish, comm_s)
     wait = wait + server_s * (plan.iterations - 1)

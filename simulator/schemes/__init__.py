@@ -35,8 +35,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("allreduce", "gloo", collective.start_allreduce, True),
     Scheme("ddp", "gloo", collective.start_ddp, True),
     Scheme("mpi_allreduce", "mpi", collective.start_mpi_allreduce, True),
-    Scheme("ps_sync", "gloo", ps.start_ps_sync, True, extra_rank=True),
-    Scheme("ps_async", "gloo", ps.start_ps_async, False, extra_rank=True),
+    Scheme("ps_sync", "mpi", ps.start_ps_sync, True, extra_rank=True),
+    Scheme("ps_async", "mpi", ps.start_ps_async, False, extra_rank=True),
 )}
 
 __all__ = ["SCHEMES", "Scheme", "Plan", "Setup"]

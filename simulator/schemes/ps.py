@@ -1,7 +1,8 @@
-"""Parameter server: P workers and one server rank (rank P), gloo.
+"""Parameter server: P workers and one server rank (rank P), MPI point to point.
 
-* ``ps_sync``: each iteration the server broadcasts w (binomial tree over the
-  P + 1 ranks), every worker computes its gradient and pushes it (a gather to
+* ``ps_sync``: each iteration the server sends w to every worker (P messages
+  leaving its port at once, as ``real/schemes/ps.py`` does with one Isend per
+  worker), every worker computes its gradient and pushes it (a gather to
   the server: an incast on the server's port), the server adds the P
   gradients (``gamma * P * grad_bytes``) and applies one update.
 * ``ps_async``: the server applies each push as it arrives (first come, first
@@ -25,7 +26,7 @@ def start_ps_sync(env, setup: Setup):
 def ps_sync_worker(env, worker, comm, recorder, plan, group):
     root = len(group) - 1
     for i in range(plan.iterations):
-        yield from comm.bcast(worker.rank, group, plan.param_bytes, root=root)
+        yield from comm.scatter(worker.rank, group, plan.param_bytes, root=root)
         yield from train_step(env, worker, recorder, i)
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
@@ -33,7 +34,7 @@ def ps_sync_worker(env, worker, comm, recorder, plan, group):
 def ps_sync_server(env, server, comm, recorder, plan, group):
     root = len(group) - 1
     for _ in range(plan.iterations):
-        yield from comm.bcast(server.rank, group, plan.param_bytes, root=root)
+        yield from comm.scatter(server.rank, group, plan.param_bytes, root=root)
         yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
         t0 = env.now
         yield comm.reduce(plan.workers * plan.param_bytes)
