@@ -23,7 +23,7 @@ from pathlib import Path
 from real.cli import Parser, choice_list, positive_int, usage_error, worker_range
 
 PROG = "python -m simulator.validate"
-MAIN_SCHEMES = ("psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync",
+MAIN_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync",
                 "ps_async", "async_avg", "hogwild")
 
 
