@@ -14,6 +14,8 @@ broken one with the field named).
 """
 from __future__ import annotations
 
+import json
+
 import argparse
 import sys
 from dataclasses import dataclass
@@ -74,10 +76,20 @@ def _load_note(workdir: Path, comm_metas: list[dict]) -> str:
 
 def _sharing(workdir: Path, runs, costs, max_workers) -> dict[int, float]:
     path = workdir / "sharing.csv"
-    slow = fit_compute.sharing_slowdown(read_rows(path), max_workers) if path.is_file() else {}
+    by_name = {c.model: c for c in costs}
+    meta = workdir / "sharing_meta.json"
+    # The reference "alone" is the thread-1 compute fit at the probe's model and batch (many
+    # repeats), not the k = 1 row alone: one noisy k = 1 window would skew every slowdown.
+    alone_s = None
+    if meta.is_file():
+        m = json.loads(meta.read_text())
+        model, batch = m.get("sharing_model", "cnn"), int(m.get("sharing_batch", 64))
+        if model in by_name:
+            alone_s = by_name[model].step_fit(1).step_s(batch)
+    slow = (fit_compute.sharing_slowdown(read_rows(path), max_workers, alone_s)
+            if path.is_file() else {})
     if runs is None or not len(runs.sharing):
         return slow
-    by_name = {c.model: c for c in costs}
     for (model, batch, k), g in runs.sharing.groupby(["model", "batch", "k"]):
         if model in by_name and int(k) not in slow:
             alone = by_name[model].step_fit(1).step_s(int(batch))

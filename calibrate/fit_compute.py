@@ -77,15 +77,24 @@ def model_cost(name: str, shape: dict, steps: pd.DataFrame, evals: pd.DataFrame)
                      eval_s_per_sample=eval_per_sample)
 
 
-def sharing_slowdown(rows: pd.DataFrame, max_k: int | None = None) -> dict[int, float]:
-    """k -> median step with k processes at once / median step alone."""
+def sharing_slowdown(rows: pd.DataFrame, max_k: int | None = None,
+                     alone_s: float | None = None) -> dict[int, float]:
+    """k -> median step with k processes at once / the step alone.
+
+    ``alone_s`` (the compute fit's step at the same model and batch) is the reference
+    when given; otherwise the median of the k = 1 rows.
+    """
     if rows is None or not len(rows):
         return {}
     med = rows.groupby("k")["step_s"].median()
-    if 1 not in med.index:
-        return {}
-    return {int(k): float(v / med[1]) for k, v in med.items()
-            if max_k is None or k <= max_k or k == 1}
+    if alone_s is None:
+        if 1 not in med.index:
+            return {}
+        alone_s = med[1]
+    slow = {int(k): float(v / alone_s) for k, v in med.items()
+            if max_k is None or k <= max_k}
+    slow[1] = 1.0
+    return dict(sorted(slow.items()))
 
 
 def server_cost(rows: pd.DataFrame) -> tuple[ServerCost, float]:

@@ -171,7 +171,9 @@ def main(argv=None) -> int:
                      f"mpirun -n {size} {command}")
             return 0
         {"compute": run_compute, "sharing": run_sharing, "server": run_server}[args.part](plan, out)
-        write_json(out / f"{args.part}_meta.json", {**describe_host(), "command": command})
+        extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
+                 if args.part == "sharing" else {})
+        write_json(out / f"{args.part}_meta.json", {**describe_host(), "command": command, **extra})
     except CalibrationError as e:
         if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0":
             print(f"calibrate.probe: error: {e}", file=sys.stderr)   # rank 0 alone speaks

@@ -6,8 +6,12 @@ per rank and iteration; its ``config`` the model and batch size; its
 
 * no oversubscription (``ranks_per_host * threads <= cores``): the steps are
   samples of ``t_step(batch)`` at that thread count, like the probe's;
-* more single-thread ranks than cores: the steps measure core sharing with
-  ``k = ranks_per_host`` (turned into a slowdown against the thread-1 fit later).
+* more single-thread ranks than cores, in a scheme where every rank computes
+  all the time (``SHARING_SCHEMES``: no rank sits waiting in a server loop or a
+  per-step collective): the steps measure core sharing with ``k =
+  ranks_per_host`` (turned into a slowdown against the thread-1 fit later).
+  A parameter server's rank, or ranks waiting in gloo or MPI, would make k
+  count processes that do not compute.
 
 The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at most
 ``MAX_SAMPLES_PER_RUN`` evenly spaced steps are kept per run so that a long run
@@ -27,6 +31,7 @@ from real import record
 from .rawio import CalibrationError
 
 WARMUP_ITERATIONS = 3
+SHARING_SCHEMES = ("serial", "psgd", "hogwild")
 MAX_SAMPLES_PER_RUN = 60
 
 
@@ -58,10 +63,15 @@ def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
              "workers": int(env.get("workers", env.get("ranks", 1)) or 1),
              "ranks_per_host": int(env.get("ranks_per_host", env.get("ranks", 1)) or 1),
              "threads": int(env.get("threads_per_rank", 1) or 1),
-             "cores": int(env.get("cores", 1) or 1)}
+             "cores": int(env.get("cores", 1) or 1), "algorithm": cfg.get("algorithm"),
+             "average_every": int(cfg.get("average_every") or 0)}
     if rec["status"] != "completed" or not facts["model"]:
         return facts, pd.DataFrame()
     return facts, _steps_of(run_dir)
+
+
+def _computes_all_the_time(facts: dict) -> bool:
+    return facts["algorithm"] in SHARING_SCHEMES and not facts["average_every"]
 
 
 def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
@@ -82,7 +92,7 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
                               "step_s": it["compute_s"].to_numpy(float)})
         if facts["ranks_per_host"] * facts["threads"] <= facts["cores"]:
             steps.append(frame.assign(threads=facts["threads"]))
-        elif facts["threads"] == 1:
+        elif facts["threads"] == 1 and _computes_all_the_time(facts):
             sharing.append(frame.assign(k=facts["ranks_per_host"]))
         else:
             continue            # oversubscribed threads: neither a clean step nor a sharing sample

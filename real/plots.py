@@ -38,6 +38,7 @@ def speedup_plot(summary, path, title: str = "Measured speedup") -> Path:
         ax.errorbar(g["workers"], g["speedup"], yerr=err, marker="o", capsize=3, label=alg)
     ax.set_xlabel("workers P")
     ax.set_ylabel("speedup T(1) / T(P)")
+    ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.set_xticks(range(1, p_max + 1))
     ax.grid(alpha=0.3)

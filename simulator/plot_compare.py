@@ -29,6 +29,7 @@ def comparison_plot(g, path: Path) -> Path:
         ax.scatter(held["workers"], (base.measured_s / held["measured_s"]), s=120,
                    facecolors="none", edgecolors="C3", label="held out of calibration")
     ax.set_ylabel(f"speedup vs P = {int(p.min())}")
+    ax.set_ylim(bottom=0)
     title = f"{base.scheme}: measured vs predicted"
     if base.hosts > 1:
         title += f" ({base.hosts} hosts, {base.bandwidth_bits_per_s / 1e6:.0f} Mbit/s)"
