@@ -81,11 +81,9 @@ def _sharing(workdir: Path, runs, costs, max_workers) -> dict[int, float]:
     # The reference "alone" is the thread-1 compute fit at the probe's model and batch (many
     # repeats), not the k = 1 row alone: one noisy k = 1 window would skew every slowdown.
     alone_s = None
-    if meta.is_file():
-        m = json.loads(meta.read_text())
-        model, batch = m.get("sharing_model", "cnn"), int(m.get("sharing_batch", 64))
-        if model in by_name:
-            alone_s = by_name[model].step_fit(1).step_s(batch)
+    m = json.loads(meta.read_text()) if meta.is_file() else {}
+    if m.get("sharing_model") in by_name and m.get("sharing_batch"):
+        alone_s = by_name[m["sharing_model"]].step_fit(1).step_s(int(m["sharing_batch"]))
     slow = (fit_compute.sharing_slowdown(read_rows(path), max_workers, alone_s)
             if path.is_file() else {})
     if runs is None or not len(runs.sharing):

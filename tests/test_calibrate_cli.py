@@ -85,6 +85,19 @@ def test_fit_from_probes_and_runs_with_max_workers(tmp_path):
     assert prof.load(tmp_path / "p.json") == p
 
 
+def test_sharing_slowdown_is_against_the_compute_fit(tmp_path):
+    """A noisy k = 1 window must not skew every slowdown: the reference is the thread-1 fit."""
+    synthetic_workdir(tmp_path, np.random.default_rng(0))
+    alone = fit.build(tmp_path).profile.model("cnn").step_fit(1).step_s(64)
+    pd.DataFrame([{"k": k, "proc": 0, "rep": r, "step_s": alone * f}
+                  for k, f in ((1, 1.3), (2, 1.0), (4, 2.0)) for r in range(3)]
+                 ).to_csv(tmp_path / "sharing.csv", index=False)
+    (tmp_path / "sharing_meta.json").write_text(json.dumps(
+        {**META, "command": "probe sharing", "sharing_model": "cnn", "sharing_batch": 64}))
+    slow = fit.build(tmp_path).profile.sharing_slowdown
+    assert slow == pytest.approx({1: 1.0, 2: 1.0, 4: 2.0})
+
+
 def one_line_error(capsys, code):
     assert code == 2
     err = capsys.readouterr().err.strip()
