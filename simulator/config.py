@@ -53,13 +53,14 @@ class Workload:
     dataset_samples: int = 60000
     epochs: float = 1.0
     iterations: int | None = None      # per worker; overrides epochs when set
-    threads_per_worker: int = 1
+    threads_per_worker: int | None = 1   # None: cores // ranks on the host, as real.train does
 
     def __post_init__(self):
         _positive("batch_per_worker", self.batch_per_worker)
         _positive("dataset_samples", self.dataset_samples)
         _positive("epochs", self.epochs)
-        _positive("threads_per_worker", self.threads_per_worker)
+        if self.threads_per_worker is not None:
+            _positive("threads_per_worker", self.threads_per_worker)
         if self.iterations is not None:
             _positive("iterations", self.iterations)
 

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = p.add_mutually_exclusive_group()
     t.add_argument("--epochs", type=float, default=1.0, help="epochs to simulate")
     t.add_argument("--iterations", type=int, help="iterations per worker (instead of epochs)")
-    p.add_argument("--threads", type=int, default=1, help="threads per worker process")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per worker process (default: cores // ranks per host, as real.train)")
     c = p.add_argument_group("cluster (default: the calibrated machine)")
     c.add_argument("--cluster", help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
     c.add_argument("--hosts", type=int, help="number of hosts")
@@ -146,6 +147,8 @@ def run(args) -> int:
     rows = sweep(cfgs, list(range(1, args.workers + 1)), workload, cluster, prof, args.seed, het)
     elapsed = time.perf_counter() - t0
     meta = {"profile": args.profile or "embedded", "profile_note": prof.provenance.note,
+            "profile_host": f"{prof.provenance.host}, {prof.cores} cores",
+            "profile_created": prof.provenance.created_utc,
             "workload": asdict(workload), "cluster": asdict(cluster), "seed": args.seed,
             "heterogeneity": asdict(het), "simulated_in_s": round(elapsed, 3),
             "kind": "predicted (simulator)"}
@@ -170,7 +173,7 @@ def write_outputs(args, rows, meta, cluster) -> None:
                     f"{cluster.link.latency_s * 1e6:g} us" if cluster.link else ", shared memory"))
         head = (f"predicted (simulator) | model {meta['workload']['model']}, batch "
                 f"{meta['workload']['batch_per_worker']}/worker, {where} | profile: "
-                f"{meta['profile_note'] or meta['profile']}")
+                f"{meta['profile']} ({meta['profile_host']}, {meta['profile_created']})")
         print(table(rows, head))
     if not args.no_plot:
         from .plot import speedup_plot

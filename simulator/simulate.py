@@ -10,7 +10,7 @@ fast path where it is exact (and for ``ddp`` only where no host is oversubscribe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
@@ -95,6 +95,13 @@ def _model(profile: Profile, name: str):
         raise ConfigError(str(e)) from None
 
 
+def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
+    """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
+    ranks = workers + (1 if spec.extra_rank else 0)      # the parameter server is a rank too
+    per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
+    return max(1, cluster.cores_per_host // int(per_host))
+
+
 def check(spec: Scheme, workers: int, cluster: Cluster) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer of at least 1 (got {workers!r})")
@@ -115,6 +122,8 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
     spec, cfg = resolve_scheme(scheme)
     cluster = cluster or calibrated_cluster(profile.cores)
     check(spec, workers, cluster)
+    if workload.threads_per_worker is None:
+        workload = replace(workload, threads_per_worker=default_threads(spec, cluster, workers))
     plan = make_plan(spec, cfg, workers, workload, profile)
     fit = _model(profile, workload.model).step_fit(workload.threads_per_worker)
     speeds = speed_factors(workers, heterogeneity, seed)

@@ -276,3 +276,17 @@ def test_more_bandwidth_is_never_slower(scheme, p, gbit, factor, seed):
     t_slow = simulate(cfg, p, wl(4), slow, prof, seed=seed).time_s
     t_fast = simulate(cfg, p, wl(4), fast, prof, seed=seed).time_s
     assert t_fast <= t_slow * (1 + 1e-9)
+
+
+def test_default_threads_follow_real_train():
+    """threads_per_worker=None: cores // ranks on the host (the parameter server counts)."""
+    from simulator.simulate import default_threads, resolve_scheme
+    cl = Cluster(hosts=1, cores_per_host=4)
+    assert default_threads(resolve_scheme("psgd")[0], cl, 1) == 4
+    assert default_threads(resolve_scheme("psgd")[0], cl, 2) == 2
+    assert default_threads(resolve_scheme("ps_sync")[0], cl, 2) == 1
+    assert default_threads(resolve_scheme("psgd")[0], cl, 8) == 1
+    prof = make_profile(cores=4)
+    auto = simulate("serial", 1, Workload(model="toy", threads_per_worker=None), cl, prof)
+    four = simulate("serial", 1, Workload(model="toy", threads_per_worker=4), cl, prof)
+    assert auto.time_s == four.time_s
