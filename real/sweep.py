@@ -66,7 +66,7 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
         if getattr(args, flag):
             py += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     py += extra
-    ranks = p + schemes.EXTRA_RANKS.get(alg, 0)
+    ranks = schemes.ranks_for(alg, p)
     if alg not in schemes.RANK_BASED:
         return py + (["--workers", str(p)] if alg != "serial" else []), {}
     if cluster is None:

@@ -28,7 +28,6 @@ GLOBAL_BATCH = ("serial", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
 TORCH_DISTRIBUTED = ("gather_scatter", "allreduce", "ddp")
 MPI_ONLY = ("async_avg", "mpi_allreduce", "ps_sync", "ps_async")
 EXTRA_RANKS = {"ps_sync": 1, "ps_async": 1}
-PS_EXTRA_RANKS = EXTRA_RANKS   # the name the sweep was told about
 
 
 def get(name: str):
