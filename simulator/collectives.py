@@ -63,31 +63,38 @@ def _fold_out(p2p, ranks, i, n_bytes, tag):
             yield p2p.isend(ranks[i], ranks[i - 1], n_bytes, (tag, "unfold"))
 
 
-def recursive_doubling_allreduce(p2p, ranks, i, n_bytes, tag):
-    """log2(P) rounds; in round k exchange everything with the partner at distance 2^k."""
+def _power_of_two_core(p2p, ranks, i, n_bytes, tag, core):
+    """Fold the ranks beyond the largest power of two q into partners, run ``core`` on q
+    ranks (``core(j, q)`` with j this rank's index among them), unfold."""
     p = len(ranks)
     if p == 1:
         return
     q = 1 << (p.bit_length() - 1)
     j = yield from _fold_in(p2p, ranks, i, n_bytes, tag)
     if j is not None:
+        yield from core(j, q)
+    yield from _fold_out(p2p, ranks, i, n_bytes, tag)
+
+
+def recursive_doubling_allreduce(p2p, ranks, i, n_bytes, tag):
+    """log2(P) rounds; in round k exchange everything with the partner at distance 2^k."""
+    p = len(ranks)
+
+    def core(j, q):
         mask = 1
         while mask < q:
             peer = ranks[_member(j ^ mask, p)]
             yield from _exchange(p2p, ranks[i], peer, n_bytes, (tag, mask))
             yield p2p.reduce(n_bytes)
             mask <<= 1
-    yield from _fold_out(p2p, ranks, i, n_bytes, tag)
+    yield from _power_of_two_core(p2p, ranks, i, n_bytes, tag, core)
 
 
 def rabenseifner_allreduce(p2p, ranks, i, n_bytes, tag):
     """Reduce-scatter by recursive halving, then allgather by recursive doubling."""
     p = len(ranks)
-    if p == 1:
-        return
-    q = 1 << (p.bit_length() - 1)
-    j = yield from _fold_in(p2p, ranks, i, n_bytes, tag)
-    if j is not None:
+
+    def core(j, q):
         size, mask = n_bytes, q >> 1
         while mask >= 1:                       # halving: exchange half, keep half
             size /= 2
@@ -101,7 +108,7 @@ def rabenseifner_allreduce(p2p, ranks, i, n_bytes, tag):
             yield from _exchange(p2p, ranks[i], peer, size, (tag, "ag", mask))
             size *= 2
             mask <<= 1
-    yield from _fold_out(p2p, ranks, i, n_bytes, tag)
+    yield from _power_of_two_core(p2p, ranks, i, n_bytes, tag, core)
 
 
 def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
