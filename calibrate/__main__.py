@@ -30,7 +30,7 @@ from .rawio import CalibrationError, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_FILES = ("comm_P*_*.csv", "comm_P*_*.json", "compute_*.csv", "*_meta.json", "sharing.csv",
-             "server.csv", "models.json", "fit_table.csv", "fits.png", "timings.json")
+             "server.csv", "scheduler.csv", "models.json", "fit_table.csv", "fits.png", "timings.json")
 
 
 class StepFailed(RuntimeError):
@@ -55,7 +55,7 @@ def probe_steps(plan: planmod.ProbePlan, workdir: Path, plan_argv: list[str]) ->
     """(label, argv) per subprocess; argv starts with 'mpirun' for the comm probes."""
     probe = ["python", "-m", "calibrate.probe", "--workdir", str(workdir)]
     steps = [(f"{part} probe", probe + ["--part", part] + plan_argv)
-             for part in ("compute", "sharing", "server")]
+             for part in ("compute", "sharing", "server", "scheduler")]
     for workers in plan.comm_workers:
         for alg in plan.comm_algorithms:
             extra = [] if alg == "auto" else ["--allreduce-only", "--no-gloo"]

@@ -93,12 +93,13 @@ def eval_rows(plan: ProbePlan, model_name: str, threads: int, batch: int) -> lis
 
 
 def model_shapes(names) -> dict[str, dict]:
-    from real.models import layer_param_counts, param_count
+    from real.models import layer_param_counts, param_count, tensor_param_counts
     out = {}
     for name in names:
         m = make_model(name)
         out[name] = {"param_count": int(param_count(m)),
                      "layer_param_counts": [int(c) for c in layer_param_counts(m)],
+                     "tensor_param_counts": [int(c) for c in tensor_param_counts(m)],
                      "input_shape": list(INPUT_SHAPE.get(name, DEFAULT_SHAPE))}
     return out
 

@@ -111,6 +111,13 @@ def _provenance(metas: list[dict], runs, workers: set, commands, note: str) -> p
         workers_seen=tuple(sorted(workers)), note=note)
 
 
+def _quantum(workdir: Path) -> float:
+    """The time slice from ``scheduler.csv`` (two processes on one core); 0 if not probed."""
+    from .sched_probe import quantum_s
+    path = workdir / "scheduler.csv"
+    return quantum_s(read_rows(path).to_dict("records")) if path.exists() else 0.0
+
+
 def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: int | None = None,
           commands: tuple[str, ...] = ()) -> FitResult:
     """Fit everything in ``workdir`` (and ``runs_dir``) into a Profile; nothing is written."""
@@ -122,10 +129,12 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     runs = runsmod.collect(runs_dir, max_workers) if runs_dir else None
     if runs is not None and len(runs.steps):
         steps = pd.concat([steps, runs.steps], ignore_index=True)
-        missing = sorted(set(runs.steps["model"]) - set(shapes))
-        if missing:
-            from .compute_probe import model_shapes
-            shapes = {**shapes, **model_shapes(missing)}
+    # models only the runs used, and shapes written before tensor counts were recorded
+    missing = sorted((set(steps["model"]) - set(shapes))
+                     | {n for n, shape in shapes.items() if "tensor_param_counts" not in shape})
+    if missing:
+        from .compute_probe import model_shapes
+        shapes = {**shapes, **model_shapes(missing)}
     costs = tuple(fit_compute.model_cost(name, shapes[name], steps, evals)
                   for name in sorted(set(steps["model"])))
     server, gamma = fit_compute.server_cost(read_rows(workdir / "server.csv"))
@@ -151,7 +160,8 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         provenance=_provenance(metas, runs, workers, commands, note),
         cores=int(metas[0]["cores"]), models=costs,
         transports=fit_comm.transports(points, gamma), sharing_slowdown=sharing,
-        server=server, collectives=tuple(f for f, _ in pairs))
+        server=server, collectives=tuple(f for f, _ in pairs),
+        scheduler_quantum_s=_quantum(workdir))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},

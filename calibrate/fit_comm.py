@@ -3,18 +3,25 @@
 From the raw rows (one per rank and repetition) to a profile entry:
 
 1. per repetition, the max over ranks: the collective is over when the last rank is;
-2. per message size, the median over repetitions (and p25/p75 as the spread);
-3. ``t(n_bytes) = alpha_s + beta_s_per_byte * n_bytes`` through the medians,
+2. per message size, the *mean* over repetitions (with the median and p25/p75
+   as the spread). A training run pays every call, so its time is the sum of
+   the calls' costs, whose estimate is the mean: gloo calls here take 0.4 ms
+   in most repetitions but a 4 ms scheduler tick in about one of four, which
+   the median hides and the epoch time does not;
+3. ``t(n_bytes) = alpha_s + beta_s_per_byte * n_bytes`` through the means,
    in 1-3 size segments (``linefit.fit_segments``: eager/rendezvous switches);
 4. the point-to-point ``Transport`` of a backend is one line through its
-   ping-pong (half round trip) medians at the smallest P, plus ``gamma_s_per_byte``
+   ping-pong (half round trip) means at the smallest P, plus ``gamma_s_per_byte``
    (the per-byte cost of adding one float32 buffer into another, measured apart).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
+from simulator.closed_form import collective_s, steps
 from simulator.profile import CollectiveFit, Segment, Transport
 
 from .linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges
@@ -23,12 +30,12 @@ KEY = ["backend", "op", "algorithm", "workers"]
 
 
 def collective_points(raw: pd.DataFrame, max_workers: int | None = None) -> pd.DataFrame:
-    """Median over repetitions of the max over ranks, per (backend, op, algorithm, P, bytes)."""
+    """Mean over repetitions of the max over ranks, per (backend, op, algorithm, P, bytes)."""
     if max_workers is not None:
         raw = raw[raw["workers"] <= max_workers]
     per_rep = raw.groupby(KEY + ["bytes", "rep"], as_index=False)["time_s"].max()
     g = per_rep.groupby(KEY + ["bytes"])["time_s"]
-    return pd.DataFrame({"time_s": g.median(), "p25_s": g.quantile(0.25),
+    return pd.DataFrame({"time_s": g.mean(), "median_s": g.median(), "p25_s": g.quantile(0.25),
                          "p75_s": g.quantile(0.75), "reps": g.size()}).reset_index()
 
 
@@ -57,16 +64,45 @@ def fit_collectives(points: pd.DataFrame) -> list[tuple[CollectiveFit, tuple[Lin
 
 
 def transports(points: pd.DataFrame, gamma_s_per_byte: float) -> tuple[Transport, ...]:
-    """Per backend: one relative-error line through the ping-pong medians at the smallest P."""
+    """Per backend: one relative-error line through the ping-pong means at the smallest P,
+    and the latency per step of each collective (``collective_alphas``)."""
     out = []
     for backend, group in points[points["op"] == "sendrecv"].groupby("backend"):
         at = group[group["workers"] == group["workers"].min()]
         if at["bytes"].nunique() < 2:
             continue
         line = fit_line(at["bytes"], at["time_s"])
-        out.append(Transport(backend=str(backend), alpha_s=line.intercept,
-                             beta_s_per_byte=line.slope, gamma_s_per_byte=gamma_s_per_byte))
+        t = Transport(backend=str(backend), alpha_s=line.intercept,
+                      beta_s_per_byte=line.slope, gamma_s_per_byte=gamma_s_per_byte)
+        out.append(replace(t, collective_alpha_s=collective_alphas(
+            points[points["backend"] == backend], t)))
     return tuple(out)
+
+
+STEP_OPS = ("allreduce", "bcast", "gather", "scatter")
+STEP_MAX_BYTES = 64 * 2**10      # where the latency, not the bytes, makes the time
+
+
+def collective_alphas(points: pd.DataFrame, t: Transport) -> dict[str, float]:
+    """Per collective: its latency per step, from messages up to 64 KiB at the smallest P
+    probed: the mean of (measured time - what the bytes cost) / steps of the algorithm
+    (``closed_form``). gloo's come out well above its ping-pong alpha: each call goes to
+    a worker thread, and each step wakes threads, now and then a scheduler tick late."""
+    out = {}
+    for op in STEP_OPS:
+        mine = points[(points["op"] == op) & (points["bytes"] <= STEP_MAX_BYTES)]
+        if op == "allreduce" and t.backend == "mpi":
+            mine = mine[mine["algorithm"] == "auto"]
+        if mine.empty:
+            continue
+        mine = mine[mine["workers"] == mine["workers"].min()]
+        algorithm = "auto" if t.backend == "mpi" else "ring"
+        per_step = [(r.time_s - collective_s(op, int(r.workers), float(r.bytes), 0.0,
+                                             t.beta_s_per_byte, t.gamma_s_per_byte, algorithm))
+                    / steps(op, int(r.workers), float(r.bytes), algorithm)
+                    for r in mine.itertuples()]
+        out[op] = max(0.0, float(np.mean(per_step)))
+    return out
 
 
 def fit_table(fits: list[CollectiveFit]) -> pd.DataFrame:

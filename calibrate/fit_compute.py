@@ -73,6 +73,7 @@ def model_cost(name: str, shape: dict, steps: pd.DataFrame, evals: pd.DataFrame)
         eval_per_sample = float(ev["eval_s_per_sample"].median())
     return ModelCost(model=name, param_count=int(shape["param_count"]),
                      layer_param_counts=tuple(int(c) for c in shape["layer_param_counts"]),
+                     tensor_param_counts=tuple(int(c) for c in shape.get("tensor_param_counts", ())),
                      steps=tuple(fits), backward_fraction=backward,
                      eval_s_per_sample=eval_per_sample)
 

@@ -30,14 +30,17 @@ def _comm_panel(ax, op: str, points: pd.DataFrame, fitted: dict) -> None:
     mine = points[points["op"] == op]
     for (backend, alg, workers), g in mine.groupby(["backend", "algorithm", "workers"]):
         label = f"{backend} {alg if alg != '-' else ''} P={workers}".replace("  ", " ")
-        dots = ax.errorbar(g["bytes"], g["time_s"], yerr=[g["time_s"] - g["p25_s"],
-                           g["p75_s"] - g["time_s"]], fmt="o", ms=3, label=label)
+        # the mean (what the fit uses) can lie outside p25..p75 when the tail is heavy
+        low = (g["time_s"] - g["p25_s"]).clip(lower=0)
+        high = (g["p75_s"] - g["time_s"]).clip(lower=0)
+        dots = ax.errorbar(g["bytes"], g["time_s"], yerr=[low, high], fmt="o", ms=3,
+                           label=label)
         lines = fitted.get((backend, op, alg, workers))
         if lines:
             x = np.geomspace(max(1, g["bytes"].min()), g["bytes"].max(), 200)
             ax.plot(x, predict_segments(lines, x), "-", lw=1, color=dots[0].get_color())
     ax.set(xscale="log", yscale="log", title=op, xlabel="message bytes (per rank)",
-           ylabel="time (s): median of max over ranks")
+           ylabel="time (s): mean of max over ranks")
     ax.legend(fontsize=5, ncol=2)
 
 

@@ -5,6 +5,7 @@ Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``
 ``compute``  step / eval times per model, batch, threads  -> compute_steps.csv, compute_eval.csv, models.json
 ``sharing``  k single-thread processes at once            -> sharing.csv
 ``server``   parameter-server sum + update                -> server.csv
+``scheduler`` two busy processes on one core: time slice  -> scheduler.csv
 ``comm``     under ``mpirun -n P``: MPI (+ gloo) collectives -> comm_P{P}_{algorithm}.csv / .json
 
 Examples::
@@ -29,7 +30,7 @@ from pathlib import Path
 from . import plan as planmod
 from .rawio import CalibrationError, write_json, write_rows
 
-PARTS = ("compute", "sharing", "server", "comm")
+PARTS = ("compute", "sharing", "server", "scheduler", "comm")
 
 
 def add_plan_args(p: argparse.ArgumentParser) -> None:
@@ -125,6 +126,14 @@ def run_server(plan, out: Path) -> None:
     write_rows(out / "server.csv", rows)
 
 
+def run_scheduler(plan, out: Path) -> None:
+    from . import sched_probe
+    rows = sched_probe.off_core_rows()
+    if not rows:
+        raise CalibrationError("cannot pin processes to a core here (no sched_setaffinity)")
+    write_rows(out / "scheduler.csv", rows)
+
+
 def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,
              command: str) -> None:
     from . import comm_probe
@@ -170,7 +179,8 @@ def main(argv=None) -> int:
             run_comm(plan, out, args.algorithm, not args.no_gloo, not args.allreduce_only,
                      f"mpirun -n {size} {command}")
             return 0
-        {"compute": run_compute, "sharing": run_sharing, "server": run_server}[args.part](plan, out)
+        {"compute": run_compute, "sharing": run_sharing, "server": run_server,
+         "scheduler": run_scheduler}[args.part](plan, out)
         extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
                  if args.part == "sharing" else {})
         write_json(out / f"{args.part}_meta.json", {**describe_host(), "command": command, **extra})

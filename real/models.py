@@ -220,6 +220,12 @@ def layer_param_counts(model: nn.Module) -> list[int]:
             for module in model.modules() if any(True for _ in module.parameters(recurse=False))]
 
 
+def tensor_param_counts(model: nn.Module) -> list[int]:
+    """Parameters per tensor (a weight, a bias), in ``model.parameters()`` order: the
+    granularity of the all_reduce loop of ``real.schemes.allreduce``, one call a tensor."""
+    return [p.numel() for p in model.parameters()]
+
+
 def flat_params(model: nn.Module) -> torch.Tensor:
     """All parameters as one new 1-D tensor (a copy: changing it leaves the model alone)."""
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])

@@ -77,6 +77,11 @@ ALLREDUCE = {
 }
 
 
+def steps(kind: str, p: int, n: float, algorithm: str = "ring") -> float:
+    """How many latencies (alphas) one call of the collective pays in a row."""
+    return collective_s(kind, p, n, 1.0, 0.0, 0.0, algorithm)
+
+
 def collective_s(kind: str, p: int, n: float, a: float, b: float, g: float,
                  algorithm: str = "ring") -> float:
     """The closed form of one collective ``kind`` (allreduce, gather, scatter, bcast)."""

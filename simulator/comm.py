@@ -12,14 +12,16 @@ that one rank of the group runs (``yield from comm.allreduce(rank, ranks, n)``).
   ports of roots are shared and congestion emerges.
 
 Both account each collective the same way: a rank that arrives before the
-last one *waits* until it arrives; the rest of its time in the call is *comm*.
+last one *waits* until it arrives; the rest of its time in the call is *comm*,
+including the library's own latency per step beyond the transport's alpha
+(``Transport.collective_alpha_s``) times the algorithm's steps.
 """
 from __future__ import annotations
 
 import simpy
 
 from . import collectives
-from .closed_form import choose_allreduce, collective_s
+from .closed_form import choose_allreduce, collective_s, steps
 from .network import Network, Routes
 from .profile import Transport
 from .recorder import Recorder
@@ -31,6 +33,7 @@ class Comm:
         self.env = env
         self.routes = routes
         self.gamma_s_per_byte = transport.gamma_s_per_byte
+        self.transport = transport
         self.recorder = recorder
         self._seq: dict[tuple, int] = {}
         self._calls: dict[tuple, list] = {}
@@ -76,6 +79,9 @@ class Comm:
         call[1] = arrived_at
         yield from self._run(kind, rank, ranks, self._index_of(ranks)[rank],
                              n_bytes, root, algorithm, key, call[0] == p)
+        extra_s = self.transport.step_extra_s(kind)     # the library's own cost per step
+        if extra_s > 0:
+            yield self.env.timeout(extra_s * steps(kind, p, n_bytes, algorithm))
         # a rank that leaves before everyone arrived (a gather's sender) waited for no one
         last = call[1] if call[0] == p else arrived_at
         call[2] += 1

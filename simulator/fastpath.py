@@ -25,10 +25,14 @@ from .network import Routes
 
 
 def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
-                    efficiency) -> np.ndarray:
-    """Finish times (S, P) of jobs (S segments x P workers) that start together on their hosts."""
+                    efficiency, pollers: np.ndarray | None = None) -> np.ndarray:
+    """Finish times (S, P) of jobs (S segments x P workers) that start together on their hosts.
+
+    ``pollers``: per host, processes that busy-wait (see ``Host``), or None. With
+    pollers the workers poll too once their job is done, so a host's runnable
+    count stays ``k + pollers`` and only the threads change."""
     segments, workers = work_s.shape
-    counts = np.bincount(host_of)
+    counts = np.bincount(host_of, minlength=0 if pollers is None else len(pollers))
     kmax = int(counts.max())
     slot = np.zeros(workers, dtype=int)
     seen = np.zeros(len(counts), dtype=int)
@@ -39,28 +43,41 @@ def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads
     grid[:, host_of, slot] = work_s                # zero padding finishes at once, first
     order = np.argsort(grid, axis=2, kind="stable")
     w = np.take_along_axis(grid, order, axis=2)
-    n_left = kmax - np.arange(kmax)
-    speed = np.array([min(1.0, cores / (n * threads)) * efficiency(int(n)) for n in n_left])
-    finish_sorted = np.cumsum(np.diff(w, axis=2, prepend=0.0) / speed, axis=2)
+    speed = np.ones((len(counts), kmax))
+    for h, k in enumerate(counts):
+        for j in range(kmax - k, kmax):            # the pads of host h come first
+            n = kmax - j                           # jobs still computing
+            if pollers is None:
+                speed[h, j] = min(1.0, cores / (n * threads)) * efficiency(int(n))
+            else:
+                idle = k - n + int(pollers[h])
+                speed[h, j] = min(1.0, cores / (n * threads + idle)) * efficiency(int(n + idle))
+    finish_sorted = np.cumsum(np.diff(w, axis=2, prepend=0.0) / speed[None], axis=2)
     finish = np.empty_like(finish_sorted)
     np.put_along_axis(finish, order, finish_sorted, axis=2)
     return finish[:, host_of, slot]
 
 
 def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.ndarray):
-    from .simulate import _result, _placement   # the Result type lives with simulate()
+    from .simulate import _placement, _result, handoffs   # the Result type lives with simulate()
     placement = _placement(spec, cluster, plan.workers)
     transport = profile.transport(spec.backend)
-    routes = Routes(placement, cluster.link, transport)
+    routes = Routes(placement, cluster.link, transport,
+                    handoffs(spec, cluster, placement, plan.workers, profile))
     g = transport.gamma_s_per_byte
     # compute contends per pool of cores (a host's own, or the machine's with shared_cores)
     host_of = np.asarray([cluster.core_pool_of(h) for h in placement[:plan.workers]])
+    # MPI ranks that are done computing poll: they keep their share of the cores
+    pollers = np.zeros(host_of.max() + 1, dtype=int) if spec.polls else None
     finish = lambda work: shared_finish_s(work, host_of, cluster.cores_per_host,  # noqa: E731
-                                          workload.threads_per_worker, profile.sharing_efficiency)
+                                          workload.threads_per_worker, profile.sharing_efficiency,
+                                          pollers)
 
     def coll(kind, ranks, n, algorithm="ring"):
+        if len(ranks) == 1:
+            return 0.0
         a, b = routes.group_params(ranks)
-        return collective_s(kind, len(ranks), n, a, b, g, algorithm)
+        return collective_s(kind, len(ranks), n, a + transport.step_extra_s(kind), b, g, algorithm)
 
     ranks, n, p = plan.worker_ranks, plan.param_bytes, plan.workers
     if spec.name == "ddp":
@@ -73,11 +90,9 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
         bounds = list(range(0, plan.iterations, k)) + [plan.iterations]
         work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
         parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
-    elif spec.name == "ps_sync":
-        parts = _ps_sync(plan, finish(steps.T), coll, profile, cluster, placement)
     else:
         per_iter = {"gather_scatter": coll("gather", ranks, n) + coll("scatter", ranks, n),
-                    "allreduce": sum(coll("allreduce", ranks, lb) for lb in plan.layer_bytes),
+                    "allreduce": sum(coll("allreduce", ranks, tb) for tb in plan.tensor_bytes),
                     "mpi_allreduce": coll("allreduce", ranks, n, plan.algorithm)}[spec.name]
         parts = _segments(finish(steps.T), per_iter)
         if spec.name == "gather_scatter" and p > 1:
@@ -104,18 +119,6 @@ def _root_average(parts, average_s: float):
     compute[0] += average_s
     wait[1:] += average_s
     return time_s + average_s, compute, comm, wait
-
-
-def _ps_sync(plan, finish, coll, profile, cluster, placement):
-    """Per iteration: send w to each worker, compute, gather gradients, the server sums and updates."""
-    group = plan.worker_ranks + (plan.server_rank,)
-    comm_s = coll("scatter", group, plan.param_bytes) + coll("gather", group, plan.param_bytes)
-    alone = min(1.0, float(cluster.cores_per_host)) * profile.sharing_efficiency(1)
-    server_s = (profile.transport("mpi").gamma_s_per_byte * plan.workers * plan.param_bytes
-                + profile.server.update_s(plan.param_count) / alone)
-    time_s, compute, comm, wait = _segments(finish, comm_s)
-    wait = wait + server_s * (plan.iterations - 1)
-    return time_s + server_s * plan.iterations, compute, comm, wait
 
 
 def _ddp(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):

@@ -11,9 +11,17 @@ times the measured ``sharing_efficiency(k)`` of the profile for k processes
 
 A job of ``work_s`` full-speed seconds ends when the host's *virtual time*
 (the integral of ``speed``) has advanced by ``work_s`` since it started; a heap
-of finishing virtual times makes each start or end O(log k). Processes that
-wait for messages do not occupy a core (a limit of the model: busy-polling
-MPI ranks do).
+of finishing virtual times makes each start or end O(log k).
+
+A process that waits for messages either sleeps (gloo: a condition variable)
+and leaves the cores to the others, or *polls* (MPICH busy-waits in its
+progress engine; so does a parameter server between requests): a polling
+process is runnable with one thread the whole time it is not computing, so it
+takes its share of the cores exactly like a computing one. ``start_polling``
+registers such a process for good; its compute jobs (``polls=True``) replace
+its polling thread while they run::
+
+    speed = min(1, C / (sum_j T_j + pollers)) * sharing_efficiency(k + pollers)
 """
 from __future__ import annotations
 
@@ -33,8 +41,10 @@ class Host:
         self.cores = cores
         # looked up on every change of k: remember it
         self._efficiency = functools.lru_cache(maxsize=None)(sharing_efficiency)
-        self._jobs: list[tuple[float, int, int, simpy.Event]] = []   # (v_finish, seq, threads, done)
+        # (v_finish, seq, threads, polls, done)
+        self._jobs: list[tuple[float, int, int, bool, simpy.Event]] = []
         self._threads = 0
+        self._pollers = 0                  # polling processes not computing now
         self._virtual_s = 0.0
         self._speed = 0.0
         self._updated_at = env.now
@@ -43,7 +53,14 @@ class Host:
 
     @property
     def runnable(self) -> int:
-        return len(self._jobs)
+        """Processes wanting a core now: computing ones and polling ones."""
+        return len(self._jobs) + self._pollers
+
+    def start_polling(self) -> None:
+        """One more process that busy-waits whenever it is not computing (for good)."""
+        self._advance()
+        self._pollers += 1
+        self._reschedule()
 
     def speed(self, processes: int, threads: int) -> float:
         """Speed of each of ``processes`` runnable processes with ``threads`` threads in all."""
@@ -51,14 +68,17 @@ class Host:
             return 0.0
         return min(1.0, self.cores / threads) * self._efficiency(processes)
 
-    def compute(self, work_s: float, threads: int = 1):
-        """Event that fires when ``work_s`` seconds of full-speed work are done."""
+    def compute(self, work_s: float, threads: int = 1, polls: bool = False):
+        """Event that fires when ``work_s`` seconds of full-speed work are done.
+        ``polls``: the job's process is a registered poller, idle while the job runs."""
         done = self.env.event()
         if work_s <= 0:
             return done.succeed()
         self._advance()
-        heapq.heappush(self._jobs, (self._virtual_s + work_s, next(self._seq), threads, done))
+        heapq.heappush(self._jobs, (self._virtual_s + work_s, next(self._seq), threads, polls,
+                                    done))
         self._threads += threads
+        self._pollers -= polls
         self._reschedule()
         return done
 
@@ -68,7 +88,7 @@ class Host:
 
     def _reschedule(self) -> None:
         self._version += 1
-        self._speed = self.speed(len(self._jobs), self._threads)
+        self._speed = self.speed(len(self._jobs) + self._pollers, self._threads + self._pollers)
         if not self._jobs:
             return
         dt = max(0.0, (self._jobs[0][0] - self._virtual_s) / self._speed)
@@ -82,7 +102,8 @@ class Host:
         # the job this timer was set for ends now, and any due within rounding of it
         due = max(self._virtual_s, self._jobs[0][0]) + 1e-12 * max(1.0, self._virtual_s)
         while self._jobs and self._jobs[0][0] <= due:
-            _, _, threads, done = heapq.heappop(self._jobs)
+            _, _, threads, polls, done = heapq.heappop(self._jobs)
             self._threads -= threads
+            self._pollers += polls
             done.succeed()
         self._reschedule()

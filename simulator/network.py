@@ -14,7 +14,9 @@ bytes/s), so a ring is contention free while a root receiving from many is not::
     t_msg(n) = alpha_s + beta_s_per_byte * n                  (alone on the endpoint)
 
 Messages that share a resource share its capacity max-min fairly (``fluid``):
-an incast at a server and a congested NIC slow down by themselves.
+an incast at a server and a congested NIC slow down by themselves. A message
+to a rank on an oversubscribed host also waits for the receiver's turn on a
+core (``handoff_s`` per rank, from ``timeslice``), added to its latency.
 """
 from __future__ import annotations
 
@@ -28,24 +30,27 @@ from .profile import Transport
 class Routes:
     """Who is where and what a message between two ranks costs when nothing contends."""
 
-    def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport):
+    def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport,
+                 handoff_s: tuple[float, ...] | None = None):
         self.placement = placement
         self.link = link
         self.shm = shm
+        self.handoff_s = handoff_s or (0.0,) * len(placement)    # per receiving rank
 
     def params(self, src: int, dst: int) -> tuple[float, float]:
         """(alpha_s, beta_s_per_byte) of the path src -> dst."""
         if self.placement[src] == self.placement[dst] or self.link is None:
-            return self.shm.alpha_s, self.shm.beta_s_per_byte
-        return self.link.latency_s, 1.0 / self.link.bandwidth_bytes_per_s
+            return self.shm.alpha_s + self.handoff_s[dst], self.shm.beta_s_per_byte
+        return self.link.latency_s + self.handoff_s[dst], 1.0 / self.link.bandwidth_bytes_per_s
 
     def group_params(self, ranks: tuple[int, ...]) -> tuple[float, float]:
         """The slowest path's (alpha, beta) when ``ranks`` talk among themselves."""
         hosts = {self.placement[r] for r in ranks}
+        wait_s = max(self.handoff_s[r] for r in ranks)
         if len(hosts) <= 1 or self.link is None:
-            return self.shm.alpha_s, self.shm.beta_s_per_byte
+            return self.shm.alpha_s + wait_s, self.shm.beta_s_per_byte
         a, b = self.link.latency_s, 1.0 / self.link.bandwidth_bytes_per_s
-        return max(a, self.shm.alpha_s), max(b, self.shm.beta_s_per_byte)
+        return max(a, self.shm.alpha_s) + wait_s, max(b, self.shm.beta_s_per_byte)
 
 
 class Network:
@@ -67,10 +72,11 @@ class Network:
 
     def _path(self, src: int, dst: int) -> tuple[float, tuple[Resource, ...]]:
         hs, hd = self.routes.placement[src], self.routes.placement[dst]
+        wait_s = self.routes.handoff_s[dst]
         if hs != hd and self._nic_out:
-            return self.routes.link.latency_s, (self._nic_out[hs], self._nic_in[hd])
+            return self.routes.link.latency_s + wait_s, (self._nic_out[hs], self._nic_in[hd])
         res = (self._shm_out[src], self._shm_in[dst]) if self._shm_out else ()
-        return self.routes.shm.alpha_s, res
+        return self.routes.shm.alpha_s + wait_s, res
 
     def transfer(self, src: int, dst: int, n_bytes: float):
         """Event that fires when ``n_bytes`` from ``src`` have arrived at ``dst``."""

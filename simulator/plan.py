@@ -21,7 +21,7 @@ class Plan:
     iterations: int                        # per worker
     worker_ranks: tuple[int, ...]
     param_count: int
-    layer_bytes: tuple[int, ...]           # forward order
+    tensor_bytes: tuple[int, ...]          # forward order, one per weight / bias tensor
     backward_fraction: float
     buckets: tuple[tuple[int, float], ...] # ddp: (bytes, share of backward before it is ready)
     avg_every: int

@@ -20,7 +20,15 @@ Cost models and the parameters they use (units in the names):
 
       t_msg(n_bytes) = alpha_s + beta_s_per_byte * n_bytes
 
-  plus ``gamma_s_per_byte`` for every byte a reduction adds up.
+  plus ``gamma_s_per_byte`` for every byte a reduction adds up, and
+  ``collective_alpha_s[op]``: the latency of one step of collective ``op``
+  where it exceeds the ping-pong's ``alpha_s`` (gloo hands each call to a
+  worker thread and wakes threads for every message of it; fitted at P = 2
+  and carried to other P by the algorithm's number of steps).
+* time slicing: ``scheduler_quantum_s``, how long the kernel lets a busy
+  process run before the next one on its core (measured with two busy
+  processes on one core). With more runnable processes than cores, a message
+  waits for its receiver's turn (``simulator.timeslice``); 0 = not measured.
 * collectives: fitted alpha/beta per (backend, op, algorithm, workers) and
   message-size segment, kept for reports and for checking the message model.
 * parameter server: ``t_update(params) = update_intercept_s +
@@ -70,6 +78,12 @@ class ModelCost:
     steps: tuple[StepFit, ...]            # one per thread count measured
     backward_fraction: float = 0.6
     eval_s_per_sample: float = 0.0
+    tensor_param_counts: tuple[int, ...] = ()  # per weight / bias tensor; () = unknown (use layers)
+
+    @property
+    def tensor_counts(self) -> tuple[int, ...]:
+        """What a per-tensor all_reduce loop sends, one call each (layers if unrecorded)."""
+        return self.tensor_param_counts or self.layer_param_counts
 
     @property
     def grad_bytes(self) -> int:
@@ -89,6 +103,11 @@ class Transport:
     alpha_s: float
     beta_s_per_byte: float
     gamma_s_per_byte: float = 0.0
+    collective_alpha_s: dict[str, float] = field(default_factory=dict)   # op -> s per step
+
+    def step_extra_s(self, op: str) -> float:
+        """What one step of collective ``op`` costs beyond a ping-pong's alpha."""
+        return max(0.0, self.collective_alpha_s.get(op, self.alpha_s) - self.alpha_s)
 
     def message_s(self, n_bytes: float) -> float:
         return self.alpha_s + self.beta_s_per_byte * n_bytes
@@ -155,6 +174,7 @@ class Profile:
     sharing_slowdown: dict[int, float]          # k procs -> measured slowdown of each (1.0 = alone)
     server: ServerCost
     collectives: tuple[CollectiveFit, ...] = ()
+    scheduler_quantum_s: float = 0.0            # time slice of a busy process (0: not measured)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -294,15 +314,24 @@ def from_dict(raw: Any) -> Profile:
         sharing = {int(k): float(v) for k, v in slow.items()}
     except (TypeError, ValueError):
         raise ProfileError("field sharing_slowdown must map process counts to numbers") from None
+    transports = tuple(_build(Transport, t, f"transports[{i}]")
+                       for i, t in enumerate(_get(raw, "transports", list, "")))
+    for i, t in enumerate(transports):
+        for op, v in t.collective_alpha_s.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ProfileError(f"field transports[{i}].collective_alpha_s.{op} must be a "
+                                   f"number of seconds >= 0 (got {v!r})")
+    quantum = (_get(raw, "scheduler_quantum_s", float, "")
+               if "scheduler_quantum_s" in raw else 0.0)
     return Profile(
         provenance=_build(Provenance, _get(raw, "provenance", dict, ""), "provenance"),
         cores=_get(raw, "cores", int, ""),
         models=models,
-        transports=tuple(_build(Transport, t, f"transports[{i}]")
-                         for i, t in enumerate(_get(raw, "transports", list, ""))),
+        transports=transports,
         sharing_slowdown=sharing,
         server=_build(ServerCost, _get(raw, "server", dict, ""), "server"),
         collectives=tuple(_build(CollectiveFit, c, f"collectives[{i}]", {"segments": seg})
                           for i, c in enumerate(raw.get("collectives", []))),
+        scheduler_quantum_s=quantum,
         schema_version=version,
     )

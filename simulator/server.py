@@ -19,10 +19,13 @@ from .profile import ServerCost
 
 class ParameterServer:
     def __init__(self, env: simpy.Environment, rank: int, host: Host, cost: ServerCost,
-                 params: int):
+                 params: int, polls: bool = False):
         self.env = env
         self.rank = rank
         self.host = host
+        self.polls = polls                 # a process of its own that busy-waits for requests
+        if polls:
+            host.start_polling()
         self.update_s = cost.update_s(params)
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
@@ -33,7 +36,7 @@ class ParameterServer:
             yield turn
             t0 = self.env.now
             applied_on = self.version
-            yield self.host.compute(self.update_s)
+            yield self.host.compute(self.update_s, 1, self.polls)
             self.version += 1
             if recorder is not None:
                 recorder.add(self.rank, "compute", t0, self.env.now, "update")

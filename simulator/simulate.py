@@ -24,6 +24,7 @@ from .profile import Profile, ProfileError
 from .recorder import Recorder
 from .schemes import SCHEMES, Scheme
 from .server import ParameterServer
+from .timeslice import handoff_s
 from .worker import Worker, draw_step_times, speed_factors
 
 
@@ -77,7 +78,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         iterations=workload.iterations_per_worker(workers),
         worker_ranks=tuple(range(workers)),
         param_count=model.param_count,
-        layer_bytes=tuple(4 * c for c in model.layer_param_counts) or (model.grad_bytes,),
+        tensor_bytes=tuple(4 * c for c in model.tensor_counts) or (model.grad_bytes,),
         backward_fraction=model.backward_fraction,
         buckets=ddp_buckets(model, cfg.bucket_bytes),
         avg_every=cfg.avg_every,
@@ -97,7 +98,7 @@ def _model(profile: Profile, name: str):
 
 def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
     """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
-    ranks = workers + (1 if spec.extra_rank else 0)      # the parameter server is a rank too
+    ranks = workers + (1 if spec.server_process else 0)  # the parameter server is a rank too
     per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
     return max(1, cluster.cores_per_host // int(per_host))
 
@@ -159,6 +160,19 @@ def _placement(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
     return placement
 
 
+def handoffs(spec: Scheme, cluster: Cluster, placement: tuple[int, ...], workers: int,
+             profile: Profile) -> tuple[float, ...]:
+    """Per rank: the mean wait of a message to it for its turn on a core (``timeslice``).
+    Every process on a pool of cores counts as runnable: MPI ranks poll, gloo ranks
+    mostly compute, and a message is only needed when the peers are busy."""
+    processes = workers + (1 if spec.server_process else 0)
+    pools = [cluster.core_pool_of(h) for h in placement[:processes]]
+    per_pool = np.bincount(pools)
+    wait = [handoff_s(int(per_pool[p]), cluster.cores_per_host, profile.scheduler_quantum_s)
+            for p in pools]
+    return tuple(wait + [wait[0]] * (len(placement) - processes))   # a holder lives with rank 0
+
+
 def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace) -> Result:
     env = simpy.Environment()
     placement = _placement(spec, cluster, plan.workers)
@@ -166,14 +180,16 @@ def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trac
              for c in range(cluster.core_pools)]
     hosts = [pools[cluster.core_pool_of(h)] for h in range(cluster.hosts)]   # compute side
     recorder = Recorder(placement, trace=trace)
-    routes = Routes(placement, cluster.link, profile.transport(spec.backend))
+    routes = Routes(placement, cluster.link, profile.transport(spec.backend),
+                    handoffs(spec, cluster, placement, plan.workers, profile))
     comm = make_comm(cfg.fidelity, env, routes, profile.transport(spec.backend), recorder)
-    workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r])
+    workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r], spec.polls)
                for r in range(plan.workers)]
     server = None
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
-                                 profile.server, plan.param_count)
+                                 profile.server, plan.param_count,
+                                 polls=spec.polls and spec.server_process)
     spec.start(env, Setup(plan, workers, comm, recorder, server))
     env.run()
     p = plan.workers

@@ -49,12 +49,16 @@ def draw_step_times(fit: StepFit, batch: int, speed: float, iterations: int,
 class Worker:
     """One training process: its rank, host, threads and pre-drawn step times."""
 
-    def __init__(self, rank: int, host: Host, threads: int, step_s: np.ndarray):
+    def __init__(self, rank: int, host: Host, threads: int, step_s: np.ndarray,
+                 polls: bool = False):
         self.rank = rank
         self.host = host
         self.threads = threads
         self.step_s = step_s.tolist()      # plain floats: cheaper per access in the loop
+        self.polls = polls                 # busy-waits between steps (see ``Host``)
+        if polls:
+            host.start_polling()
 
     def compute(self, work_s: float):
         """Event: ``work_s`` seconds of full-speed work done on the (shared) host."""
-        return self.host.compute(work_s, self.threads)
+        return self.host.compute(work_s, self.threads, self.polls)

@@ -2,7 +2,8 @@
 
 * ``gather_scatter`` (gloo): rank 0 gathers the gradients, adds them up
   (``gamma * (P-1) * grad_bytes``) and scatters the mean back.
-* ``allreduce`` (gloo): one ring allreduce per layer (``layer_param_counts``).
+* ``allreduce`` (gloo): one ring allreduce per parameter tensor, as the loop
+  over ``model.parameters()`` in ``real/schemes/allreduce.py`` (``tensor_param_counts``).
 * ``mpi_allreduce`` (MPI): one allreduce of the flat gradient buffer with the
   configured algorithm (``auto`` picks like MPICH).
 * ``ddp`` (gloo): gradients in buckets of ``bucket_bytes`` in reverse layer
@@ -52,8 +53,8 @@ def gather_scatter_rank(env, worker, comm, recorder, plan):
 def allreduce_rank(env, worker, comm, recorder, plan):
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
-        for layer_bytes in plan.layer_bytes:
-            yield from comm.allreduce(worker.rank, plan.worker_ranks, layer_bytes, "ring")
+        for tensor_bytes in plan.tensor_bytes:
+            yield from comm.allreduce(worker.rank, plan.worker_ranks, tensor_bytes, "ring")
 
 
 def mpi_allreduce_rank(env, worker, comm, recorder, plan):

@@ -1,10 +1,12 @@
 """Parameter server: P workers and one server rank (rank P), MPI point to point.
 
-* ``ps_sync``: each iteration the server sends w to every worker (P messages
-  leaving its port at once, as ``real/schemes/ps.py`` does with one Isend per
-  worker), every worker computes its gradient and pushes it (a gather to
-  the server: an incast on the server's port), the server adds the P
-  gradients (``gamma * P * grad_bytes``) and applies one update.
+* ``ps_sync``: each iteration the server sends w to the workers one after the
+  other (``real/schemes/ps.py`` completes each worker's Isend before the
+  next: the messages are above MPICH's eager limit, so each needs its
+  receiver), every worker computes its gradient as soon as its w is in and
+  pushes it (a gather to the server: an incast on the server's port), the
+  server adds the P gradients (``gamma * P * grad_bytes``) and applies one
+  update.
 * ``ps_async``: the server applies each push as it arrives (first come, first
   served) and replies with the new w to that worker alone; workers never wait
   for each other. Staleness = updates applied between the worker's read of w
@@ -12,29 +14,40 @@
 """
 from __future__ import annotations
 
+import simpy
+
 from ..plan import Setup, train_step
 
 
 def start_ps_sync(env, setup: Setup):
     plan = setup.plan
     group = plan.worker_ranks + (plan.server_rank,)
+    inbox = [simpy.Store(env) for _ in plan.worker_ranks]     # w, as each worker gets it
     for w in setup.workers:
-        env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group))
-    env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group))
+        env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
+                                   inbox[w.rank]))
+    env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group,
+                               inbox))
 
 
-def ps_sync_worker(env, worker, comm, recorder, plan, group):
+def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox):
     root = len(group) - 1
     for i in range(plan.iterations):
-        yield from comm.scatter(worker.rank, group, plan.param_bytes, root=root)
+        t0 = env.now
+        yield inbox.get()
+        recorder.add(worker.rank, "comm", t0, env.now, "read w")
         yield from train_step(env, worker, recorder, i)
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
 
-def ps_sync_server(env, server, comm, recorder, plan, group):
+def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
     root = len(group) - 1
     for _ in range(plan.iterations):
-        yield from comm.scatter(server.rank, group, plan.param_bytes, root=root)
+        t0 = env.now
+        for w in plan.worker_ranks:                      # one after the other
+            yield comm.transfer(server.rank, w, plan.param_bytes)
+            inbox[w].put(server.version)
+        recorder.add(server.rank, "comm", t0, env.now, "send w")
         yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
         t0 = env.now
         yield comm.reduce(plan.workers * plan.param_bytes)
