@@ -118,6 +118,29 @@ def sweep(plan: ProbePlan, backend: str, ops, make_call, barrier, meta: dict) ->
     return rows
 
 
+EAGER_SIZES = tuple(2**k for k in range(6, 19))      # 64 B .. 256 KiB
+LATE_RECEIVER_S = 0.02
+
+
+def eager_max_bytes(comm) -> int:
+    """The largest message whose blocking ``Send`` returns before its receive is posted
+    (eager: MPI buffers it); above it the send waits for the receiver (rendezvous).
+    Rank 1 posts each receive 20 ms late; 0 if even the smallest size waits."""
+    rank, largest = comm.Get_rank(), 0
+    for n in EAGER_SIZES:
+        buf = np.zeros(n // 4, dtype=np.float32)
+        comm.Barrier()
+        if rank == 0:
+            t0 = time.perf_counter()
+            comm.Send(buf, dest=1, tag=7)
+            if time.perf_counter() - t0 < LATE_RECEIVER_S / 2:
+                largest = n
+        elif rank == 1:
+            time.sleep(LATE_RECEIVER_S)
+            comm.Recv(buf, source=0, tag=7)
+    return comm.bcast(largest, root=0)
+
+
 def run(plan: ProbePlan, algorithm: str, with_gloo: bool, other_ops: bool,
         gloo_timeout_s: float = 120.0) -> tuple[list[dict], dict] | None:
     """This rank's part of one comm probe; rank 0 gets (all rows, metadata), the others None."""
@@ -133,6 +156,7 @@ def run(plan: ProbePlan, algorithm: str, with_gloo: bool, other_ops: bool,
     for r in rows:
         if r["op"] != "allreduce":
             r["algorithm"] = "-"
+    eager = eager_max_bytes(comm) if other_ops else None
     if with_gloo:
         import torch
         import torch.distributed as dist
@@ -149,6 +173,7 @@ def run(plan: ProbePlan, algorithm: str, with_gloo: bool, other_ops: bool,
     info = {"workers": size, "cores": cores, "oversubscribed": size > cores,
             "algorithm": algorithm, "algorithm_env": ALGORITHM_ENV,
             "algorithm_env_per_rank": env_seen, "host": socket.gethostname(), "mpi4py": mpi4py.__version__,
+            "eager_max_bytes": eager,
             "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
             "mpi_vendor": "%s %d.%d.%d" % ((MPI.get_vendor()[0],) + tuple(MPI.get_vendor()[1]))}
     return [r for part in gathered for r in part], info

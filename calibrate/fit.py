@@ -111,6 +111,13 @@ def _provenance(metas: list[dict], runs, workers: set, commands, note: str) -> p
         workers_seen=tuple(sorted(workers)), note=note)
 
 
+def _eager(comm_metas: list[dict]) -> int:
+    """MPI's eager limit from the comm probe at the fewest ranks (0 if it was not probed)."""
+    probed = sorted((m["workers"], m["eager_max_bytes"]) for m in comm_metas
+                    if m.get("eager_max_bytes") is not None)
+    return int(probed[0][1]) if probed else 0
+
+
 def _quantum(workdir: Path) -> float:
     """The time slice from ``scheduler.csv`` (two processes on one core); 0 if not probed."""
     from .sched_probe import quantum_s
@@ -159,7 +166,7 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     profile = prof.Profile(
         provenance=_provenance(metas, runs, workers, commands, note),
         cores=int(metas[0]["cores"]), models=costs,
-        transports=fit_comm.transports(points, gamma), sharing_slowdown=sharing,
+        transports=fit_comm.transports(points, gamma, _eager(comm_metas)), sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
         scheduler_quantum_s=_quantum(workdir))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)

@@ -63,7 +63,8 @@ def fit_collectives(points: pd.DataFrame) -> list[tuple[CollectiveFit, tuple[Lin
     return [fit_collective(group) for _, group in points.groupby(KEY, sort=True)]
 
 
-def transports(points: pd.DataFrame, gamma_s_per_byte: float) -> tuple[Transport, ...]:
+def transports(points: pd.DataFrame, gamma_s_per_byte: float,
+               eager_max_bytes: int = 0) -> tuple[Transport, ...]:
     """Per backend: one relative-error line through the ping-pong means at the smallest P,
     and the latency per step of each collective (``collective_alphas``)."""
     out = []
@@ -75,7 +76,8 @@ def transports(points: pd.DataFrame, gamma_s_per_byte: float) -> tuple[Transport
         t = Transport(backend=str(backend), alpha_s=line.intercept,
                       beta_s_per_byte=line.slope, gamma_s_per_byte=gamma_s_per_byte)
         out.append(replace(t, collective_alpha_s=collective_alphas(
-            points[points["backend"] == backend], t)))
+            points[points["backend"] == backend], t),
+            eager_max_bytes=eager_max_bytes if backend == "mpi" else 0))
     return tuple(out)
 
 

@@ -50,7 +50,10 @@ def show(path: str) -> str:
     p = prof.load(path)
     transports = pd.DataFrame([{"backend": t.backend, "alpha_us": t.alpha_s * 1e6,
                                 "beta_ns_per_byte": t.beta_s_per_byte * 1e9,
-                                "gamma_ns_per_byte": t.gamma_s_per_byte * 1e9}
+                                "gamma_ns_per_byte": t.gamma_s_per_byte * 1e9,
+                                "eager_max_bytes": t.eager_max_bytes,
+                                **{f"{op}_alpha_us_per_step": a * 1e6
+                                   for op, a in sorted(t.collective_alpha_s.items())}}
                                for t in p.transports])
     sharing = ", ".join(f"k={k}: {v:.2f}" for k, v in sorted(p.sharing_slowdown.items()))
     return "\n\n".join([
@@ -60,5 +63,7 @@ def show(path: str) -> str:
         "collectives, t(n) = alpha + beta * n per segment:\n" + markdown(comm_rows(p)),
         "transports (point to point) + gamma (per byte reduced):\n" + markdown(transports),
         f"sharing slowdown: {sharing}",
+        f"scheduler quantum: {p.scheduler_quantum_s * 1e3:.2f} ms"
+        + (" (not measured)" if p.scheduler_quantum_s <= 0 else ""),
         f"server: t_update(params) = {p.server.update_intercept_s * 1e6:.3g} us + "
         f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})"])

@@ -56,6 +56,15 @@ class Comm:
     def transfer(self, src: int, dst: int, n_bytes: float):
         raise NotImplementedError
 
+    def _rendezvous_s(self, dst: int, n_bytes: float) -> float:
+        """A point-to-point message above the eager limit is a rendezvous: request to send,
+        clear to send, data; each leg waits for its receiver's turn on a core (``timeslice``),
+        where an eager message waits once (that wait is in the route's alpha)."""
+        eager = self.transport.eager_max_bytes
+        if eager <= 0 or n_bytes <= eager:
+            return 0.0
+        return (RENDEZVOUS_LEGS - 1) * self.routes.handoff_s[dst]
+
     def reduce(self, n_bytes: float):
         """The cost of adding ``n_bytes`` into a buffer: gamma_s_per_byte * n_bytes."""
         return self.env.timeout(self.gamma_s_per_byte * n_bytes)
@@ -102,6 +111,9 @@ class Comm:
         raise NotImplementedError
 
 
+RENDEZVOUS_LEGS = 3
+
+
 class AnalyticComm(Comm):
     """Closed forms behind a barrier; messages cost alpha + beta * n."""
 
@@ -113,7 +125,8 @@ class AnalyticComm(Comm):
         if src == dst:
             return self.env.timeout(0)
         alpha_s, beta_s_per_byte = self.routes.params(src, dst)
-        return self.env.timeout(alpha_s + beta_s_per_byte * n_bytes)
+        return self.env.timeout(alpha_s + beta_s_per_byte * n_bytes
+                                + self._rendezvous_s(dst, n_bytes))
 
     def _run(self, kind, rank, ranks, i, n_bytes, root, algorithm, key, is_last):
         done = self._barriers.get(key)
@@ -137,7 +150,14 @@ class MessageComm(Comm):
         self._recvs: dict[tuple, simpy.Event] = {}
 
     def transfer(self, src, dst, n_bytes):
-        return self.network.transfer(src, dst, n_bytes)
+        moved = self.network.transfer(src, dst, n_bytes)
+        extra_s = self._rendezvous_s(dst, n_bytes) if src != dst else 0.0
+        if extra_s <= 0:
+            return moved
+        arrived = self.env.event()
+        moved.callbacks.append(
+            lambda _ev: self.env.timeout(extra_s).callbacks.append(lambda _e: arrived.succeed()))
+        return arrived
 
     # point to point with matching, for the algorithms in ``collectives``.
     # Rendezvous: a message starts moving once its receive is posted, so a rank

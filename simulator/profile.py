@@ -24,7 +24,9 @@ Cost models and the parameters they use (units in the names):
   ``collective_alpha_s[op]``: the latency of one step of collective ``op``
   where it exceeds the ping-pong's ``alpha_s`` (gloo hands each call to a
   worker thread and wakes threads for every message of it; fitted at P = 2
-  and carried to other P by the algorithm's number of steps).
+  and carried to other P by the algorithm's number of steps), and
+  ``eager_max_bytes``: MPI sends larger point-to-point messages by rendezvous
+  (request, clear-to-send, data), three hand-offs where an eager one needs one.
 * time slicing: ``scheduler_quantum_s``, how long the kernel lets a busy
   process run before the next one on its core (measured with two busy
   processes on one core). With more runnable processes than cores, a message
@@ -104,6 +106,7 @@ class Transport:
     beta_s_per_byte: float
     gamma_s_per_byte: float = 0.0
     collective_alpha_s: dict[str, float] = field(default_factory=dict)   # op -> s per step
+    eager_max_bytes: int = 0               # larger point-to-point messages go rendezvous (0: unknown)
 
     def step_extra_s(self, op: str) -> float:
         """What one step of collective ``op`` costs beyond a ping-pong's alpha."""

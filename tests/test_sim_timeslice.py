@@ -130,3 +130,22 @@ def test_scheduler_probe_sees_off_core_stretches():
     assert rows and all(r["off_s"] > 2e-4 for r in rows)
     assert quantum_s(rows) > 0
     assert quantum_s([]) == 0.0
+
+
+@pytest.mark.parametrize("fidelity", ["analytic", "message"])
+def test_a_rendezvous_message_waits_three_times(fidelity):
+    from simulator.comm import make_comm
+    from simulator.network import Routes
+    from simulator.profile import Transport
+    from simulator.recorder import Recorder
+    t = Transport("mpi", 1e-5, 1e-9, eager_max_bytes=4096)
+    h = 1e-3
+    times = {}
+    for n in (4096, 4097):
+        env = simpy.Environment()
+        routes = Routes((0, 0), None, t, (h, h))
+        comm = make_comm(fidelity, env, routes, t, Recorder((0, 0)))
+        env.run(comm.transfer(0, 1, n))
+        times[n] = env.now - (1e-5 + 1e-9 * n)
+    assert times[4096] == pytest.approx(h)          # eager: one wait for the receiver
+    assert times[4097] == pytest.approx(3 * h)      # request, clear to send, data

@@ -4,7 +4,7 @@
 * ``psgd``: each rank trains on its 1/P shard; weights are averaged by an
   allreduce of ``param_bytes`` every ``avg_every`` steps and once at the end
   (``avg_every = 0``: only at the end, the one-shot average of seed 000).
-* ``async_avg``: every ``avg_every`` steps (at least 1) a rank sends its
+* ``async_avg``: every ``avg_every`` steps (10 when 0, as the real scheme) a rank sends its
   weights to the holder (an extra rank on rank 0's host), which mixes them in
   (one update's service time) and sends the mix back; ranks never wait for
   each other, only for the holder's queue. Staleness = mixes by others since
@@ -54,8 +54,11 @@ def start_async_avg(env, setup: Setup):
         env.process(async_avg_rank(env, w, setup.comm, setup.recorder, setup.plan, setup.server))
 
 
+ASYNC_AVG_DEFAULT_K = 10      # real/schemes/async_avg.py: DEFAULT_K when --average-every is 0
+
+
 def async_avg_rank(env, worker, comm, recorder, plan, holder):
-    k = max(1, plan.avg_every)
+    k = plan.avg_every or ASYNC_AVG_DEFAULT_K
     me, read_version = worker.rank, 0
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
