@@ -25,14 +25,13 @@ from .network import Routes
 
 
 def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
-                    efficiency, pollers: np.ndarray | None = None) -> np.ndarray:
+                    efficiency, polls: bool = False) -> np.ndarray:
     """Finish times (S, P) of jobs (S segments x P workers) that start together on their hosts.
 
-    ``pollers``: per host, processes that busy-wait (see ``Host``), or None. With
-    pollers the workers poll too once their job is done, so a host's runnable
-    count stays ``k + pollers`` and only the threads change."""
+    ``polls``: workers busy-wait once their job is done (see ``Host``), so a host's
+    runnable count stays ``k`` and only the threads change."""
     segments, workers = work_s.shape
-    counts = np.bincount(host_of, minlength=0 if pollers is None else len(pollers))
+    counts = np.bincount(host_of)
     kmax = int(counts.max())
     slot = np.zeros(workers, dtype=int)
     seen = np.zeros(len(counts), dtype=int)
@@ -47,11 +46,8 @@ def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads
     for h, k in enumerate(counts):
         for j in range(kmax - k, kmax):            # the pads of host h come first
             n = kmax - j                           # jobs still computing
-            if pollers is None:
-                speed[h, j] = min(1.0, cores / (n * threads)) * efficiency(int(n))
-            else:
-                idle = k - n + int(pollers[h])
-                speed[h, j] = min(1.0, cores / (n * threads + idle)) * efficiency(int(n + idle))
+            idle = k - n if polls else 0           # done, and polling
+            speed[h, j] = min(1.0, cores / (n * threads + idle)) * efficiency(int(n + idle))
     finish_sorted = np.cumsum(np.diff(w, axis=2, prepend=0.0) / speed[None], axis=2)
     finish = np.empty_like(finish_sorted)
     np.put_along_axis(finish, order, finish_sorted, axis=2)
@@ -67,15 +63,11 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
     g = transport.gamma_s_per_byte
     # compute contends per pool of cores (a host's own, or the machine's with shared_cores)
     host_of = np.asarray([cluster.core_pool_of(h) for h in placement[:plan.workers]])
-    # MPI ranks that are done computing poll: they keep their share of the cores
-    pollers = np.zeros(host_of.max() + 1, dtype=int) if spec.polls else None
     finish = lambda work: shared_finish_s(work, host_of, cluster.cores_per_host,  # noqa: E731
                                           workload.threads_per_worker, profile.sharing_efficiency,
-                                          pollers)
+                                          spec.polls)
 
     def coll(kind, ranks, n, algorithm="ring"):
-        if len(ranks) == 1:
-            return 0.0
         a, b = routes.group_params(ranks)
         return collective_s(kind, len(ranks), n, a + transport.step_extra_s(kind), b, g, algorithm)
 

@@ -26,17 +26,22 @@ def _split(text: str, what: str, example: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2).lower()
 
 
+def _parse(text, what: str, example: str, per_unit: dict[str, float], bare: str) -> float:
+    """A value with an optional unit of ``per_unit`` (``bare`` when none) in base units."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, unit = float(text), bare
+    else:
+        value, unit = _split(text, what, example)
+        unit = unit or bare
+    if unit not in per_unit:
+        raise ValueError(f"{what} {text!r} has an unknown unit {unit!r} "
+                         f"(use one of {', '.join(per_unit)})")
+    return value * per_unit[unit]
+
+
 def parse_bandwidth(text: str | float | int) -> float:
     """``'10gbit'`` -> 1.25e9 bytes per second. Numbers alone are bytes per second."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value, unit = float(text), "b/s"
-    else:
-        value, unit = _split(text, "bandwidth", "10gbit or 100mbit")
-        unit = unit or "b/s"
-    if unit not in _RATE_BYTES_PER_UNIT:
-        raise ValueError(f"bandwidth {text!r} has an unknown unit {unit!r} "
-                         f"(use one of {', '.join(_RATE_BYTES_PER_UNIT)})")
-    bytes_per_s = value * _RATE_BYTES_PER_UNIT[unit]
+    bytes_per_s = _parse(text, "bandwidth", "10gbit or 100mbit", _RATE_BYTES_PER_UNIT, "b/s")
     if bytes_per_s <= 0:
         raise ValueError(f"bandwidth {text!r} must be positive")
     return bytes_per_s
@@ -44,14 +49,7 @@ def parse_bandwidth(text: str | float | int) -> float:
 
 def parse_duration(text: str | float | int) -> float:
     """``'50us'`` -> 5e-05 seconds. Numbers alone are seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value, unit = float(text), "s"
-    else:
-        value, unit = _split(text, "duration", "50us or 1ms")
-        unit = unit or "s"
-    if unit not in _SECONDS_PER_UNIT:
-        raise ValueError(f"duration {text!r} has an unknown unit {unit!r} "
-                         f"(use one of {', '.join(_SECONDS_PER_UNIT)})")
-    if value < 0:
+    seconds = _parse(text, "duration", "50us or 1ms", _SECONDS_PER_UNIT, "s")
+    if seconds < 0:
         raise ValueError(f"duration {text!r} must not be negative")
-    return value * _SECONDS_PER_UNIT[unit]
+    return seconds
