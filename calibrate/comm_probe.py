@@ -90,18 +90,20 @@ def gloo_call(op: str, n_bytes: int):
     raise ValueError(op)
 
 
-def time_op(call, barrier, repeats: int, warmup: int, scale: float = 1.0) -> list[float]:
-    """Barrier, then time ``call``; warm-up repetitions are dropped. Ranks without a call return []."""
+def time_op(call, barrier, repeats: int, warmup: int,
+            scale: float = 1.0) -> list[tuple[float, float]]:
+    """Barrier, then time ``call``: (wall s, this process's CPU s, all its threads) per
+    repetition; warm-up repetitions are dropped. Ranks without a call return []."""
     times = []
     for rep in range(warmup + repeats):
         barrier()
         if call is None:
             continue
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         call()
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if rep >= warmup:
-            times.append(dt * scale)
+            times.append((dt * scale, dc * scale))
     return times
 
 
@@ -113,7 +115,7 @@ def sweep(plan: ProbePlan, backend: str, ops, make_call, barrier, meta: dict) ->
             scale = 0.5 if op == "sendrecv" else 1.0     # half round trip
             times = time_op(call, barrier, plan.comm_repeats(n_bytes), plan.comm_warmup, scale)
             rows += [{**meta, "backend": backend, "op": op, "bytes": n_bytes, "rep": i,
-                      "time_s": t} for i, t in enumerate(times)]
+                      "time_s": t, "cpu_s": c} for i, (t, c) in enumerate(times)]
             del call
     return rows
 

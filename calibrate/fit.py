@@ -18,7 +18,7 @@ import json
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -125,6 +125,25 @@ def _quantum(workdir: Path) -> float:
     return quantum_s(read_rows(path).to_dict("records")) if path.exists() else 0.0
 
 
+def _allreduce_alpha_from_runs(transports, runs, costs) -> tuple[tuple, str]:
+    """gloo's allreduce latency per step from per-tensor ``allreduce`` runs, where there are
+    any (``fit_comm.run_allreduce_alpha``): training's calls, not the probe's tight loop."""
+    if runs is None or runs.allreduce_comm is None or not len(runs.allreduce_comm):
+        return transports, ""
+    out, note = [], ""
+    for t in transports:
+        alpha = (fit_comm.run_allreduce_alpha(runs.allreduce_comm,
+                                              {c.model: c.tensor_counts for c in costs}, t)
+                 if t.backend == "gloo" else None)
+        if alpha is not None:
+            note = (f"gloo allreduce latency per step from {len(runs.allreduce_comm)} iterations "
+                    f"of allreduce runs: {alpha * 1e6:.0f} us (probe: "
+                    f"{t.collective_alpha_s.get('allreduce', 0) * 1e6:.0f} us)")
+            t = replace(t, collective_alpha_s={**t.collective_alpha_s, "allreduce": alpha})
+        out.append(t)
+    return tuple(out), note
+
+
 def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: int | None = None,
           commands: tuple[str, ...] = ()) -> FitResult:
     """Fit everything in ``workdir`` (and ``runs_dir``) into a Profile; nothing is written."""
@@ -162,11 +181,16 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         f"max_workers={max_workers}" if max_workers is not None else "",
         _load_note(workdir, comm_metas),
         _algorithm_check(points)]))
+    transports = fit_comm.transports(points, gamma, _eager(comm_metas),
+                                     fit_comm.cpu_fractions(raw, max_workers))
+    transports, from_runs = _allreduce_alpha_from_runs(transports, runs, costs)
+    note = "; ".join(filter(None, [note, from_runs]))
     metas = [read_json(p) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
     profile = prof.Profile(
         provenance=_provenance(metas, runs, workers, commands, note),
         cores=int(metas[0]["cores"]), models=costs,
-        transports=fit_comm.transports(points, gamma, _eager(comm_metas)), sharing_slowdown=sharing,
+        transports=transports,
+        sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
         scheduler_quantum_s=_quantum(workdir))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)

@@ -12,7 +12,9 @@ From the raw rows (one per rank and repetition) to a profile entry:
    in 1-3 size segments (``linefit.fit_segments``: eager/rendezvous switches);
 4. the point-to-point ``Transport`` of a backend is one line through its
    ping-pong (half round trip) means at the smallest P, plus ``gamma_s_per_byte``
-   (the per-byte cost of adding one float32 buffer into another, measured apart).
+   (the per-byte cost of adding one float32 buffer into another, measured apart)
+   and ``cpu_fraction``: the CPU time of the calling process (all its threads)
+   over the wall time of its collective calls at the smallest P.
 """
 from __future__ import annotations
 
@@ -63,10 +65,11 @@ def fit_collectives(points: pd.DataFrame) -> list[tuple[CollectiveFit, tuple[Lin
     return [fit_collective(group) for _, group in points.groupby(KEY, sort=True)]
 
 
-def transports(points: pd.DataFrame, gamma_s_per_byte: float,
-               eager_max_bytes: int = 0) -> tuple[Transport, ...]:
+def transports(points: pd.DataFrame, gamma_s_per_byte: float, eager_max_bytes: int = 0,
+               cpu_fractions: dict[str, float] | None = None) -> tuple[Transport, ...]:
     """Per backend: one relative-error line through the ping-pong means at the smallest P,
-    and the latency per step of each collective (``collective_alphas``)."""
+    the latency per step of each collective (``collective_alphas``) and ``cpu_fractions``."""
+    cpu_fractions = cpu_fractions or {}
     out = []
     for backend, group in points[points["op"] == "sendrecv"].groupby("backend"):
         at = group[group["workers"] == group["workers"].min()]
@@ -77,8 +80,31 @@ def transports(points: pd.DataFrame, gamma_s_per_byte: float,
                       beta_s_per_byte=line.slope, gamma_s_per_byte=gamma_s_per_byte)
         out.append(replace(t, collective_alpha_s=collective_alphas(
             points[points["backend"] == backend], t),
-            eager_max_bytes=eager_max_bytes if backend == "mpi" else 0))
+            eager_max_bytes=eager_max_bytes if backend == "mpi" else 0,
+            cpu_fraction=cpu_fractions.get(str(backend), 0.0)))
     return tuple(out)
+
+
+def cpu_fractions(raw: pd.DataFrame, max_workers: int | None = None) -> dict[str, float]:
+    """Per backend: the CPU time its collective calls keep the caller on a core for, as a
+    share of their wall time (all ranks and repetitions at the smallest P probed; the
+    mean over ops and message sizes, each weighing the same). Rows without ``cpu_s``
+    (older probes) give none. MPI comes out near 1 (it polls); gloo's threads sleep
+    while they wait, but each call's own work (kernel TCP, wake-ups) is most of its time."""
+    if "cpu_s" not in raw.columns:
+        return {}
+    if max_workers is not None:
+        raw = raw[raw["workers"] <= max_workers]
+    rows = raw[raw["op"].isin(STEP_OPS) & raw["cpu_s"].notna()]
+    out = {}
+    for backend, group in rows.groupby("backend"):
+        at = group[group["workers"] == group["workers"].min()]
+        sums = at.groupby(["op", "bytes"])[["cpu_s", "time_s"]].sum()
+        sums = sums[sums["time_s"] > 0]
+        if len(sums):
+            share = float((sums["cpu_s"] / sums["time_s"]).mean())
+            out[str(backend)] = min(1.0, max(0.0, share))
+    return out
 
 
 STEP_OPS = ("allreduce", "bcast", "gather", "scatter")
@@ -105,6 +131,23 @@ def collective_alphas(points: pd.DataFrame, t: Transport) -> dict[str, float]:
                     for r in mine.itertuples()]
         out[op] = max(0.0, float(np.mean(per_step)))
     return out
+
+
+def run_allreduce_alpha(comm: pd.DataFrame, tensor_counts: dict[str, tuple[int, ...]],
+                        t: Transport) -> float | None:
+    """gloo's latency per ring step inside training: per iteration of a per-tensor
+    ``allreduce`` run, (comm_s - what the bytes cost) / (tensors x ring steps), the mean
+    over iterations. None without such runs (or without the model's tensor counts)."""
+    per_step = []
+    for (model, p), group in comm.groupby(["model", "workers"]):
+        counts = tensor_counts.get(model)
+        if not counts or p < 2:
+            continue
+        bytes_s = sum(collective_s("allreduce", int(p), 4.0 * c, 0.0, t.beta_s_per_byte,
+                                   t.gamma_s_per_byte, "ring") for c in counts)
+        calls = len(counts) * steps("allreduce", int(p), 4.0, "ring")
+        per_step += list((group["comm_s"].to_numpy(float) - bytes_s) / calls)
+    return max(0.0, float(np.mean(per_step))) if per_step else None
 
 
 def fit_table(fits: list[CollectiveFit]) -> pd.DataFrame:

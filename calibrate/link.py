@@ -65,7 +65,7 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
             reps = repeats_small if n <= 64 * 1024 else repeats_large
             times = cp.time_op(make_call("sendrecv", n), barrier, reps, warmup=2, scale=0.5)
             rows.extend({"backend": backend, "bytes": n, "rep": i, "time_s": t}
-                        for i, t in enumerate(times))
+                        for i, (t, _cpu_s) in enumerate(times))
     sweep("mpi", lambda op, n: cp.mpi_call(comm, op, n), comm.Barrier)
     if with_gloo:
         import torch

@@ -52,6 +52,7 @@ def show(path: str) -> str:
                                 "beta_ns_per_byte": t.beta_s_per_byte * 1e9,
                                 "gamma_ns_per_byte": t.gamma_s_per_byte * 1e9,
                                 "eager_max_bytes": t.eager_max_bytes,
+                                "cpu_fraction": t.cpu_fraction,
                                 **{f"{op}_alpha_us_per_step": a * 1e6
                                    for op, a in sorted(t.collective_alpha_s.items())}}
                                for t in p.transports])

@@ -13,6 +13,12 @@ per rank and iteration; its ``config`` the model and batch size; its
   A parameter server's rank, or ranks waiting in gloo or MPI, would make k
   count processes that do not compute.
 
+A third use: the communication of per-tensor gloo ``allreduce`` runs with P >= 2
+and a core per rank (``comm_s`` per iteration, waiting excluded) measures gloo's
+latency per ring step inside training, where the probe's tight loop of calls
+sees it lower and more variable from one calibration to the next
+(``fit_comm.run_allreduce_alpha``).
+
 The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at most
 ``MAX_SAMPLES_PER_RUN`` evenly spaced steps are kept per run so that a long run
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
@@ -41,6 +47,7 @@ class RunSamples:
     sharing: pd.DataFrame      # model, batch, k, step_s, source
     runs_seen: tuple[str, ...]
     workers_seen: tuple[int, ...]
+    allreduce_comm: pd.DataFrame | None = None   # model, workers, comm_s (gloo per-tensor)
 
 
 def _steps_of(run_dir: Path) -> pd.DataFrame:
@@ -82,7 +89,7 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
     dirs = record.find_runs(runs_dir)
     if not dirs:
         raise CalibrationError(f"--runs {runs_dir} holds no run record (no */record.json)")
-    steps, sharing, seen, workers = [], [], [], set()
+    steps, sharing, comm, seen, workers = [], [], [], [], set()
     for run_dir in dirs:
         facts, it = run_samples(run_dir)
         if not len(it) or (max_workers is not None and facts["workers"] > max_workers):
@@ -92,6 +99,9 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
                               "step_s": it["compute_s"].to_numpy(float)})
         if facts["ranks_per_host"] * facts["threads"] <= facts["cores"]:
             steps.append(frame.assign(threads=facts["threads"]))
+            if facts["algorithm"] == "allreduce" and facts["workers"] >= 2 and "comm_s" in it:
+                comm.append(pd.DataFrame({"model": facts["model"], "workers": facts["workers"],
+                                          "comm_s": it["comm_s"].to_numpy(float)}))
         elif facts["threads"] == 1 and _computes_all_the_time(facts):
             sharing.append(frame.assign(k=facts["ranks_per_host"]))
         else:
@@ -101,4 +111,6 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
     empty = pd.DataFrame(columns=["model", "batch", "step_s", "source"])
     return RunSamples(steps=pd.concat(steps, ignore_index=True) if steps else empty,
                       sharing=pd.concat(sharing, ignore_index=True) if sharing else empty,
+                      allreduce_comm=(pd.concat(comm, ignore_index=True) if comm else
+                                      pd.DataFrame(columns=["model", "workers", "comm_s"])),
                       runs_seen=tuple(seen), workers_seen=tuple(sorted(workers)))

@@ -15,6 +15,12 @@ Both account each collective the same way: a rank that arrives before the
 last one *waits* until it arrives; the rest of its time in the call is *comm*,
 including the library's own latency per step beyond the transport's alpha
 (``Transport.collective_alpha_s``) times the algorithm's steps.
+
+Ranks that sleep while they wait (gloo; ``hosts`` set) still spend
+``Transport.cpu_fraction`` of a call's contention-free time on a core: once
+all have arrived, each rank's share is a job on its host, and the call is not
+over before the last of those jobs is, so on an oversubscribed host the
+call stretches to ``max(its time, cpu / speed)``.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class Comm:
         self._seq: dict[tuple, int] = {}
         self._calls: dict[tuple, list] = {}
         self._index: dict[tuple, dict[int, int]] = {}
+        self.hosts: dict | None = None      # rank -> Host, for the CPU of sleeping ranks' calls
 
     # ------------------------------------------------------------- the interface
     def allreduce(self, rank, ranks, n_bytes, algorithm="ring", record=True):
@@ -81,16 +88,20 @@ class Comm:
         self._seq[(rank, group)] = seq + 1
         key = (group, seq)
         call = self._calls.get(key)
-        if call is None:
-            call = self._calls[key] = [0, 0.0, 0]     # arrived, last arrival, finished
+        if call is None:    # arrived, last arrival, finished, the ranks' CPU done
+            call = self._calls[key] = [0, 0.0, 0, self.env.event()]
         arrived_at = self.env.now
         call[0] += 1
         call[1] = arrived_at
+        if call[0] == p:
+            self._start_cpu(kind, ranks, n_bytes, root, algorithm, call[3])
         yield from self._run(kind, rank, ranks, self._index_of(ranks)[rank],
                              n_bytes, root, algorithm, key, call[0] == p)
         extra_s = self.transport.step_extra_s(kind)     # the library's own cost per step
         if extra_s > 0:
             yield self.env.timeout(extra_s * steps(kind, p, n_bytes, algorithm))
+        if not call[3].processed:
+            yield call[3]
         # a rank that leaves before everyone arrived (a gather's sender) waited for no one
         last = call[1] if call[0] == p else arrived_at
         call[2] += 1
@@ -100,6 +111,21 @@ class Comm:
             waited_until = min(last, self.env.now)
             self.recorder.add(rank, "wait", arrived_at, waited_until, kind)
             self.recorder.add(rank, "comm", waited_until, self.env.now, kind)
+
+    def _start_cpu(self, kind, ranks, n_bytes, root, algorithm, done: simpy.Event) -> None:
+        """Every rank's CPU for this call as a job on its host; ``done`` when all are over."""
+        if not self.hosts or self.transport.cpu_fraction <= 0:
+            done.succeed()
+            return
+        left = [len(ranks)]
+
+        def one_done(_ev):
+            left[0] -= 1
+            if left[0] == 0:
+                done.succeed()
+        for i, r in enumerate(ranks):
+            cpu_s = call_cpu_s(self.transport, kind, len(ranks), n_bytes, algorithm, i == root)
+            self.hosts[r].compute(cpu_s).callbacks.append(one_done)
 
     def _index_of(self, ranks):
         idx = self._index.get(id(ranks))
@@ -112,6 +138,18 @@ class Comm:
 
 
 RENDEZVOUS_LEGS = 3
+
+
+def call_cpu_s(t: Transport, kind: str, p: int, n_bytes: float, algorithm: str,
+               is_root: bool) -> float:
+    """CPU one rank spends in a collective: ``cpu_fraction`` of its contention-free time
+    with the backend's own costs (a host's work, whatever the network). A gather's or
+    scatter's non-root rank moves its own message only."""
+    if t.cpu_fraction <= 0 or p <= 1:
+        return 0.0
+    q = p if is_root or kind not in ("gather", "scatter") else 2
+    return t.cpu_fraction * collective_s(kind, q, n_bytes, t.alpha_s + t.step_extra_s(kind),
+                                         t.beta_s_per_byte, t.gamma_s_per_byte, algorithm)
 
 
 class AnalyticComm(Comm):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .closed_form import collective_s
+from .comm import call_cpu_s
 from .network import Routes
 
 
@@ -69,7 +70,11 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
 
     def coll(kind, ranks, n, algorithm="ring"):
         a, b = routes.group_params(ranks)
-        return collective_s(kind, len(ranks), n, a + transport.step_extra_s(kind), b, g, algorithm)
+        t = collective_s(kind, len(ranks), n, a + transport.step_extra_s(kind), b, g, algorithm)
+        if spec.polls:
+            return t
+        return max(t, _cpu_s(transport, kind, ranks, n, algorithm, host_of, cluster.cores_per_host,
+                             profile.sharing_efficiency))
 
     ranks, n, p = plan.worker_ranks, plan.param_bytes, plan.workers
     if spec.name == "ddp":
@@ -93,6 +98,16 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
     time_s, compute, comm, wait = parts
     return _result(spec, cfg, plan, workload, seed, "fast", time_s, compute, comm, wait,
                    {}, 0, 0.0, None)
+
+
+def _cpu_s(transport, kind, ranks, n, algorithm, host_of, cores, efficiency) -> float:
+    """When the last rank's CPU for a call is done, every rank having started together
+    (``comm.call_cpu_s``): a sleeping backend's calls need cores too."""
+    work = np.array([[call_cpu_s(transport, kind, len(ranks), n, algorithm, i == 0)
+                      for i in range(len(ranks))]])
+    if not work.any():
+        return 0.0
+    return float(shared_finish_s(work, host_of, cores, 1, efficiency).max())
 
 
 def _segments(finish: np.ndarray, comm_s: float):

@@ -27,6 +27,10 @@ Cost models and the parameters they use (units in the names):
   and carried to other P by the algorithm's number of steps), and
   ``eager_max_bytes``: MPI sends larger point-to-point messages by rendezvous
   (request, clear-to-send, data), three hand-offs where an eager one needs one.
+  ``cpu_fraction``: the share of a collective's time its caller spends on a
+  core, measured at P = 2 (gloo: mostly kernel time of TCP loopback and
+  thread wake-ups, about 0.6 here). Ranks that sleep while they wait still
+  need that much CPU, and on an oversubscribed host they share the cores for it.
 * time slicing: ``scheduler_quantum_s``, how long the kernel lets a busy
   process run before the next one on its core (measured with two busy
   processes on one core). With more runnable processes than cores, a message
@@ -107,6 +111,7 @@ class Transport:
     gamma_s_per_byte: float = 0.0
     collective_alpha_s: dict[str, float] = field(default_factory=dict)   # op -> s per step
     eager_max_bytes: int = 0               # larger point-to-point messages go rendezvous (0: unknown)
+    cpu_fraction: float = 0.0              # of a collective's time spent on a core (0: unknown)
 
     def step_extra_s(self, op: str) -> float:
         """What one step of collective ``op`` costs beyond a ping-pong's alpha."""
@@ -324,6 +329,9 @@ def from_dict(raw: Any) -> Profile:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ProfileError(f"field transports[{i}].collective_alpha_s.{op} must be a "
                                    f"number of seconds >= 0 (got {v!r})")
+        if not 0.0 <= t.cpu_fraction <= 1.0:
+            raise ProfileError(f"field transports[{i}].cpu_fraction must be between 0 and 1 "
+                               f"(got {t.cpu_fraction!r})")
     quantum = (_get(raw, "scheduler_quantum_s", float, "")
                if "scheduler_quantum_s" in raw else 0.0)
     return Profile(

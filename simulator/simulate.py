@@ -148,6 +148,9 @@ def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
                                         for h in cluster.placement_of(workers)])))
         ok = ok and per_host * workload.threads_per_worker <= cluster.cores_per_host and all(
             profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
+        # the buckets' CPU (cpu_fraction) shares the cores with the backward still running
+        ok = ok and (workers == 1 or profile.transport(spec.backend).cpu_fraction == 0)
+
     return ok
 
 
@@ -163,8 +166,13 @@ def _placement(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
 def handoffs(spec: Scheme, cluster: Cluster, placement: tuple[int, ...], workers: int,
              profile: Profile) -> tuple[float, ...]:
     """Per rank: the mean wait of a message to it for its turn on a core (``timeslice``).
-    Every process on a pool of cores counts as runnable: MPI ranks poll, gloo ranks
-    mostly compute, and a message is only needed when the peers are busy."""
+    Only a polling receiver waits: it is runnable already and queues behind the busy
+    processes of its core, each of which counts (MPI ranks poll between steps). A
+    receiver that sleeps (gloo) is woken by the message and the scheduler lets a
+    waking sleeper in at once; what it pays instead is the CPU its calls need
+    (``Transport.cpu_fraction``, shared like compute)."""
+    if not spec.polls:
+        return (0.0,) * len(placement)
     processes = workers + (1 if spec.server_process else 0)
     pools = [cluster.core_pool_of(h) for h in placement[:processes]]
     per_pool = np.bincount(pools)
@@ -185,6 +193,8 @@ def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trac
     comm = make_comm(cfg.fidelity, env, routes, profile.transport(spec.backend), recorder)
     workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r], spec.polls)
                for r in range(plan.workers)]
+    if not spec.polls:               # sleeping ranks take cores for their calls' CPU
+        comm.hosts = {w.rank: w.host for w in workers}
     server = None
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],

@@ -17,13 +17,14 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
                  sharing_slowdown: dict[int, float] | None = None,
                  update_intercept_s: float = 1e-4, update_s_per_param: float = 1e-9,
                  model: str = "toy", quantum_s: float = 0.0,
-                 collective_alpha_s: dict[str, float] | None = None) -> Profile:
+                 collective_alpha_s: dict[str, float] | None = None,
+                 cpu_fraction: float = 0.0) -> Profile:
     layers = tuple(layer_param_counts)
     steps = tuple(StepFit(threads=t, step_intercept_s=step_intercept_s / t,
                           step_s_per_sample=step_s_per_sample / t, spread_cv=spread_cv)
                   for t in (1, 2, 4))
     transports = tuple(Transport(b, alpha_s, beta_s_per_byte, gamma_s_per_byte,
-                                 dict(collective_alpha_s or {}))
+                                 dict(collective_alpha_s or {}), cpu_fraction=cpu_fraction)
                        for b in ("mpi", "gloo"))
     return Profile(
         provenance=Provenance(host="test", cores=cores, created_utc="1970-01-01T00:00:00Z",
