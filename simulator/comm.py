@@ -100,8 +100,8 @@ class Comm:
         extra_s = self.transport.step_extra_s(kind)     # the library's own cost per step
         if extra_s > 0:
             yield self.env.timeout(extra_s * steps(kind, p, n_bytes, algorithm))
-        if not call[3].processed:
-            yield call[3]
+        if self._sleeps_on_cpu() and not call[3].processed:
+            yield call[3]            # (otherwise a gather's sender still leaves at once)
         # a rank that leaves before everyone arrived (a gather's sender) waited for no one
         last = call[1] if call[0] == p else arrived_at
         call[2] += 1
@@ -112,9 +112,12 @@ class Comm:
             self.recorder.add(rank, "wait", arrived_at, waited_until, kind)
             self.recorder.add(rank, "comm", waited_until, self.env.now, kind)
 
+    def _sleeps_on_cpu(self) -> bool:
+        return bool(self.hosts) and self.transport.cpu_fraction > 0
+
     def _start_cpu(self, kind, ranks, n_bytes, root, algorithm, done: simpy.Event) -> None:
         """Every rank's CPU for this call as a job on its host; ``done`` when all are over."""
-        if not self.hosts or self.transport.cpu_fraction <= 0:
+        if not self._sleeps_on_cpu():
             done.succeed()
             return
         left = [len(ranks)]
