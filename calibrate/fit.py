@@ -182,7 +182,7 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         _load_note(workdir, comm_metas),
         _algorithm_check(points)]))
     transports = fit_comm.transports(points, gamma, _eager(comm_metas),
-                                     fit_comm.cpu_fractions(raw, max_workers))
+                                     fit_comm.cpu_fractions(raw))   # raw: already P <= max_workers
     transports, from_runs = _allreduce_alpha_from_runs(transports, runs, costs)
     note = "; ".join(filter(None, [note, from_runs]))
     metas = [read_json(p) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas

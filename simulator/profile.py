@@ -29,7 +29,7 @@ Cost models and the parameters they use (units in the names):
   (request, clear-to-send, data), three hand-offs where an eager one needs one.
   ``cpu_fraction``: the share of a collective's time its caller spends on a
   core, measured at P = 2 (gloo: mostly kernel time of TCP loopback and
-  thread wake-ups, about 0.6 here). Ranks that sleep while they wait still
+  thread wake-ups, 0.67 here). Ranks that sleep while they wait still
   need that much CPU, and on an oversubscribed host they share the cores for it.
 * time slicing: ``scheduler_quantum_s``, how long the kernel lets a busy
   process run before the next one on its core (measured with two busy
