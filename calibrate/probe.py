@@ -6,6 +6,7 @@ Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``
 ``sharing``  k single-thread processes at once            -> sharing.csv
 ``server``   parameter-server sum + update                -> server.csv
 ``scheduler`` two busy processes on one core: time slice  -> scheduler.csv
+              the same let loose: balance delay            -> balance.csv
 ``comm``     under ``mpirun -n P``: MPI (+ gloo) collectives -> comm_P{P}_{algorithm}.csv / .json
 
 Examples::
@@ -132,6 +133,9 @@ def run_scheduler(plan, out: Path) -> None:
     if not rows:
         raise CalibrationError("cannot pin processes to a core here (no sched_setaffinity)")
     write_rows(out / "scheduler.csv", rows)
+    balance = sched_probe.balance_rows()
+    if balance:                          # needs 2 cores and sched_getcpu; else fluid cores
+        write_rows(out / "balance.csv", balance)
 
 
 def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,

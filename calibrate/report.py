@@ -66,5 +66,7 @@ def show(path: str) -> str:
         f"sharing slowdown: {sharing}",
         f"scheduler quantum: {p.scheduler_quantum_s * 1e3:.2f} ms"
         + (" (not measured)" if p.scheduler_quantum_s <= 0 else ""),
+        f"balance delay: {p.balance_delay_s * 1e3:.1f} ms"
+        + (" (not measured: cores shared as a fluid)" if p.balance_delay_s <= 0 else ""),
         f"server: t_update(params) = {p.server.update_intercept_s * 1e6:.3g} us + "
         f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})"])

@@ -128,7 +128,7 @@ class Comm:
                 done.succeed()
         for i, r in enumerate(ranks):
             cpu_s = call_cpu_s(self.transport, kind, len(ranks), n_bytes, algorithm, i == root)
-            self.hosts[r].compute(cpu_s).callbacks.append(one_done)
+            self.hosts[r].compute(cpu_s, proc=r, wakes=True).callbacks.append(one_done)
 
     def _index_of(self, ranks):
         idx = self._index.get(id(ranks))

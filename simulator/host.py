@@ -56,7 +56,7 @@ class Host:
         """Processes wanting a core now: computing ones and polling ones."""
         return len(self._jobs) + self._pollers
 
-    def start_polling(self) -> None:
+    def start_polling(self, proc=None) -> None:
         """One more process that busy-waits whenever it is not computing (for good)."""
         self._advance()
         self._pollers += 1
@@ -68,9 +68,11 @@ class Host:
             return 0.0
         return min(1.0, self.cores / threads) * self._efficiency(processes)
 
-    def compute(self, work_s: float, threads: int = 1, polls: bool = False):
+    def compute(self, work_s: float, threads: int = 1, polls: bool = False, proc=None,
+                wakes: bool = False):
         """Event that fires when ``work_s`` seconds of full-speed work are done.
-        ``polls``: the job's process is a registered poller, idle while the job runs."""
+        ``polls``: the job's process is a registered poller, idle while the job runs.
+        ``proc`` (whose job it is) and ``wakes`` matter to ``CoreHost`` only."""
         done = self.env.event()
         if work_s <= 0:
             return done.succeed()

@@ -35,6 +35,10 @@ Cost models and the parameters they use (units in the names):
   process run before the next one on its core (measured with two busy
   processes on one core). With more runnable processes than cores, a message
   waits for its receiver's turn (``simulator.timeslice``); 0 = not measured.
+  ``balance_delay_s``: how long a core stays idle before it takes a process
+  over from a busy core (measured with two busy processes started on one
+  core); with it, ``simulator.cores`` keeps one run queue per core; 0 = not
+  measured, the cores are shared as a fluid.
 * collectives: fitted alpha/beta per (backend, op, algorithm, workers) and
   message-size segment, kept for reports and for checking the message model.
 * parameter server: ``t_update(params) = update_intercept_s +
@@ -183,6 +187,7 @@ class Profile:
     server: ServerCost
     collectives: tuple[CollectiveFit, ...] = ()
     scheduler_quantum_s: float = 0.0            # time slice of a busy process (0: not measured)
+    balance_delay_s: float = 0.0                # idle core takes a process over (0: fluid cores)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -334,6 +339,7 @@ def from_dict(raw: Any) -> Profile:
                                f"(got {t.cpu_fraction!r})")
     quantum = (_get(raw, "scheduler_quantum_s", float, "")
                if "scheduler_quantum_s" in raw else 0.0)
+    delay = (_get(raw, "balance_delay_s", float, "") if "balance_delay_s" in raw else 0.0)
     return Profile(
         provenance=_build(Provenance, _get(raw, "provenance", dict, ""), "provenance"),
         cores=_get(raw, "cores", int, ""),
@@ -344,5 +350,6 @@ def from_dict(raw: Any) -> Profile:
         collectives=tuple(_build(CollectiveFit, c, f"collectives[{i}]", {"segments": seg})
                           for i, c in enumerate(raw.get("collectives", []))),
         scheduler_quantum_s=quantum,
+        balance_delay_s=delay,
         schema_version=version,
     )

@@ -25,7 +25,7 @@ class ParameterServer:
         self.host = host
         self.polls = polls                 # a process of its own that busy-waits for requests
         if polls:
-            host.start_polling()
+            host.start_polling(rank)
         self.update_s = cost.update_s(params)
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
@@ -36,7 +36,7 @@ class ParameterServer:
             yield turn
             t0 = self.env.now
             applied_on = self.version
-            yield self.host.compute(self.update_s, 1, self.polls)
+            yield self.host.compute(self.update_s, 1, self.polls, self.rank)
             self.version += 1
             if recorder is not None:
                 recorder.add(self.rank, "compute", t0, self.env.now, "update")

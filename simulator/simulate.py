@@ -17,6 +17,7 @@ import simpy
 
 from .comm import make_comm
 from .config import Cluster, ConfigError, Heterogeneity, SchemeConfig, Workload, calibrated_cluster
+from .cores import CoreHost
 from .host import Host
 from .network import Routes
 from .plan import Plan, Setup, ddp_buckets
@@ -150,6 +151,11 @@ def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
             profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
         # the buckets' CPU (cpu_fraction) shares the cores with the backward still running
         ok = ok and (workers == 1 or profile.transport(spec.backend).cpu_fraction == 0)
+    # the fast path shares cores as a fluid: per-core queues need events once oversubscribed
+    if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
+        per_pool = max(np.bincount([cluster.core_pool_of(h)
+                                    for h in _placement(spec, cluster, workers)]))
+        ok = ok and (per_pool <= cluster.cores_per_host or cfg.engine == "fast")
 
     return ok
 
@@ -181,11 +187,18 @@ def handoffs(spec: Scheme, cluster: Cluster, placement: tuple[int, ...], workers
     return tuple(wait + [wait[0]] * (len(placement) - processes))   # a holder lives with rank 0
 
 
+def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profile):
+    """Per-core run queues where measured and every process has one thread; else fluid."""
+    if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
+        return CoreHost(env, index, cluster.cores_per_host, profile.sharing_efficiency,
+                        profile.balance_delay_s)
+    return Host(env, index, cluster.cores_per_host, profile.sharing_efficiency)
+
+
 def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace) -> Result:
     env = simpy.Environment()
     placement = _placement(spec, cluster, plan.workers)
-    pools = [Host(env, c, cluster.cores_per_host, profile.sharing_efficiency)
-             for c in range(cluster.core_pools)]
+    pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
     hosts = [pools[cluster.core_pool_of(h)] for h in range(cluster.hosts)]   # compute side
     recorder = Recorder(placement, trace=trace)
     routes = Routes(placement, cluster.link, profile.transport(spec.backend),

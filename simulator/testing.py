@@ -18,7 +18,7 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
                  update_intercept_s: float = 1e-4, update_s_per_param: float = 1e-9,
                  model: str = "toy", quantum_s: float = 0.0,
                  collective_alpha_s: dict[str, float] | None = None,
-                 cpu_fraction: float = 0.0) -> Profile:
+                 cpu_fraction: float = 0.0, balance_delay_s: float = 0.0) -> Profile:
     layers = tuple(layer_param_counts)
     steps = tuple(StepFit(threads=t, step_intercept_s=step_intercept_s / t,
                           step_s_per_sample=step_s_per_sample / t, spread_cv=spread_cv)
@@ -35,4 +35,5 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
         sharing_slowdown=dict(sharing_slowdown or {}),
         server=ServerCost(update_intercept_s, update_s_per_param),
         scheduler_quantum_s=quantum_s,
+        balance_delay_s=balance_delay_s,
     )

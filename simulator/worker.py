@@ -57,8 +57,8 @@ class Worker:
         self.step_s = step_s.tolist()      # plain floats: cheaper per access in the loop
         self.polls = polls                 # busy-waits between steps (see ``Host``)
         if polls:
-            host.start_polling()
+            host.start_polling(rank)
 
     def compute(self, work_s: float):
         """Event: ``work_s`` seconds of full-speed work done on the (shared) host."""
-        return self.host.compute(work_s, self.threads, self.polls)
+        return self.host.compute(work_s, self.threads, self.polls, self.rank)
