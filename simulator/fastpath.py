@@ -15,6 +15,9 @@ form. This is what the SimPy model computes with events, vectorised with
 numpy over hosts and segments; the tests check that both agree. (``ddp`` is
 exact only when speeds stay constant: no host oversubscribed.) With
 ``Cluster.shared_cores`` the jobs of all hosts share one pool of cores.
+The cores are a fluid here: with a profile's ``balance_delay_s`` (per-core run
+queues, ``simulator.cores``) ``engine="auto"`` takes the SimPy model for an
+oversubscribed host, and a forced ``engine="fast"`` ignores the delay.
 """
 from __future__ import annotations
 
