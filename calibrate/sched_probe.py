@@ -15,6 +15,7 @@ balancer, not an instant steal). ``simulator.cores`` uses it.
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing as mp
 import os
 import time
@@ -106,6 +107,8 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
 
 def balance_delay_s(rows) -> float:
     """Median delay of the tries (a try that saw no move counts as its window); 0.0 if none."""
-    delays = sorted(float(r["window_s"]) if r["moved_s"] is None or r["moved_s"] != r["moved_s"]
-                    else float(r["moved_s"]) for r in rows)
+    def missed(moved) -> bool:                # None, or NaN once read back from CSV
+        return moved is None or math.isnan(float(moved))
+    delays = sorted(float(r["window_s"]) if missed(r["moved_s"]) else float(r["moved_s"])
+                    for r in rows)
     return delays[len(delays) // 2] if delays else 0.0

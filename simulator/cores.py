@@ -102,13 +102,11 @@ class CoreHost:
         poller = self._pollers.get(proc) if polls else None
         if wakes:
             self._free.append(_Runnable(proc, None, work_s, done, False))
-        elif poller is not None:                 # the job runs in its poller's place
+        elif poller is not None:               # the job runs in its poller's place
             self._queues[poller.core].remove(poller)
-            core = poller.core
+            self._enqueue(_Runnable(proc, poller.core, work_s, done, False))
         else:
-            core = self._place(proc)
-        if not wakes:
-            self._enqueue(_Runnable(proc, core, work_s, done, False))
+            self._enqueue(_Runnable(proc, self._place(proc), work_s, done, False))
         self._reschedule()
         return done
 
@@ -116,10 +114,9 @@ class CoreHost:
         last = self._last_core.get(proc)
         if self._ended_at.get(proc) == self.env.now:
             return last                        # it never left its core: it did not sleep
-        least = min(len(q) for q in self._queues)
-        if last is not None and len(self._queues[last]) == least:
-            return last
-        return min(range(self.cores), key=lambda c: len(self._queues[c]))
+        loads = [len(q) for q in self._queues]
+        least = min(loads)
+        return last if last is not None and loads[last] == least else loads.index(least)
 
     def _enqueue(self, r: _Runnable) -> None:
         self._queues[r.core].append(r)
