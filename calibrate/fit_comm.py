@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simulator.closed_form import collective_s, steps
+from simulator.closed_form import choose_allreduce, collective_s, steps
 from simulator.profile import CollectiveFit, Segment, Transport
 
 from .linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges
@@ -124,11 +124,14 @@ def collective_alphas(points: pd.DataFrame, t: Transport) -> dict[str, float]:
         if mine.empty:
             continue
         mine = mine[mine["workers"] == mine["workers"].min()]
-        algorithm = "auto" if t.backend == "mpi" else "ring"
-        per_step = [(r.time_s - collective_s(op, int(r.workers), float(r.bytes), 0.0,
-                                             t.beta_s_per_byte, t.gamma_s_per_byte, algorithm))
-                    / steps(op, int(r.workers), float(r.bytes), algorithm)
-                    for r in mine.itertuples()]
+        per_step = []
+        for r in mine.itertuples():               # the probe's ranks share this host
+            algorithm = "ring" if t.backend != "mpi" else choose_allreduce(
+                "auto", float(r.bytes), int(r.workers), one_host=True)
+            per_step.append((r.time_s - collective_s(op, int(r.workers), float(r.bytes), 0.0,
+                                                     t.beta_s_per_byte, t.gamma_s_per_byte,
+                                                     algorithm))
+                            / steps(op, int(r.workers), float(r.bytes), algorithm))
         out[op] = max(0.0, float(np.mean(per_step)))
     return out
 

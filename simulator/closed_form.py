@@ -10,8 +10,19 @@ not a power of two, recursive doubling and Rabenseifner first fold the
     ring                  2(P-1) a + 2(P-1)/P n b + (P-1)/P n g
     recursive doubling    log2(pof2) (a + n b + n g)              [+ 2a + 2nb + ng if rem]
     Rabenseifner          2 log2(pof2) a + 2(pof2-1)/pof2 n b + (pof2-1)/pof2 n g   [+ same]
+    release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
     gather / scatter      a + (P-1) n b            (root's port carries all P-1 messages)
     binomial broadcast    ceil(log2 P) (a + n b)
+
+Release/gather is what MPICH's ``auto`` runs when every rank is on one host
+(ch4's POSIX collectives): the ranks reduce up a k-ary tree of radix 4 into
+shared memory (``d_r`` levels, a parent reducing ``c = min(4, P-1)`` children)
+and the root releases the result down a k-ary tree of radix 64 (``d_b``
+levels, ``c_b = min(64, P-1)`` readers). Its latency is a few *levels*, not
+the log2 P or 2(P-1) message steps of the point-to-point algorithms, which
+matters where each step waits for a rank's turn on a core. The form is exact
+for one-level trees (P <= 5) and an upper bound beyond (a level's parents do
+not all wait for full subtrees).
 """
 from __future__ import annotations
 
@@ -20,10 +31,18 @@ import math
 MPICH_SHORT_ALLREDUCE_BYTES = 2048   # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE
 
 
-def choose_allreduce(algorithm: str, n_bytes: float, workers: int) -> str:
-    """'auto' picks like MPICH: recursive doubling for short messages, Rabenseifner otherwise."""
+RELEASE_GATHER_REDUCE_RADIX = 4     # MPIR_CVAR_REDUCE_INTRANODE_TREE_KVAL (k-ary tree)
+RELEASE_GATHER_BCAST_RADIX = 64     # MPIR_CVAR_BCAST_INTRANODE_TREE_KVAL
+
+
+def choose_allreduce(algorithm: str, n_bytes: float, workers: int, one_host: bool = False) -> str:
+    """'auto' picks like MPICH: release/gather in shared memory when all ranks share a
+    host (ch4's POSIX collective selection); across hosts, recursive doubling for short
+    messages and Rabenseifner otherwise."""
     if algorithm != "auto":
         return algorithm
+    if one_host and workers >= 2:
+        return "release_gather"
     if n_bytes <= MPICH_SHORT_ALLREDUCE_BYTES or workers < 2:
         return "recursive_doubling"
     return "reduce_scatter_allgather"
@@ -59,6 +78,23 @@ def rabenseifner_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.
             + _fold_s(p, n, a, b, g))
 
 
+def kary_depth(p: int, k: int) -> int:
+    """Levels below the root of a k-ary tree of p ranks (rank i's parent is (i-1)//k)."""
+    depth, last = 0, 0                  # ``last``: the highest rank within ``depth`` levels
+    while last < p - 1:
+        last = last * k + k
+        depth += 1
+    return depth
+
+
+def release_gather_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    if p <= 1:
+        return 0.0
+    c, c_b = min(RELEASE_GATHER_REDUCE_RADIX, p - 1), min(RELEASE_GATHER_BCAST_RADIX, p - 1)
+    return (kary_depth(p, RELEASE_GATHER_REDUCE_RADIX) * (a + c * n * (b + g))
+            + kary_depth(p, RELEASE_GATHER_BCAST_RADIX) * (a + c_b * n * b))
+
+
 def gather_s(p: int, n: float, a: float, b: float) -> float:
     return 0.0 if p <= 1 else a + (p - 1) * n * b
 
@@ -74,6 +110,7 @@ ALLREDUCE = {
     "ring": ring_allreduce_s,
     "recursive_doubling": recursive_doubling_allreduce_s,
     "reduce_scatter_allgather": rabenseifner_allreduce_s,
+    "release_gather": release_gather_allreduce_s,
 }
 
 

@@ -8,6 +8,8 @@ Their contention-free times are the equations in ``closed_form``.
 """
 from __future__ import annotations
 
+from .closed_form import RELEASE_GATHER_BCAST_RADIX as KB, RELEASE_GATHER_REDUCE_RADIX as KR
+
 
 def _exchange(p2p, me: int, peer: int, n_bytes: float, tag):
     """Send to and receive from ``peer`` at once (MPI_Sendrecv)."""
@@ -111,6 +113,25 @@ def rabenseifner_allreduce(p2p, ranks, i, n_bytes, tag):
     yield from _power_of_two_core(p2p, ranks, i, n_bytes, tag, core)
 
 
+def release_gather_allreduce(p2p, ranks, i, n_bytes, tag):
+    """MPICH's shared-memory allreduce: reduce up a k-ary tree (radix 4), each parent
+    taking its children's buffers at once and adding them; then the root releases the
+    result down a k-ary tree (radix 64)."""
+    p, me = len(ranks), ranks[i]
+    children = [ranks[c] for c in range(KR * i + 1, min(KR * i + KR, p - 1) + 1)]
+    for ev in [p2p.recv(me, child, (tag, "up")) for child in children]:
+        yield ev
+    if children:
+        yield p2p.reduce(len(children) * n_bytes)
+    if i != 0:
+        p2p.isend(me, ranks[(i - 1) // KR], n_bytes, (tag, "up"))
+        yield p2p.recv(me, ranks[(i - 1) // KB], (tag, "down"))
+    sends = [p2p.isend(me, ranks[c], n_bytes, (tag, "down"))
+             for c in range(KB * i + 1, min(KB * i + KB, p - 1) + 1)]
+    for ev in sends:
+        yield ev
+
+
 def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
     """Every rank sends ``n_bytes`` to the root at once (an incast on the root's port)."""
     me = ranks[i]
@@ -154,4 +175,5 @@ ALLREDUCE = {
     "ring": ring_allreduce,
     "recursive_doubling": recursive_doubling_allreduce,
     "reduce_scatter_allgather": rabenseifner_allreduce,
+    "release_gather": release_gather_allreduce,
 }

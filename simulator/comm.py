@@ -48,7 +48,7 @@ class Comm:
 
     # ------------------------------------------------------------- the interface
     def allreduce(self, rank, ranks, n_bytes, algorithm="ring", record=True):
-        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks))
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), self.routes.one_host(ranks))
         yield from self._collective("allreduce", rank, ranks, n_bytes, 0, algorithm, record)
 
     def gather(self, rank, ranks, n_bytes, root=0, record=True):

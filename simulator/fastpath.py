@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .closed_form import collective_s
+from .closed_form import choose_allreduce, collective_s
 from .comm import call_cpu_s
 from .network import Routes
 
@@ -73,6 +73,8 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
 
     def coll(kind, ranks, n, algorithm="ring"):
         a, b = routes.group_params(ranks)
+        if kind == "allreduce":
+            algorithm = choose_allreduce(algorithm, n, len(ranks), routes.one_host(ranks))
         t = collective_s(kind, len(ranks), n, a + transport.step_extra_s(kind), b, g, algorithm)
         if spec.polls:
             return t

@@ -43,6 +43,10 @@ class Routes:
             return self.shm.alpha_s + self.handoff_s[dst], self.shm.beta_s_per_byte
         return self.link.latency_s + self.handoff_s[dst], 1.0 / self.link.bandwidth_bytes_per_s
 
+    def one_host(self, ranks: tuple[int, ...]) -> bool:
+        """Whether ``ranks`` all live on one host (MPI then reduces in shared memory)."""
+        return len({self.placement[r] for r in ranks}) <= 1
+
     def group_params(self, ranks: tuple[int, ...]) -> tuple[float, float]:
         """The slowest path's (alpha, beta) when ``ranks`` talk among themselves."""
         hosts = {self.placement[r] for r in ranks}

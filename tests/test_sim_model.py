@@ -136,6 +136,60 @@ def test_other_allreduces_match_their_closed_forms(algorithm, p):
     assert run_collective("allreduce", p, n, algorithm, 2e-10) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+def test_release_gather_matches_its_closed_form_for_one_level_trees(p):
+    n = 2**20
+    expected = 2 * ALPHA + 2 * (p - 1) * n * BETA + (p - 1) * n * 2e-10
+    assert cf.release_gather_allreduce_s(p, n, ALPHA, BETA, 2e-10) == pytest.approx(expected)
+    shm = tuple([0] * p)                             # one host: shared memory
+    assert run_collective("allreduce", p, n, "release_gather", 2e-10, placement=shm) == \
+        pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [6, 9, 16, 21, 40])
+def test_release_gather_closed_form_bounds_deeper_trees(p):
+    """Beyond one level the form charges every level a full parent: an upper bound."""
+    n = 2**18
+    msg = run_collective("allreduce", p, n, "release_gather", 2e-10, placement=tuple([0] * p))
+    bound = cf.release_gather_allreduce_s(p, n, ALPHA, BETA, 2e-10)
+    assert bound / 1.6 < msg <= bound * (1 + 1e-9)
+
+
+def test_kary_depth():
+    assert [cf.kary_depth(p, 4) for p in (1, 2, 5, 6, 21, 22)] == [0, 1, 1, 2, 2, 3]
+    assert cf.kary_depth(65, 64) == 1 and cf.kary_depth(66, 64) == 2
+
+
+def test_auto_allreduce_is_release_gather_on_one_host_only():
+    assert cf.choose_allreduce("auto", 4e4, 4, one_host=True) == "release_gather"
+    assert cf.choose_allreduce("auto", 4e4, 4) == "reduce_scatter_allgather"
+    assert cf.choose_allreduce("auto", 1e3, 4) == "recursive_doubling"
+    assert cf.choose_allreduce("ring", 4e4, 4, one_host=True) == "ring"
+    # on one host MPI pays two hand-offs (up, down) where Rabenseifner pays 2 log2 P steps
+    assert cf.steps("allreduce", 4, 4e4, "release_gather") == 2
+    assert cf.steps("allreduce", 4, 4e4, "reduce_scatter_allgather") == 4
+
+
+def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_level():
+    """Four polling ranks on one oversubscribed host: MPICH's shared-memory allreduce is
+    two levels, so a call waits 2 h for its ranks' turns, not 2 log2(4) h."""
+    from simulator.comm import AnalyticComm
+    h, n, p = 1e-3, 4e4, 4
+
+    def call_s(placement, link):
+        env = simpy.Environment()
+        t = Transport("mpi", ALPHA, BETA)
+        comm = AnalyticComm(env, Routes(placement, link, t, (h,) * p), t, Recorder(placement))
+        ranks = tuple(range(p))               # one group: the same tuple for every rank
+        for r in ranks:
+            env.process(comm.allreduce(r, ranks, n, "auto"))
+        env.run()
+        return env.now
+    assert call_s((0,) * p, None) == pytest.approx(2 * (ALPHA + h) + 2 * (p - 1) * n * BETA)
+    across = call_s((0, 0, 1, 1), LINK)
+    assert across == pytest.approx(cf.rabenseifner_allreduce_s(p, n, ALPHA + h, BETA))
+
+
 @pytest.mark.parametrize("kind,closed", [("gather", cf.gather_s), ("scatter", cf.scatter_s),
                                          ("bcast", cf.binomial_bcast_s)])
 @pytest.mark.parametrize("p", [2, 3, 5, 8])

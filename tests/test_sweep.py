@@ -49,3 +49,12 @@ def test_summary_speedup_and_ci():
 def test_sweep_bad_input(argv):
     r = py("real.sweep", *argv)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_points_run_repeat_by_repeat():
+    """Every point once, then every point again: drift over the sweep lands in the CIs."""
+    from real.sweep import build_parser, points
+    args = build_parser().parse_args(["--algorithm", "serial,psgd", "--workers", "1,2",
+                                      "--repeats", "2"])
+    assert points(args) == [("serial", 1, 0), ("psgd", 1, 0), ("psgd", 2, 0),
+                            ("serial", 1, 1), ("psgd", 1, 1), ("psgd", 2, 1)]
