@@ -27,7 +27,7 @@ import pandas as pd
 from real.record import RecordError
 from simulator import profile as prof
 
-from . import fit_comm, fit_compute
+from . import fit_comm, fit_compute, sched_probe
 from .probe import command_line
 from .rawio import CalibrationError, read_json, read_rows, write_rows
 
@@ -118,18 +118,10 @@ def _eager(comm_metas: list[dict]) -> int:
     return int(probed[0][1]) if probed else 0
 
 
-def _balance_delay(workdir: Path) -> float:
-    """How long a core stays idle beside a busy one, from ``balance.csv``; 0 if not probed."""
-    from .sched_probe import balance_delay_s
-    path = workdir / "balance.csv"
-    return balance_delay_s(read_rows(path).to_dict("records")) if path.exists() else 0.0
-
-
-def _quantum(workdir: Path) -> float:
-    """The time slice from ``scheduler.csv`` (two processes on one core); 0 if not probed."""
-    from .sched_probe import quantum_s
-    path = workdir / "scheduler.csv"
-    return quantum_s(read_rows(path).to_dict("records")) if path.exists() else 0.0
+def _scheduler_value(workdir: Path, name: str, fit) -> float:
+    """``fit`` of the scheduler probe's ``name`` rows (``sched_probe``); 0 if not probed."""
+    path = workdir / name
+    return fit(read_rows(path).to_dict("records")) if path.exists() else 0.0
 
 
 def _allreduce_alpha_from_runs(transports, runs, costs) -> tuple[tuple, str]:
@@ -199,8 +191,8 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         transports=transports,
         sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
-        scheduler_quantum_s=_quantum(workdir),
-        balance_delay_s=_balance_delay(workdir))
+        scheduler_quantum_s=_scheduler_value(workdir, "scheduler.csv", sched_probe.quantum_s),
+        balance_delay_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delay_s))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},

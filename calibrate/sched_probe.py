@@ -21,6 +21,19 @@ import os
 import time
 
 
+def _pair(target, args: tuple, timeout_s: float) -> list:
+    """Run ``target(*args, queue)`` in two forked processes at once; what each put."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=args + (out,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=timeout_s) for _ in procs]
+    for p in procs:
+        p.join()
+    return results
+
+
 def _spin(core: int, duration_s: float, gap_s: float, out) -> None:
     os.sched_setaffinity(0, {core})
     off, last = [], time.perf_counter()
@@ -38,14 +51,7 @@ def off_core_rows(duration_s: float = 2.0, gap_s: float = 2e-4) -> list[dict]:
     if not hasattr(os, "sched_setaffinity"):
         return []
     core = min(os.sched_getaffinity(0))
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_spin, args=(core, duration_s, gap_s, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    runs = [out.get(timeout=duration_s + 30) for _ in procs]
-    for p in procs:
-        p.join()
+    runs = _pair(_spin, (core, duration_s, gap_s), duration_s + 30)
     return [{"process": i, "off_s": s} for i, offs in enumerate(runs) for s in offs]
 
 
@@ -88,16 +94,8 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
     if len(allowed) < 2 or _sched_getcpu() is None:
         return []
     core, period_s = min(allowed), window_s + 0.05
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    start_s = time.time() + 0.5
-    procs = [ctx.Process(target=_loose, args=(core, start_s, repeats, period_s, window_s, out))
-             for _ in range(2)]
-    for p in procs:
-        p.start()
-    tries = [out.get(timeout=repeats * period_s + 30) for _ in procs]
-    for p in procs:
-        p.join()
+    tries = _pair(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
+                  repeats * period_s + 30)
     rows = []
     for r, pair in enumerate(zip(*tries)):
         moved = [s for s in pair if s is not None]

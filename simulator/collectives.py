@@ -8,7 +8,8 @@ Their contention-free times are the equations in ``closed_form``.
 """
 from __future__ import annotations
 
-from .closed_form import RELEASE_GATHER_BCAST_RADIX as KB, RELEASE_GATHER_REDUCE_RADIX as KR
+from .closed_form import RELEASE_GATHER_BCAST_RADIX as KB
+from .closed_form import RELEASE_GATHER_REDUCE_RADIX as KR
 
 
 def _exchange(p2p, me: int, peer: int, n_bytes: float, tag):

@@ -49,9 +49,8 @@ class Routes:
 
     def group_params(self, ranks: tuple[int, ...]) -> tuple[float, float]:
         """The slowest path's (alpha, beta) when ``ranks`` talk among themselves."""
-        hosts = {self.placement[r] for r in ranks}
         wait_s = max(self.handoff_s[r] for r in ranks)
-        if len(hosts) <= 1 or self.link is None:
+        if self.one_host(ranks) or self.link is None:
             return self.shm.alpha_s + wait_s, self.shm.beta_s_per_byte
         a, b = self.link.latency_s, 1.0 / self.link.bandwidth_bytes_per_s
         return max(a, self.shm.alpha_s) + wait_s, max(b, self.shm.beta_s_per_byte)
