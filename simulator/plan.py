@@ -28,6 +28,7 @@ class Plan:
     algorithm: str
     hogwild_update_s: float                # extra memory cost of one lock-free update
     server_rank: int | None = None
+    mix_s: float = 0.0                     # async_avg: rank 0 mixes one set of weights in
 
     @property
     def param_bytes(self) -> int:

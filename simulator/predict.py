@@ -20,6 +20,7 @@ from .config import (ALGORITHMS, ENGINES, FIDELITIES, PLACEMENTS, Cluster, Confi
                      load_cluster)
 from .report import table, to_csv, to_json
 from .schemes import SCHEMES
+from .schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
 from .simulate import check, simulate
 from .sweep import sweep
 from .units import parse_bandwidth, parse_duration
@@ -63,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all hosts share one pool of --cores-per-host cores (emulated cluster)")
     s = p.add_argument_group("schemes")
     s.add_argument("--avg-every", type=int, default=0, help="psgd: average every K steps (0: at the end)")
-    s.add_argument("--exchange-every", type=int, default=1, help="async_avg: exchange every K steps")
+    s.add_argument("--exchange-every", type=int, default=0,
+                   help=f"async_avg: exchange every K steps (0: {ASYNC_AVG_DEFAULT_K}, as real.train)")
     s.add_argument("--algorithm", choices=ALGORITHMS, default="auto", help="mpi_allreduce algorithm")
     s.add_argument("--bucket-mb", type=float, default=25.0, help="ddp bucket size (MiB)")
     s.add_argument("--fidelity", choices=FIDELITIES, default="analytic", help="communication model")

@@ -87,6 +87,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         # hogwild: each update reads and writes the shared weights once more
         hogwild_update_s=2 * model.grad_bytes * shm.beta_s_per_byte,
         server_rank=workers if spec.extra_rank else None,
+        mix_s=profile.server.update_s(model.param_count),   # v <- (1 - a) v + a w: one update
     )
 
 
@@ -99,7 +100,7 @@ def _model(profile: Profile, name: str):
 
 def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
     """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
-    ranks = workers + (1 if spec.server_process else 0)  # the parameter server is a rank too
+    ranks = workers + (1 if spec.extra_rank else 0)  # the parameter server is a rank too
     per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
     return max(1, cluster.cores_per_host // int(per_host))
 
@@ -162,8 +163,6 @@ def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
 
 def _placement(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
     placement = cluster.placement_of(workers)
-    if spec.name == "async_avg":                 # the holder lives with rank 0
-        return placement + (placement[0],)
     if spec.extra_rank:
         return placement + (cluster.host_of(workers),)
     return placement
@@ -179,12 +178,10 @@ def handoffs(spec: Scheme, cluster: Cluster, placement: tuple[int, ...], workers
     (``Transport.cpu_fraction``, shared like compute)."""
     if not spec.polls:
         return (0.0,) * len(placement)
-    processes = workers + (1 if spec.server_process else 0)
-    pools = [cluster.core_pool_of(h) for h in placement[:processes]]
+    pools = [cluster.core_pool_of(h) for h in placement]
     per_pool = np.bincount(pools)
-    wait = [handoff_s(int(per_pool[p]), cluster.cores_per_host, profile.scheduler_quantum_s)
-            for p in pools]
-    return tuple(wait + [wait[0]] * (len(placement) - processes))   # a holder lives with rank 0
+    return tuple(handoff_s(int(per_pool[p]), cluster.cores_per_host, profile.scheduler_quantum_s)
+                 for p in pools)
 
 
 def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profile):
@@ -212,7 +209,7 @@ def _simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trac
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
                                  profile.server, plan.param_count,
-                                 polls=spec.polls and spec.server_process)
+                                 polls=spec.polls)
     spec.start(env, Setup(plan, workers, comm, recorder, server))
     env.run()
     p = plan.workers

@@ -46,7 +46,7 @@ def build_parser() -> Parser:
     return p
 
 
-def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
+def stage_commands(args, out: Path, skip: bool = True) -> list[tuple[str, list[str]]]:
     py = [sys.executable, "-m"]
     workers = ",".join(map(str, args.workers))
     sweep = py + ["real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
@@ -60,8 +60,8 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     compare = py + ["simulator.compare", str(out / "runs"), "--profile", str(out / "profile.json"),
                     "--out", str(out)]
     stages = [("sweep", sweep), ("calibrate", calibrate), ("compare", compare)]
-    skip = {"sweep": args.skip_sweep, "calibrate": args.skip_calibrate}
-    return [(name, cmd) for name, cmd in stages if not skip.get(name)]
+    skipped = {"sweep": args.skip_sweep and skip, "calibrate": args.skip_calibrate and skip}
+    return [(name, cmd) for name, cmd in stages if not skipped.get(name)]
 
 
 def run_stage(name: str, cmd: list[str], out: Path) -> tuple[int, str]:
@@ -73,7 +73,21 @@ def run_stage(name: str, cmd: list[str], out: Path) -> tuple[int, str]:
     return code, log.read_text()
 
 
-def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: str) -> Path:
+def reused_commands(args, out: Path) -> list[str]:
+    """The commands that made what a ``--skip-*`` stage reuses: the first line of its log
+    in OUT when there is one (how it really ran), else the command this run would use."""
+    skipped = [(n, c) for n, c in stage_commands(args, out, skip=False)
+               if (n == "sweep" and args.skip_sweep) or (n == "calibrate" and args.skip_calibrate)]
+    lines = []
+    for name, cmd in skipped:
+        log = out / f"{name}.log"
+        first = log.read_text().split("\n", 1)[0] if log.is_file() else ""
+        lines.append(first[2:] if first.startswith("$ ") else " ".join(cmd) + "   (log missing)")
+    return lines
+
+
+def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: str,
+                 reused: list[str] = ()) -> Path:
     from . import profile as profiles
     prof = profiles.load(out / "profile.json")
     figures = sorted(p.name for p in out.glob("compare-*.png"))
@@ -84,7 +98,8 @@ def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: 
         f"({prof.cores} cores); calibration saw worker counts "
         f"{sorted(prof.provenance.workers_seen)} and {len(prof.provenance.runs_seen)} run records. "
         "Rows marked *held out* are worker counts it did not see.", "",
-        "Commands:", "", "```", *(" ".join(c) for _, c in commands), "```", "",
+        "Commands:", "", "```", *(f"{c}   # reused, not run again" for c in reused),
+        *(" ".join(c) for _, c in commands), "```", "",
         "Time per epoch, measured (mean ± 95% CI over repeats) and predicted; then the median "
         "and worst relative error per scheme:", "", "```", table, "```", "",
         *(f"![{f}]({f})" for f in figures), ""])
@@ -118,7 +133,7 @@ def main(argv=None) -> int:
                 if code == 2 else code
     if compare_log:
         print(compare_log.split("wrote ")[0].strip())
-        print(f"\nreport: {write_report(out, commands, compare_log)}", file=sys.stderr)
+        print(f"\nreport: {write_report(out, commands, compare_log, reused_commands(args, out))}", file=sys.stderr)
     return 0
 
 

@@ -86,3 +86,20 @@ def test_cli_corrupt_profile(tmp_path):
     r = py("simulator.compare", str(tmp_path / "runs"), "--profile", str(tmp_path / "p.json"))
     assert r.returncode == 2 and "not valid JSON" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_validate_reuses_runs_and_profile_and_says_so(tmp_path):
+    """``validate --skip-sweep --skip-calibrate`` compares what OUT holds; the report names
+    the commands that made the reused runs and profile (from their logs)."""
+    prof = true_profile()
+    write_records(tmp_path / "runs", prof)
+    profiles.save(prof, tmp_path / "profile.json")
+    (tmp_path / "sweep.log").write_text("$ python -m real.sweep --out runs-as-made\nok\n")
+    r = py("simulator.validate", "--workers", "1-4", "--out", str(tmp_path),
+           "--skip-sweep", "--skip-calibrate")
+    assert r.returncode == 0, r.stderr
+    report = (tmp_path / "report.md").read_text()
+    assert "python -m real.sweep --out runs-as-made   # reused, not run again" in report
+    assert "python -m calibrate --out" in report and "(log missing)" in report
+    assert "simulator.compare" in report and "compare-psgd.png" in report
+    assert "held out" in report

@@ -271,6 +271,23 @@ def test_ps_async_staleness_is_about_p_minus_one():
     assert min(r.staleness) >= 0 and sum(r.staleness.values()) == 4 * 40
 
 
+def test_async_avg_holder_serves_only_between_rank0s_steps():
+    """Rank 0 at half speed, exchange every step: each request of rank 1 waits for the end
+    of rank 0's step, so rank 1 is paced by rank 0: per iteration a step 2s, rank 0's own
+    mix m, then receive c, mix m, send c; at the end the last weights: c + m."""
+    prof, n = make_profile(), 6
+    het = Heterogeneity(speed_factors=(0.5, 1.0))
+    r = simulate(SchemeConfig("async_avg", avg_every=1), 2, wl(n), Cluster(1, 2), prof,
+                 heterogeneity=het)
+    s = prof.models[0].step_fit(1).step_s(64)
+    m = prof.server.update_s(prof.models[0].param_count)
+    c = ALPHA + BETA * 4 * prof.models[0].param_count
+    assert r.time_s == pytest.approx(n * (2 * s + 2 * m + 2 * c) + c + m, rel=1e-9)
+    # rank 1 spends the rest of every rank-0 step waiting; it is done before the last mix
+    assert r.comm_s_per_worker[1] == pytest.approx(r.time_s - n * s - m, rel=1e-9)
+    assert sum(r.staleness.values()) == n
+
+
 def test_stragglers_slow_synchronous_schemes_down():
     prof = make_profile()
     base = simulate("mpi_allreduce", 4, wl(), one_per_host(4), prof)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..plan import Plan, Setup
-from . import collective, local, ps
+from . import collective, holder, local, ps
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,7 @@ class Scheme:
     backend: str                       # mpi | gloo
     start: Callable                    # start(env, setup): launch the rank processes
     synchronous: bool                  # every rank meets every iteration (fast path ok)
-    extra_rank: bool = False           # a server / holder rank after the P workers
-    server_process: bool = False       # ... which is a process of its own (ps), not rank 0's job
+    extra_rank: bool = False           # a parameter-server process after the P workers
     polls: bool = False                # ranks busy-wait in MPI calls (MPICH), taking a core
     single_host: bool = False          # needs all workers on one host (shared memory)
     single_worker: bool = False
@@ -31,17 +30,15 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("serial", "mpi", local.start_serial, True, single_worker=True),
     Scheme("psgd", "mpi", local.start_psgd, True, polls=True),
-    Scheme("async_avg", "mpi", local.start_async_avg, False, extra_rank=True, polls=True),
+    Scheme("async_avg", "mpi", holder.start_async_avg, False, polls=True),   # holder in rank 0
     Scheme("hogwild", "mpi", local.start_hogwild, False, single_host=True),
     Scheme("gather_scatter", "gloo", collective.start_gather_scatter, True),
     Scheme("allreduce", "gloo", collective.start_allreduce, True),
     Scheme("ddp", "gloo", collective.start_ddp, True),
     Scheme("mpi_allreduce", "mpi", collective.start_mpi_allreduce, True, polls=True),
     # ps_sync meets every iteration, but its workers start one by one (no fast path)
-    Scheme("ps_sync", "mpi", ps.start_ps_sync, False, extra_rank=True, server_process=True,
-           polls=True),
-    Scheme("ps_async", "mpi", ps.start_ps_async, False, extra_rank=True, server_process=True,
-           polls=True),
+    Scheme("ps_sync", "mpi", ps.start_ps_sync, False, extra_rank=True, polls=True),
+    Scheme("ps_async", "mpi", ps.start_ps_async, False, extra_rank=True, polls=True),
 )}
 
 __all__ = ["SCHEMES", "Scheme", "Plan", "Setup"]

@@ -1,0 +1,96 @@
+"""async_avg: asynchronous model averaging through a weight holder that lives in rank 0.
+
+As ``real/schemes/async_avg.py`` runs it: every K local steps a worker sends its
+weights to rank 0 and waits for the mix; ranks never wait for each other. Rank 0
+trains too and answers the requests that have arrived only *between two of its
+own steps* (``Iprobe``), so
+
+* a request waits for the rest of rank 0's current step (half a step on average,
+  a whole one when the two share a core), and
+* serving stretches rank 0's epoch: per request it receives the weights, mixes
+  them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
+
+Rank 0 also mixes its own weights in every K steps. When its shard is done it
+only serves until every other worker has sent its last weights (no reply to
+those). Staleness = mixes since the rank last read the holder's weights.
+"""
+from __future__ import annotations
+
+import simpy
+
+from ..plan import Setup, train_step
+
+DEFAULT_K = 10        # real/schemes/async_avg.py: DEFAULT_K when --average-every is 0
+
+
+class Holder:
+    """The shared weights on rank 0: a mailbox, a version count, and rank 0's serving."""
+
+    def __init__(self, env, setup: Setup):
+        self.env, self.setup = env, setup
+        self.rank0 = setup.workers[0]
+        self.inbox = simpy.Store(env)     # (src, reply event, last) in arrival order
+        self.version = 0                  # mixes so far
+        self.done = 0                     # workers that sent their last weights
+
+    def mix(self):
+        """Rank 0 mixes one set of weights in; returns the version it was mixed on."""
+        mixed_on = self.version
+        yield self.rank0.compute(self.setup.plan.mix_s)
+        self.version += 1
+        return mixed_on
+
+    def serve(self, block: bool):
+        """Rank 0 answers what has arrived; with ``block``, until every worker is done."""
+        env, plan, comm, rec = self.env, self.setup.plan, self.setup.comm, self.setup.recorder
+        while self.inbox.items or (block and self.done < plan.workers - 1):
+            t0 = env.now                  # real.train logs all of it, waiting too, as comm
+            src, reply, last = yield self.inbox.get()
+            yield comm.transfer(src, 0, plan.param_bytes)
+            if last:                      # the final push: received is all its sender waits for
+                self.done += 1
+                reply.succeed(None)
+                yield from self.mix()
+            else:
+                mixed_on = yield from self.mix()
+                yield comm.transfer(0, src, plan.param_bytes)
+                reply.succeed(mixed_on)
+            rec.add(0, "comm", t0, env.now, "serve")
+
+
+def start_async_avg(env, setup: Setup):
+    holder = Holder(env, setup)
+    env.process(_rank0(env, holder, setup))
+    for w in setup.workers[1:]:
+        env.process(_worker(env, w, holder, setup))
+
+
+def _rank0(env, holder: Holder, setup: Setup):
+    plan, rec, k = setup.plan, setup.recorder, setup.plan.avg_every or DEFAULT_K
+    for i in range(plan.iterations):
+        yield from train_step(env, holder.rank0, rec, i)
+        if (i + 1) % k == 0 or i + 1 == plan.iterations:
+            t0 = env.now
+            yield from holder.mix()
+            rec.add(0, "comm", t0, env.now, "mix own weights")
+        yield from holder.serve(block=i + 1 == plan.iterations)
+
+
+def _worker(env, worker, holder: Holder, setup: Setup):
+    plan, rec, me = setup.plan, setup.recorder, worker.rank
+    k, read_version = plan.avg_every or DEFAULT_K, 0
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, rec, i)
+        if (i + 1) % k == 0:
+            t0 = env.now
+            reply = env.event()
+            yield holder.inbox.put((me, reply, False))
+            mixed_on = yield reply
+            rec.add(me, "comm", t0, env.now, "exchange")   # rank 0's step, then the exchange
+            rec.add_staleness(mixed_on - read_version)
+            read_version = mixed_on + 1
+    t0 = env.now
+    received = env.event()
+    yield holder.inbox.put((me, received, True))
+    yield received
+    rec.add(me, "comm", t0, env.now, "last weights")
