@@ -1,4 +1,4 @@
-"""A parameter server (or weight holder): one update at a time, each a service time.
+"""A parameter server: one update at a time, each a service time.
 
 Applying one update to ``params`` parameters costs, as a compute job on the
 server's host (so it shares that host's cores)::

@@ -46,7 +46,13 @@ def build_parser() -> Parser:
     return p
 
 
-def stage_commands(args, out: Path, skip: bool = True) -> list[tuple[str, list[str]]]:
+def skipped_stages(args) -> set[str]:
+    return {name for name, skip in (("sweep", args.skip_sweep),
+                                    ("calibrate", args.skip_calibrate)) if skip}
+
+
+def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
+    """Every stage's command, whether it runs this time or not."""
     py = [sys.executable, "-m"]
     workers = ",".join(map(str, args.workers))
     sweep = py + ["real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
@@ -59,9 +65,7 @@ def stage_commands(args, out: Path, skip: bool = True) -> list[tuple[str, list[s
                       "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else [])
     compare = py + ["simulator.compare", str(out / "runs"), "--profile", str(out / "profile.json"),
                     "--out", str(out)]
-    stages = [("sweep", sweep), ("calibrate", calibrate), ("compare", compare)]
-    skipped = {"sweep": args.skip_sweep and skip, "calibrate": args.skip_calibrate and skip}
-    return [(name, cmd) for name, cmd in stages if not skipped.get(name)]
+    return [("sweep", sweep), ("calibrate", calibrate), ("compare", compare)]
 
 
 def run_stage(name: str, cmd: list[str], out: Path) -> tuple[int, str]:
@@ -76,10 +80,10 @@ def run_stage(name: str, cmd: list[str], out: Path) -> tuple[int, str]:
 def reused_commands(args, out: Path) -> list[str]:
     """The commands that made what a ``--skip-*`` stage reuses: the first line of its log
     in OUT when there is one (how it really ran), else the command this run would use."""
-    skipped = [(n, c) for n, c in stage_commands(args, out, skip=False)
-               if (n == "sweep" and args.skip_sweep) or (n == "calibrate" and args.skip_calibrate)]
     lines = []
-    for name, cmd in skipped:
+    for name, cmd in stage_commands(args, out):
+        if name not in skipped_stages(args):
+            continue
         log = out / f"{name}.log"
         first = log.read_text().split("\n", 1)[0] if log.is_file() else ""
         lines.append(first[2:] if first.startswith("$ ") else " ".join(cmd) + "   (log missing)")
@@ -117,7 +121,7 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    commands = stage_commands(args, out)
+    commands = [(n, c) for n, c in stage_commands(args, out) if n not in skipped_stages(args)]
     from tqdm import tqdm
     compare_log = ""
     for name, cmd in tqdm(commands, desc="validate", unit="stage", disable=None):
@@ -133,7 +137,8 @@ def main(argv=None) -> int:
                 if code == 2 else code
     if compare_log:
         print(compare_log.split("wrote ")[0].strip())
-        print(f"\nreport: {write_report(out, commands, compare_log, reused_commands(args, out))}", file=sys.stderr)
+        report = write_report(out, commands, compare_log, reused_commands(args, out))
+        print(f"\nreport: {report}", file=sys.stderr)
     return 0
 
 

@@ -288,6 +288,12 @@ def test_async_avg_holder_serves_only_between_rank0s_steps():
     assert sum(r.staleness.values()) == n
 
 
+def test_async_avg_default_every_is_the_real_schemes():
+    from real.schemes import async_avg as real_async_avg
+    from simulator.schemes import holder
+    assert holder.DEFAULT_K == real_async_avg.DEFAULT_K
+
+
 def test_stragglers_slow_synchronous_schemes_down():
     prof = make_profile()
     base = simulate("mpi_allreduce", 4, wl(), one_per_host(4), prof)

@@ -5,8 +5,7 @@ weights to rank 0 and waits for the mix; ranks never wait for each other. Rank 0
 trains too and answers the requests that have arrived only *between two of its
 own steps* (``Iprobe``), so
 
-* a request waits for the rest of rank 0's current step (half a step on average,
-  a whole one when the two share a core), and
+* a request waits for the rest of rank 0's current step, and
 * serving stretches rank 0's epoch: per request it receives the weights, mixes
   them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
 
@@ -29,6 +28,7 @@ class Holder:
     def __init__(self, env, setup: Setup):
         self.env, self.setup = env, setup
         self.rank0 = setup.workers[0]
+        self.every = setup.plan.avg_every or DEFAULT_K    # K: steps between exchanges
         self.inbox = simpy.Store(env)     # (src, reply event, last) in arrival order
         self.version = 0                  # mixes so far
         self.done = 0                     # workers that sent their last weights
@@ -66,10 +66,10 @@ def start_async_avg(env, setup: Setup):
 
 
 def _rank0(env, holder: Holder, setup: Setup):
-    plan, rec, k = setup.plan, setup.recorder, setup.plan.avg_every or DEFAULT_K
+    plan, rec = setup.plan, setup.recorder
     for i in range(plan.iterations):
         yield from train_step(env, holder.rank0, rec, i)
-        if (i + 1) % k == 0 or i + 1 == plan.iterations:
+        if (i + 1) % holder.every == 0 or i + 1 == plan.iterations:
             t0 = env.now
             yield from holder.mix()
             rec.add(0, "comm", t0, env.now, "mix own weights")
@@ -78,10 +78,10 @@ def _rank0(env, holder: Holder, setup: Setup):
 
 def _worker(env, worker, holder: Holder, setup: Setup):
     plan, rec, me = setup.plan, setup.recorder, worker.rank
-    k, read_version = plan.avg_every or DEFAULT_K, 0
+    read_version = 0
     for i in range(plan.iterations):
         yield from train_step(env, worker, rec, i)
-        if (i + 1) % k == 0:
+        if (i + 1) % holder.every == 0:
             t0 = env.now
             reply = env.event()
             yield holder.inbox.put((me, reply, False))
