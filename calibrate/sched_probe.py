@@ -11,6 +11,13 @@ The balance delay: two busy processes pinned to one core are let loose on
 all cores at once; the time until one of them runs on another core is how
 long the kernel leaves a core idle while another has two to run (its load
 balancer, not an instant steal). ``simulator.cores`` uses it.
+
+A check, not a calibration (it runs more processes than the hold-out allows):
+``python -m calibrate.sched_probe --check 3,5`` runs k processes that each spin
+``w`` of CPU time and then meet at a sleeping barrier, step after step. On C
+cores the step lasts ``k/C w`` if the cores are shared as a fluid and
+``ceil(k/C) w`` if every process stays on its core; ``docs/simulator.md``
+quotes the answer against ``simulator.cores``.
 """
 from __future__ import annotations
 
@@ -18,14 +25,15 @@ import ctypes
 import math
 import multiprocessing as mp
 import os
+import sys
 import time
 
 
-def _pair(target, args: tuple, timeout_s: float) -> list:
-    """Run ``target(*args, queue)`` in two forked processes at once; what each put."""
+def _forked(target, args: tuple, timeout_s: float, n: int = 2) -> list:
+    """Run ``target(*args, queue)`` in ``n`` (two) forked processes at once; what each put."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=target, args=args + (out,)) for _ in range(2)]
+    procs = [ctx.Process(target=target, args=args + (out,)) for _ in range(n)]
     for p in procs:
         p.start()
     results = [out.get(timeout=timeout_s) for _ in procs]
@@ -51,7 +59,7 @@ def off_core_rows(duration_s: float = 2.0, gap_s: float = 2e-4) -> list[dict]:
     if not hasattr(os, "sched_setaffinity"):
         return []
     core = min(os.sched_getaffinity(0))
-    runs = _pair(_spin, (core, duration_s, gap_s), duration_s + 30)
+    runs = _forked(_spin, (core, duration_s, gap_s), duration_s + 30)
     return [{"process": i, "off_s": s} for i, offs in enumerate(runs) for s in offs]
 
 
@@ -94,7 +102,7 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
     if len(allowed) < 2 or _sched_getcpu() is None:
         return []
     core, period_s = min(allowed), window_s + 0.05
-    tries = _pair(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
+    tries = _forked(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
                   repeats * period_s + 30)
     rows = []
     for r, pair in enumerate(zip(*tries)):
@@ -110,3 +118,53 @@ def balance_delay_s(rows) -> float:
     delays = sorted(float(r["window_s"]) if missed(r["moved_s"]) else float(r["moved_s"])
                     for r in rows)
     return delays[len(delays) // 2] if delays else 0.0
+
+
+# ---------------------------------------------------------------- synchronous steps (a check)
+
+def _synced(barrier, work_s: float, steps: int, out) -> None:
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        end = time.process_time() + work_s      # w of CPU time, however long it takes
+        while time.process_time() < end:
+            pass
+        barrier.wait()                          # a semaphore: the early ones sleep
+    out.put(time.perf_counter() - t0)
+
+
+def synced_step_w(k: int, work_s: float = 0.0086, steps: int = 300) -> float:
+    """Mean wall time of one step of k spinning processes that meet at a barrier, in w."""
+    barrier = mp.get_context("fork").Barrier(k)
+    walls = _forked(_synced, (barrier, work_s, steps), 60 + 4 * k * work_s * steps, n=k)
+    return max(walls) / steps / work_s
+
+
+def main(argv=None) -> int:
+    from real.cli import Parser, positive_float, positive_int, usage_error
+    p = Parser(prog="python -m calibrate.sched_probe",
+               description="Check how the kernel shares the cores in synchronous steps.")
+    p.add_argument("--check", default="3,5", help="process counts, comma-separated")
+    p.add_argument("--work-ms", type=positive_float, default=8.6, help="CPU time of one step (ms)")
+    p.add_argument("--steps", type=positive_int, default=300, help="steps per process count")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        counts = [int(c) for c in args.check.split(",") if c.strip()]
+    except ValueError:
+        return usage_error(p.prog, f"--check wants whole numbers, got {args.check!r}")
+    if not counts or min(counts) < 1:
+        return usage_error(p.prog, f"--check wants positive process counts, got {args.check!r}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"{cores} cores, w = {args.work_ms} ms, {args.steps} steps")
+    print(" k   step / w   fluid k/C   fixed cores ceil(k/C)")
+    for k in counts:
+        step = synced_step_w(k, args.work_ms / 1e3, args.steps)
+        print(f"{k:2d}   {step:8.2f}   {k / cores:9.2f}   {math.ceil(k / cores):9d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@ import pytest
 import simpy
 
 from calibrate.fit_comm import collective_alphas
-from calibrate.sched_probe import off_core_rows, quantum_s
+from calibrate.sched_probe import main as sched_check, off_core_rows, quantum_s, synced_step_w
 from simulator.closed_form import ring_allreduce_s, steps
 from simulator.config import Cluster, SchemeConfig, Workload
 from simulator.host import Host
@@ -130,6 +130,18 @@ def test_scheduler_probe_sees_off_core_stretches():
     assert rows and all(r["off_s"] > 2e-4 for r in rows)
     assert quantum_s(rows) > 0
     assert quantum_s([]) == 0.0
+
+
+def test_synchronous_step_check_takes_at_least_the_work():
+    # one process: the step is its own CPU time (wall >= CPU); bounded by a loaded host
+    assert 0.99 <= synced_step_w(1, work_s=0.002, steps=20) < 5
+
+
+@pytest.mark.parametrize("argv", [["--check", "x"], ["--check", "0"], ["--steps", "0"]])
+def test_synchronous_step_check_refuses_bad_flags(argv, capsys):
+    assert sched_check(argv) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("fidelity", ["analytic", "message"])
