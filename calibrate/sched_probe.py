@@ -103,7 +103,7 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
         return []
     core, period_s = min(allowed), window_s + 0.05
     tries = _forked(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
-                  repeats * period_s + 30)
+                    repeats * period_s + 30)
     rows = []
     for r, pair in enumerate(zip(*tries)):
         moved = [s for s in pair if s is not None]
