@@ -30,7 +30,8 @@ from .rawio import CalibrationError, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_FILES = ("comm_P*_*.csv", "comm_P*_*.json", "compute_*.csv", "*_meta.json", "sharing.csv",
-             "server.csv", "scheduler.csv", "balance.csv", "models.json", "fit_table.csv", "fits.png", "timings.json")
+             "server.csv", "scheduler.csv", "balance.csv", "wake.csv", "models.json",
+             "fit_table.csv", "fits.png", "timings.json")
 
 
 class StepFailed(RuntimeError):

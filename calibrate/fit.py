@@ -118,10 +118,11 @@ def _eager(comm_metas: list[dict]) -> int:
     return int(probed[0][1]) if probed else 0
 
 
-def _scheduler_value(workdir: Path, name: str, fit) -> float:
-    """``fit`` of the scheduler probe's ``name`` rows (``sched_probe``); 0 if not probed."""
+def _scheduler_value(workdir: Path, name: str, fit, missing=0.0):
+    """``fit`` of the scheduler probe's ``name`` rows (``sched_probe``); ``missing`` if
+    not probed."""
     path = workdir / name
-    return fit(read_rows(path).to_dict("records")) if path.exists() else 0.0
+    return fit(read_rows(path).to_dict("records")) if path.exists() else missing
 
 
 def _allreduce_alpha_from_runs(transports, runs, costs) -> tuple[tuple, str]:
@@ -192,7 +193,10 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
         scheduler_quantum_s=_scheduler_value(workdir, "scheduler.csv", sched_probe.quantum_s),
-        balance_delay_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delay_s))
+        balance_delay_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delay_s),
+        wake_wait_s=_scheduler_value(workdir, "wake.csv", sched_probe.wake_wait_s),
+        balance_delays_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delays_s,
+                                          ()))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},

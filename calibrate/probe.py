@@ -7,6 +7,7 @@ Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``
 ``server``   parameter-server sum + update                -> server.csv
 ``scheduler`` two busy processes on one core: time slice  -> scheduler.csv
               the same let loose: balance delay            -> balance.csv
+              two gloo ranks training on one core: wake wait -> wake.csv
 ``comm``     under ``mpirun -n P``: MPI (+ gloo) collectives -> comm_P{P}_{algorithm}.csv / .json
 
 Examples::
@@ -136,6 +137,9 @@ def run_scheduler(plan, out: Path) -> None:
     balance = sched_probe.balance_rows()
     if balance:                          # needs 2 cores and sched_getcpu; else fluid cores
         write_rows(out / "balance.csv", balance)
+    wake = sched_probe.wake_rows(plan.sharing_model, plan.sharing_batch)
+    if wake:                             # else woken ranks are taken to start at once
+        write_rows(out / "wake.csv", wake)
 
 
 def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,

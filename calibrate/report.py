@@ -67,6 +67,10 @@ def show(path: str) -> str:
         f"scheduler quantum: {p.scheduler_quantum_s * 1e3:.2f} ms"
         + (" (not measured)" if p.scheduler_quantum_s <= 0 else ""),
         f"balance delay: {p.balance_delay_s * 1e3:.1f} ms"
+        + (f" (median of {len(p.balance_delays_s)} tries, {min(p.balance_delays_s) * 1e3:.0f}-"
+           f"{max(p.balance_delays_s) * 1e3:.0f} ms)" if p.balance_delays_s else "")
         + (" (not measured: cores shared as a fluid)" if p.balance_delay_s <= 0 else ""),
+        f"wake wait: {p.wake_wait_s * 1e3:.2f} ms"
+        + (" (not measured: woken ranks start at once)" if p.wake_wait_s <= 0 else ""),
         f"server: t_update(params) = {p.server.update_intercept_s * 1e6:.3g} us + "
         f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})"])

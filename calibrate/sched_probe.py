@@ -12,7 +12,17 @@ all cores at once; the time until one of them runs on another core is how
 long the kernel leaves a core idle while another has two to run (its load
 balancer, not an instant steal). ``simulator.cores`` uses it.
 
-A check, not a calibration (it runs more processes than the hold-out allows):
+The wake wait: two gloo ranks pinned to one core step in turn (spin ``w`` of
+CPU time, then an allreduce). The rank that leaves the call first computes at
+once; the other, woken in the call, gets the core only at a later scheduler
+tick. The time between the two leaving is how long a woken gloo rank waits
+for a core another process has just taken; ``simulator.cores`` lets such
+ranks in one per that interval while every core is busy.
+
+Checks, not calibrations (they run more processes than the hold-out allows):
+``python -m calibrate.sched_probe --check 3,5 --leaves`` runs k gloo ranks that
+train and allreduce, and prints when, on average, each left the call after the
+first (``docs/simulator.md`` quotes it against ``CoreHost.wake``).
 ``python -m calibrate.sched_probe --check 3,5`` runs k processes that each spin
 ``w`` of CPU time and then meet at a sleeping barrier, step after step. On C
 cores the step lasts ``k/C w`` if the cores are shared as a fluid and
@@ -111,13 +121,80 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
     return rows
 
 
-def balance_delay_s(rows) -> float:
-    """Median delay of the tries (a try that saw no move counts as its window); 0.0 if none."""
+def balance_delays_s(rows) -> tuple[float, ...]:
+    """Every try's delay, sorted (a try that saw no move counts as its window)."""
     def missed(moved) -> bool:                # None, or NaN once read back from CSV
         return moved is None or math.isnan(float(moved))
-    delays = sorted(float(r["window_s"]) if missed(r["moved_s"]) else float(r["moved_s"])
-                    for r in rows)
+    return tuple(sorted(float(r["window_s"]) if missed(r["moved_s"]) else float(r["moved_s"])
+                        for r in rows))
+
+
+def balance_delay_s(rows) -> float:
+    """Median delay of the tries; 0.0 if none."""
+    delays = balance_delays_s(rows)
     return delays[len(delays) // 2] if delays else 0.0
+
+
+# ---------------------------------------------------------------- a woken gloo rank
+
+WAKE_WARMUP = 20
+
+
+def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, world: int,
+                ranks, out) -> None:
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    import torch
+    import torch.distributed as dist
+    from .compute_probe import LR, make_model, synthetic_batch, timed_step
+    torch.set_num_threads(1)
+    rank = ranks.get()
+    model = make_model(model_name)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = synthetic_batch(model_name, batch, seed=rank)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    grad, left = torch.zeros(1024), []
+    for _ in range(WAKE_WARMUP + repeats):
+        timed_step(model, opt, x, y)               # a training step (a busy spin that asks the
+        dist.all_reduce(grad)                      # kernel for the time lets a woken rank in sooner)
+        left.append(time.perf_counter())           # CLOCK_MONOTONIC: one clock for all
+    dist.destroy_process_group()
+    out.put(left[WAKE_WARMUP:])
+
+
+def gloo_leaves(world: int, model_name: str = "cnn", batch: int = 64, repeats: int = 200,
+                core=None) -> list[list[float]]:
+    """``world`` gloo ranks that train and then allreduce, step after step (all pinned to
+    ``core`` if given): per step, the seconds each rank left the call after the first."""
+    import tempfile
+    ctx = mp.get_context("spawn")               # torch in a fresh interpreter, not a fork
+    ranks, out = ctx.Queue(), ctx.Queue()
+    for r in range(world):
+        ranks.put(r)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = (core, os.path.join(tmp, "store"), model_name, batch, repeats, world, ranks, out)
+        procs = [ctx.Process(target=_gloo_turns, args=args) for _ in range(world)]
+        for p in procs:
+            p.start()
+        runs = [out.get(timeout=120 + world * repeats) for _ in procs]
+        for p in procs:
+            p.join()
+    return [sorted(t - min(step) for t in step) for step in zip(*runs)]
+
+
+def wake_rows(model_name: str = "cnn", batch: int = 64, repeats: int = 200) -> list[dict]:
+    """One row per step of two gloo ranks training on one core: seconds between the first
+    and the second leaving the allreduce. [] where processes cannot be pinned."""
+    if not hasattr(os, "sched_setaffinity"):
+        return []
+    steps = gloo_leaves(2, model_name, batch, repeats, core=min(os.sched_getaffinity(0)))
+    return [{"step": i, "later_s": step[1]} for i, step in enumerate(steps)]
+
+
+def wake_wait_s(rows) -> float:
+    """Mean time the woken rank left after the other; 0.0 when nothing was measured."""
+    waits = [float(r["later_s"]) for r in rows]
+    return sum(waits) / len(waits) if waits else 0.0
 
 
 # ---------------------------------------------------------------- synchronous steps (a check)
@@ -147,6 +224,8 @@ def main(argv=None) -> int:
     p.add_argument("--check", default="3,5", help="process counts, comma-separated")
     p.add_argument("--work-ms", type=positive_float, default=8.6, help="CPU time of one step (ms)")
     p.add_argument("--steps", type=positive_int, default=300, help="steps per process count")
+    p.add_argument("--leaves", action="store_true",
+                   help="instead: k gloo ranks train and allreduce; when each leaves the call")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
@@ -158,11 +237,22 @@ def main(argv=None) -> int:
     if not counts or min(counts) < 1:
         return usage_error(p.prog, f"--check wants positive process counts, got {args.check!r}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if args.leaves:
+        return print_leaves(counts, cores, args.steps)
     print(f"{cores} cores, w = {args.work_ms} ms, {args.steps} steps")
     print(" k   step / w   fluid k/C   fixed cores ceil(k/C)")
     for k in counts:
         step = synced_step_w(k, args.work_ms / 1e3, args.steps)
         print(f"{k:2d}   {step:8.2f}   {k / cores:9.2f}   {math.ceil(k / cores):9d}")
+    return 0
+
+
+def print_leaves(counts, cores: int, steps: int) -> int:
+    print(f"{cores} cores, cnn batch 64, {steps} steps: mean ms after the first rank left")
+    for k in counts:
+        per_step = gloo_leaves(k, repeats=steps)
+        means = [1e3 * sum(s[j] for s in per_step) / len(per_step) for j in range(1, k)]
+        print(f"{k:2d} ranks: " + "  ".join(f"{m:5.1f}" for m in means))
     return 0
 
 

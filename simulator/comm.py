@@ -20,7 +20,9 @@ Ranks that sleep while they wait (gloo; ``hosts`` set) still spend
 ``Transport.cpu_fraction`` of a call's contention-free time on a core: once
 all have arrived, each rank's share is a job on its host, and the call is not
 over before the last of those jobs is, so on an oversubscribed host the
-call stretches to ``max(its time, cpu / speed)``.
+call stretches to ``max(its time, cpu / speed)``. Leaving the call, such a
+rank needs a core again: while every core of its host computes it waits for
+the scheduler (``CoreHost.wake``).
 """
 from __future__ import annotations
 
@@ -91,6 +93,8 @@ class Comm:
         if call is None:    # arrived, last arrival, finished, the ranks' CPU done
             call = self._calls[key] = [0, 0.0, 0, self.env.event()]
         arrived_at = self.env.now
+        if self.hosts:
+            self.hosts[rank].sleep(rank)
         call[0] += 1
         call[1] = arrived_at
         if call[0] == p:
@@ -102,6 +106,9 @@ class Comm:
             yield self.env.timeout(extra_s * steps(kind, p, n_bytes, algorithm))
         if self._sleeps_on_cpu() and not call[3].processed:
             yield call[3]            # (otherwise a gather's sender still leaves at once)
+        if self.hosts and (kind != "gather" or rank == ranks[root]):
+            yield self.hosts[rank].wake(rank)     # it slept: back on a core (a sender goes on
+                                              # to sleep in its next call: no matter)
         # a rank that leaves before everyone arrived (a gather's sender) waited for no one
         last = call[1] if call[0] == p else arrived_at
         call[2] += 1

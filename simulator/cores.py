@@ -25,6 +25,15 @@ The rules, per host:
   thread woken on the least busy core) sits on no core: such jobs fill the
   least loaded cores as a fluid (water-filling), sharing them with what runs
   there.
+* A sleeper woken while every core runs something (a gloo rank leaving a call
+  as the ranks that left first compute) is not let in at once: the kernel
+  preempts the running process only at a tick, once that one has had its
+  slice. It gets a core ``wake_wait_s`` later (measured: two gloo ranks
+  training on one core), one more such interval for each sleeper already
+  waiting; a core that falls idle takes the first waiting at once, and a
+  woken rank that goes straight to sleep in its next call takes no core.
+  (``python -m calibrate.sched_probe --check 3,4,5 --leaves``: on 2 cores the
+  first two ranks leave an allreduce at once, the rest 4-11 ms later.)
 * The balancer acts ``balance_delay_s`` after the cores' loads came to differ
   (one core has two or more runnable, another fewer): the least loaded core
   takes over the busiest core's job that has run most, else a poller. An
@@ -32,7 +41,10 @@ The rules, per host:
   ``balance_delay_s``, which over many steps is the fair (fluid) share. (The
   kernel turns them round more slowly than it fills an idle core, ~140 ms
   against ~25 ms here; one delay for both is a simplification that matters
-  only for steps about that long.)
+  only for steps about that long.) The delay is drawn in turn from its
+  measured spread (``balance_delays_s``: 0-100 ms here, median 20-28 ms), in
+  a fixed low-discrepancy order: one fixed delay near a step's length locks
+  the model into a cycle that the kernel's varying delay does not keep.
 
 Multi-thread jobs are left to ``Host`` (``simulate`` picks it): the kernel
 spreads a process's threads over the cores.
@@ -41,7 +53,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import simpy
 
@@ -57,11 +69,16 @@ class _Runnable:
 
 class CoreHost:
     def __init__(self, env: simpy.Environment, index: int, cores: int,
-                 sharing_efficiency: Callable[[int], float], balance_delay_s: float):
+                 sharing_efficiency: Callable[[int], float], balance_delay_s: float,
+                 wake_wait_s: float = 0.0, balance_delays_s: Sequence[float] = ()):
         self.env = env
         self.index = index
         self.cores = cores
         self.balance_delay_s = balance_delay_s
+        # the measured spread of the delay, drawn in a fixed low-discrepancy order
+        self._delays_s = sorted(balance_delays_s) or [balance_delay_s]
+        self._turns = 0
+        self.wake_wait_s = wake_wait_s
         self._efficiency = functools.lru_cache(maxsize=None)(sharing_efficiency)
         self._queues: list[list[_Runnable]] = [[] for _ in range(cores)]
         self._pollers: dict = {}            # proc -> its _Runnable while it polls
@@ -72,6 +89,8 @@ class CoreHost:
         self._balance_at = None             # when the balancer moves a process next
         self._ended_at: dict = {}           # proc -> when its last job ended
         self._free: list[_Runnable] = []    # jobs of many short wake-ups: on no core for long
+        self._woken: list[tuple] = []       # (proc, event, when let in): woken, all cores busy
+        self._given = (env.now, set())      # (instant, procs woken onto a core then)
 
     @property
     def runnable(self) -> int:
@@ -98,6 +117,7 @@ class CoreHost:
         if work_s <= 0:
             return done.succeed()
         proc = next(self._anon) if proc is None else proc
+        self._given_now().discard(proc)        # its core now shows as taken by the job
         self._advance()
         poller = self._pollers.get(proc) if polls else None
         if wakes:
@@ -109,6 +129,46 @@ class CoreHost:
             self._enqueue(_Runnable(proc, self._place(proc), work_s, done, False))
         self._reschedule()
         return done
+
+    def wake(self, proc) -> simpy.Event:
+        """Event: ``proc``, a sleeper woken now (a gloo rank whose call is over), is on
+        a core. At once while a core has nothing to run. Otherwise the kernel lets it
+        in only at a tick, after the process it displaces has had its slice:
+        ``wake_wait_s`` (measured), one more such interval for each sleeper already
+        waiting. A core that falls idle meanwhile takes the first waiting at once."""
+        woken = self.env.event()
+        busy = sum(1 for q in self._queues if q) + len(self._given_now())
+        if self.wake_wait_s <= 0 or (busy < self.cores and not self._woken):
+            self._given_now().add(proc)
+            return woken.succeed()
+        behind_s = self._woken[-1][2] if self._woken else self.env.now
+        at = max(self.env.now, behind_s) + self.wake_wait_s
+        self._woken.append((proc, woken, at))
+        self.env.timeout(at - self.env.now).callbacks.append(
+            lambda _ev: self._let_in(proc, woken, at))
+        return woken
+
+    def sleep(self, proc) -> None:
+        """``proc`` sleeps again (its next call): a core given to it at this instant is
+        free for the first sleeper waiting."""
+        given = self._given_now()
+        if proc in given:
+            given.discard(proc)
+            if self._woken:
+                self._let_in(*self._woken[0])
+
+    def _given_now(self) -> set:
+        """Woken processes given an idle core at this instant that have not yet started
+        a job or slept again: their cores count as taken."""
+        if self._given[0] != self.env.now:
+            self._given = (self.env.now, set())
+        return self._given[1]
+
+    def _let_in(self, proc, woken: simpy.Event, at: float) -> None:
+        if (proc, woken, at) in self._woken:   # (not let in early by an idle core)
+            self._woken.remove((proc, woken, at))
+            self._given_now().add(proc)
+            woken.succeed()
 
     def _place(self, proc) -> int:
         last = self._last_core.get(proc)
@@ -172,6 +232,8 @@ class CoreHost:
                     poller.core = core
                     q.append(poller)
                 r.done.succeed()
+        for _ in range(min(len(self._woken), sum(1 for q in self._queues if not q))):
+            self._let_in(*self._woken[0])      # an idle core runs a waiting sleeper at once
         if self._balance_at is not None and self.env.now >= self._balance_at - due:
             self._balance_at = None            # its turn: it acts if the loads differ now
             if self._imbalanced():
@@ -204,7 +266,14 @@ class CoreHost:
         if self._balance_at is not None and self._balance_at < self.env.now:
             self._balance_at = None            # its turn passed with nothing to run
         if self._balance_at is None and self._imbalanced():
-            self._balance_at = self.env.now + self.balance_delay_s
+            self._balance_at = self.env.now + self._next_delay_s()
+
+    def _next_delay_s(self) -> float:
+        """The next of the measured delays: quantile frac(n * golden ratio) of their spread,
+        so any stretch of turns samples it evenly (deterministic, no random draws)."""
+        self._turns += 1
+        u = (self._turns * 0.6180339887498949) % 1.0
+        return self._delays_s[min(len(self._delays_s) - 1, int(u * len(self._delays_s)))]
 
     def _balance(self) -> None:
         """The least loaded core takes over the busiest core's job that has run most:

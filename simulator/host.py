@@ -84,6 +84,13 @@ class Host:
         self._reschedule()
         return done
 
+    def wake(self, proc) -> simpy.Event:
+        """A woken sleeper runs at once here (the fluid has no ticks; see ``CoreHost``)."""
+        return self.env.event().succeed()
+
+    def sleep(self, proc) -> None:
+        """Nothing to free in the fluid (see ``CoreHost``)."""
+
     def _advance(self) -> None:
         self._virtual_s += self._speed * (self.env.now - self._updated_at)
         self._updated_at = self.env.now

@@ -38,7 +38,13 @@ Cost models and the parameters they use (units in the names):
   ``balance_delay_s``: how long a core stays idle before it takes a process
   over from a busy core (measured with two busy processes started on one
   core); with it, ``simulator.cores`` keeps one run queue per core; 0 = not
-  measured, the cores are shared as a fluid.
+  measured, the cores are shared as a fluid. ``balance_delays_s``: every try
+  of that probe, which the model draws from in turn (empty: the median alone).
+  ``wake_wait_s``: how long a gloo rank woken at the end of a call waits for
+  a core that another process has just taken (measured with two gloo ranks
+  on one core: the second leaves an allreduce this long after the first, at
+  a scheduler tick); ``simulator.cores`` admits such ranks one per this
+  interval while every core is busy; 0 = not measured, they start at once.
 * collectives: fitted alpha/beta per (backend, op, algorithm, workers) and
   message-size segment, kept for reports and for checking the message model.
 * parameter server: ``t_update(params) = update_intercept_s +
@@ -188,6 +194,8 @@ class Profile:
     collectives: tuple[CollectiveFit, ...] = ()
     scheduler_quantum_s: float = 0.0            # time slice of a busy process (0: not measured)
     balance_delay_s: float = 0.0                # idle core takes a process over (0: fluid cores)
+    wake_wait_s: float = 0.0                    # woken gloo rank waits for a busy core (0: none)
+    balance_delays_s: tuple[float, ...] = ()    # the balance delay's measured spread (seconds)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -340,6 +348,10 @@ def from_dict(raw: Any) -> Profile:
     quantum = (_get(raw, "scheduler_quantum_s", float, "")
                if "scheduler_quantum_s" in raw else 0.0)
     delay = (_get(raw, "balance_delay_s", float, "") if "balance_delay_s" in raw else 0.0)
+    wake = _get(raw, "wake_wait_s", float, "") if "wake_wait_s" in raw else 0.0
+    delays = tuple(raw.get("balance_delays_s", ()))
+    if any(isinstance(d, bool) or not isinstance(d, (int, float)) or not d >= 0 for d in delays):
+        raise ProfileError("field balance_delays_s must be a list of seconds >= 0")
     return Profile(
         provenance=_build(Provenance, _get(raw, "provenance", dict, ""), "provenance"),
         cores=_get(raw, "cores", int, ""),
@@ -351,5 +363,7 @@ def from_dict(raw: Any) -> Profile:
                           for i, c in enumerate(raw.get("collectives", []))),
         scheduler_quantum_s=quantum,
         balance_delay_s=delay,
+        wake_wait_s=wake,
+        balance_delays_s=tuple(float(d) for d in delays),
         schema_version=version,
     )

@@ -150,8 +150,10 @@ def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
                                         for h in cluster.placement_of(workers)])))
         ok = ok and per_host * workload.threads_per_worker <= cluster.cores_per_host and all(
             profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
-        # the buckets' CPU (cpu_fraction) shares the cores with the backward still running
-        ok = ok and (workers == 1 or profile.transport(spec.backend).cpu_fraction == 0)
+        # the buckets' CPU (cpu_fraction) and their woken threads (wake_wait_s) share the
+        # cores with the backward still running
+        ok = ok and (workers == 1 or (profile.transport(spec.backend).cpu_fraction == 0
+                                      and profile.wake_wait_s == 0))
     # the fast path shares cores as a fluid: per-core queues need events once oversubscribed
     if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
         per_pool = max(np.bincount([cluster.core_pool_of(h)
@@ -173,9 +175,10 @@ def handoffs(spec: Scheme, cluster: Cluster, placement: tuple[int, ...], workers
     """Per rank: the mean wait of a message to it for its turn on a core (``timeslice``).
     Only a polling receiver waits: it is runnable already and queues behind the busy
     processes of its core, each of which counts (MPI ranks poll between steps). A
-    receiver that sleeps (gloo) is woken by the message and the scheduler lets a
-    waking sleeper in at once; what it pays instead is the CPU its calls need
-    (``Transport.cpu_fraction``, shared like compute)."""
+    receiver that sleeps (gloo) is woken by the message and, inside a call where
+    its peers sleep too, gets a core at once; what it pays is the CPU its calls
+    need (``Transport.cpu_fraction``, shared like compute), and, leaving a call
+    while every core computes, its wait for the scheduler (``CoreHost.wake``)."""
     if not spec.polls:
         return (0.0,) * len(placement)
     pools = [cluster.core_pool_of(h) for h in placement]
@@ -188,7 +191,7 @@ def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profil
     """Per-core run queues where measured and every process has one thread; else fluid."""
     if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
         return CoreHost(env, index, cluster.cores_per_host, profile.sharing_efficiency,
-                        profile.balance_delay_s)
+                        profile.balance_delay_s, profile.wake_wait_s, profile.balance_delays_s)
     return Host(env, index, cluster.cores_per_host, profile.sharing_efficiency)
 
 
