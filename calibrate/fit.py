@@ -118,11 +118,11 @@ def _eager(comm_metas: list[dict]) -> int:
     return int(probed[0][1]) if probed else 0
 
 
-def _scheduler_value(workdir: Path, name: str, fit, missing=0.0):
-    """``fit`` of the scheduler probe's ``name`` rows (``sched_probe``); ``missing`` if
-    not probed."""
+def _scheduler_rows(workdir: Path, name: str) -> list[dict]:
+    """The scheduler probe's ``name`` rows (``sched_probe``); [] if not probed (its fits
+    then give 0: not measured)."""
     path = workdir / name
-    return fit(read_rows(path).to_dict("records")) if path.exists() else missing
+    return read_rows(path).to_dict("records") if path.exists() else []
 
 
 def _allreduce_alpha_from_runs(transports, runs, costs) -> tuple[tuple, str]:
@@ -186,17 +186,17 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     transports, from_runs = _allreduce_alpha_from_runs(transports, runs, costs)
     note = "; ".join(filter(None, [note, from_runs]))
     metas = [read_json(p) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
+    balance = _scheduler_rows(workdir, "balance.csv")     # read once: median and spread
     profile = prof.Profile(
         provenance=_provenance(metas, runs, workers, commands, note),
         cores=int(metas[0]["cores"]), models=costs,
         transports=transports,
         sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
-        scheduler_quantum_s=_scheduler_value(workdir, "scheduler.csv", sched_probe.quantum_s),
-        balance_delay_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delay_s),
-        wake_wait_s=_scheduler_value(workdir, "wake.csv", sched_probe.wake_wait_s),
-        balance_delays_s=_scheduler_value(workdir, "balance.csv", sched_probe.balance_delays_s,
-                                          ()))
+        scheduler_quantum_s=sched_probe.quantum_s(_scheduler_rows(workdir, "scheduler.csv")),
+        balance_delay_s=sched_probe.balance_delay_s(balance),
+        wake_wait_s=sched_probe.wake_wait_s(_scheduler_rows(workdir, "wake.csv")),
+        balance_delays_s=sched_probe.balance_delays_s(balance))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},

@@ -12,9 +12,9 @@ all cores at once; the time until one of them runs on another core is how
 long the kernel leaves a core idle while another has two to run (its load
 balancer, not an instant steal). ``simulator.cores`` uses it.
 
-The wake wait: two gloo ranks pinned to one core step in turn (spin ``w`` of
-CPU time, then an allreduce). The rank that leaves the call first computes at
-once; the other, woken in the call, gets the core only at a later scheduler
+The wake wait: two gloo ranks pinned to one core step in turn (a training
+step of the run's model, then an allreduce). The rank that leaves the call
+first computes at once; the other, woken in the call, gets the core only at a later scheduler
 tick. The time between the two leaving is how long a woken gloo rank waits
 for a core another process has just taken; ``simulator.cores`` lets such
 ranks in one per that interval while every core is busy.
@@ -39,9 +39,11 @@ import sys
 import time
 
 
-def _forked(target, args: tuple, timeout_s: float, n: int = 2) -> list:
-    """Run ``target(*args, queue)`` in ``n`` (two) forked processes at once; what each put."""
-    ctx = mp.get_context("fork")
+def _in_processes(target, args: tuple, timeout_s: float, n: int = 2,
+                  start: str = "fork") -> list:
+    """Run ``target(*args, queue)`` in ``n`` (two) processes at once, started by ``start``
+    (``multiprocessing``'s method); what each put."""
+    ctx = mp.get_context(start)
     out = ctx.Queue()
     procs = [ctx.Process(target=target, args=args + (out,)) for _ in range(n)]
     for p in procs:
@@ -69,7 +71,7 @@ def off_core_rows(duration_s: float = 2.0, gap_s: float = 2e-4) -> list[dict]:
     if not hasattr(os, "sched_setaffinity"):
         return []
     core = min(os.sched_getaffinity(0))
-    runs = _forked(_spin, (core, duration_s, gap_s), duration_s + 30)
+    runs = _in_processes(_spin, (core, duration_s, gap_s), duration_s + 30)
     return [{"process": i, "off_s": s} for i, offs in enumerate(runs) for s in offs]
 
 
@@ -112,7 +114,7 @@ def balance_rows(repeats: int = 40, window_s: float = 0.15) -> list[dict]:
     if len(allowed) < 2 or _sched_getcpu() is None:
         return []
     core, period_s = min(allowed), window_s + 0.05
-    tries = _forked(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
+    tries = _in_processes(_loose, (core, time.time() + 0.5, repeats, period_s, window_s),
                     repeats * period_s + 30)
     rows = []
     for r, pair in enumerate(zip(*tries)):
@@ -155,8 +157,8 @@ def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, wor
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     grad, left = torch.zeros(1024), []
     for _ in range(WAKE_WARMUP + repeats):
-        timed_step(model, opt, x, y)               # a training step (a busy spin that asks the
-        dist.all_reduce(grad)                      # kernel for the time lets a woken rank in sooner)
+        timed_step(model, opt, x, y)               # a training step: a spin on process_time()
+        dist.all_reduce(grad)                      # enters the kernel, which lets a woken rank in sooner
         left.append(time.perf_counter())           # CLOCK_MONOTONIC: one clock for all
     dist.destroy_process_group()
     out.put(left[WAKE_WARMUP:])
@@ -167,18 +169,12 @@ def gloo_leaves(world: int, model_name: str = "cnn", batch: int = 64, repeats: i
     """``world`` gloo ranks that train and then allreduce, step after step (all pinned to
     ``core`` if given): per step, the seconds each rank left the call after the first."""
     import tempfile
-    ctx = mp.get_context("spawn")               # torch in a fresh interpreter, not a fork
-    ranks, out = ctx.Queue(), ctx.Queue()
+    ranks = mp.get_context("spawn").Queue()    # torch in a fresh interpreter, not a fork
     for r in range(world):
         ranks.put(r)
     with tempfile.TemporaryDirectory() as tmp:
-        args = (core, os.path.join(tmp, "store"), model_name, batch, repeats, world, ranks, out)
-        procs = [ctx.Process(target=_gloo_turns, args=args) for _ in range(world)]
-        for p in procs:
-            p.start()
-        runs = [out.get(timeout=120 + world * repeats) for _ in procs]
-        for p in procs:
-            p.join()
+        args = (core, os.path.join(tmp, "store"), model_name, batch, repeats, world, ranks)
+        runs = _in_processes(_gloo_turns, args, 120 + world * repeats, n=world, start="spawn")
     return [sorted(t - min(step) for t in step) for step in zip(*runs)]
 
 
@@ -213,7 +209,7 @@ def _synced(barrier, work_s: float, steps: int, out) -> None:
 def synced_step_w(k: int, work_s: float = 0.0086, steps: int = 300) -> float:
     """Mean wall time of one step of k spinning processes that meet at a barrier, in w."""
     barrier = mp.get_context("fork").Barrier(k)
-    walls = _forked(_synced, (barrier, work_s, steps), 60 + 4 * k * work_s * steps, n=k)
+    walls = _in_processes(_synced, (barrier, work_s, steps), 60 + 4 * k * work_s * steps, n=k)
     return max(walls) / steps / work_s
 
 

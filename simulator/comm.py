@@ -106,9 +106,9 @@ class Comm:
             yield self.env.timeout(extra_s * steps(kind, p, n_bytes, algorithm))
         if self._sleeps_on_cpu() and not call[3].processed:
             yield call[3]            # (otherwise a gather's sender still leaves at once)
+        # it slept: back on a core (a gather's sender goes on to sleep in its next call)
         if self.hosts and (kind != "gather" or rank == ranks[root]):
-            yield self.hosts[rank].wake(rank)     # it slept: back on a core (a sender goes on
-                                              # to sleep in its next call: no matter)
+            yield self.hosts[rank].wake(rank)
         # a rank that leaves before everyone arrived (a gather's sender) waited for no one
         last = call[1] if call[0] == p else arrived_at
         call[2] += 1

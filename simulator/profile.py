@@ -349,8 +349,9 @@ def from_dict(raw: Any) -> Profile:
                if "scheduler_quantum_s" in raw else 0.0)
     delay = (_get(raw, "balance_delay_s", float, "") if "balance_delay_s" in raw else 0.0)
     wake = _get(raw, "wake_wait_s", float, "") if "wake_wait_s" in raw else 0.0
-    delays = tuple(raw.get("balance_delays_s", ()))
-    if any(isinstance(d, bool) or not isinstance(d, (int, float)) or not d >= 0 for d in delays):
+    delays = raw.get("balance_delays_s", [])
+    if not isinstance(delays, (list, tuple)) or any(
+            isinstance(d, bool) or not isinstance(d, (int, float)) or not d >= 0 for d in delays):
         raise ProfileError("field balance_delays_s must be a list of seconds >= 0")
     return Profile(
         provenance=_build(Provenance, _get(raw, "provenance", dict, ""), "provenance"),
