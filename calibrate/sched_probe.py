@@ -155,19 +155,22 @@ def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, wor
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     x, y = synthetic_batch(model_name, batch, seed=rank)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    grad, left = torch.zeros(1024), []
+    getcpu = _sched_getcpu() or (lambda: -1)
+    grad, left, cpus = torch.zeros(1024), [], []
     for _ in range(WAKE_WARMUP + repeats):
         timed_step(model, opt, x, y)               # a training step: a spin on process_time()
         dist.all_reduce(grad)                      # enters the kernel, which lets a woken rank in sooner
         left.append(time.perf_counter())           # CLOCK_MONOTONIC: one clock for all
+        cpus.append(getcpu())                      # the core the kernel woke it onto
     dist.destroy_process_group()
-    out.put(left[WAKE_WARMUP:])
+    out.put((left[WAKE_WARMUP:], cpus[WAKE_WARMUP:]))
 
 
-def gloo_leaves(world: int, model_name: str = "cnn", batch: int = 64, repeats: int = 200,
-                core=None) -> list[list[float]]:
+def gloo_steps(world: int, model_name: str = "cnn", batch: int = 64, repeats: int = 200,
+               core=None) -> list[list[tuple[float, int]]]:
     """``world`` gloo ranks that train and then allreduce, step after step (all pinned to
-    ``core`` if given): per step, the seconds each rank left the call after the first."""
+    ``core`` if given): per step and rank, (seconds it left the call after the first rank
+    did, the core it then ran on; -1 where unknown)."""
     import tempfile
     ranks = mp.get_context("spawn").Queue()    # torch in a fresh interpreter, not a fork
     for r in range(world):
@@ -175,7 +178,21 @@ def gloo_leaves(world: int, model_name: str = "cnn", batch: int = 64, repeats: i
     with tempfile.TemporaryDirectory() as tmp:
         args = (core, os.path.join(tmp, "store"), model_name, batch, repeats, world, ranks)
         runs = _in_processes(_gloo_turns, args, 120 + world * repeats, n=world, start="spawn")
-    return [sorted(t - min(step) for t in step) for step in zip(*runs)]
+    steps = []
+    for step in zip(*[zip(left, cpus) for left, cpus in runs]):
+        first = min(t for t, _ in step)
+        steps.append([(t - first, cpu) for t, cpu in step])
+    return steps
+
+
+def gloo_leaves(world: int, model_name: str = "cnn", batch: int = 64, repeats: int = 200,
+                core=None) -> list[list[float]]:
+    """Per step, the seconds each rank left the call after the first, in order."""
+    return _leave_order(gloo_steps(world, model_name, batch, repeats, core))
+
+
+def _leave_order(per_step) -> list[list[float]]:
+    return [sorted(t for t, _ in step) for step in per_step]
 
 
 def wake_rows(model_name: str = "cnn", batch: int = 64, repeats: int = 200) -> list[dict]:
@@ -221,7 +238,8 @@ def main(argv=None) -> int:
     p.add_argument("--work-ms", type=positive_float, default=8.6, help="CPU time of one step (ms)")
     p.add_argument("--steps", type=positive_int, default=300, help="steps per process count")
     p.add_argument("--leaves", action="store_true",
-                   help="instead: k gloo ranks train and allreduce; when each leaves the call")
+                   help="instead: k gloo ranks train and allreduce; when each leaves the call"
+                        " and how they then sit on the cores")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
@@ -244,12 +262,27 @@ def main(argv=None) -> int:
 
 
 def print_leaves(counts, cores: int, steps: int) -> int:
-    print(f"{cores} cores, cnn batch 64, {steps} steps: mean ms after the first rank left")
+    print(f"{cores} cores, cnn batch 64, {steps} steps: mean ms after the first rank left;"
+          " ranks per core after the call (share of steps)")
     for k in counts:
-        per_step = gloo_leaves(k, repeats=steps)
-        means = [1e3 * sum(s[j] for s in per_step) / len(per_step) for j in range(1, k)]
-        print(f"{k:2d} ranks: " + "  ".join(f"{m:5.1f}" for m in means))
+        per_step = gloo_steps(k, repeats=steps)
+        leaves = _leave_order(per_step)
+        means = [1e3 * sum(s[j] for s in leaves) / len(leaves) for j in range(1, k)]
+        print(f"{k:2d} ranks: " + "  ".join(f"{m:5.1f}" for m in means)
+              + "   |  " + _placements(per_step))
     return 0
+
+
+def _placements(per_step) -> str:
+    """How the ranks sat on the cores after each call: "2+2 61%  3+1 39%"."""
+    from collections import Counter
+    if any(cpu < 0 for step in per_step for _, cpu in step):
+        return "cores unknown (no sched_getcpu)"
+    shapes = Counter()
+    for step in per_step:
+        on_core = Counter(cpu for _, cpu in step)
+        shapes["+".join(str(n) for n in sorted(on_core.values(), reverse=True))] += 1
+    return "  ".join(f"{shape} {100 * n / len(per_step):.0f}%" for shape, n in shapes.most_common())
 
 
 if __name__ == "__main__":

@@ -13,11 +13,16 @@ balancer turns the processes round, and the total is the fluid one again.
 
 The rules, per host:
 
-* A job (a stretch of work of one single-thread process) starts on the least
-  loaded core, its process's last core when that is one of them. A process
-  that starts a job the instant its last one ended never left its core and
-  stays there. A polling process is runnable on its core all the time; its
-  jobs run in its place.
+* A job (a stretch of work of one single-thread process) starts on an idle
+  core, its process's last core when that is one of them. With no core idle it
+  starts on its process's last core, however many wait there: the kernel's
+  wake-up path looks for an idle core and otherwise keeps a task where it ran
+  (or by the waker); it does not weigh the busy cores' queues, and the
+  balancer evens out what that leaves uneven. (``python -m
+  calibrate.sched_probe --check 4 --leaves`` counts how the ranks sit on the
+  cores after each call.) A process that starts a job the instant its last one
+  ended never left its core and stays there. A polling process is runnable on
+  its core all the time; its jobs run in its place.
 * Each core runs its runnable jobs and pollers round-robin: each at ``1/m`` of
   the core, times the measured ``sharing_efficiency(k)`` of all ``k`` runnable
   processes of the host (memory-bandwidth losses).
@@ -176,6 +181,8 @@ class CoreHost:
             return last                        # it never left its core: it did not sleep
         loads = [len(q) for q in self._queues]
         least = min(loads)
+        if least > 0 and last is not None:
+            return last                        # woken with no core idle: back where it ran
         return last if last is not None and loads[last] == least else loads.index(least)
 
     def _enqueue(self, r: _Runnable) -> None:

@@ -99,6 +99,40 @@ def test_jobs_keep_to_their_core_between_steps():
     assert ends["a"][:2] == pytest.approx([2 * W, 4 * W])
 
 
+def _woken_job_end(b_work_s, others):
+    """c runs W on core 0 and sleeps; b runs ``b_work_s`` on core 1; at 2W ``others``
+    start (by name, in order, 100 W each); c computes W again at 3W: when it ends."""
+    env = simpy.Environment()
+    host = CoreHost(env, 0, 2, lambda k: 1.0, 100 * W)
+    host.compute(W, proc="c")                       # c on core 0
+    host.compute(b_work_s, proc="b")                # b on core 1
+    ended = {}
+
+    def later():
+        yield env.timeout(2 * W)
+        for proc in others:
+            host.compute(100 * W, proc=proc)
+        yield env.timeout(W)
+        yield host.compute(W, proc="c")
+        ended["c"] = env.now
+    env.process(later())
+    env.run(until=50 * W)
+    return ended["c"]
+
+
+def test_a_process_woken_with_no_core_idle_goes_back_to_its_last_core():
+    """a takes the idle core 0, x (no history) the first of the equally loaded: 0 too.
+    c, last on core 0, queues there as a third (1/3 speed: 3W), not by b on the less
+    loaded core 1 (1/2 speed: 2W)."""
+    assert _woken_job_end(100 * W, "ax") == pytest.approx(3 * W + 3 * W)
+
+
+def test_a_process_woken_with_a_core_idle_takes_it():
+    """a runs on core 0; b's core 1 falls idle at 2.5W: c takes it (W), not its last
+    core 0 by a (2W)."""
+    assert _woken_job_end(2.5 * W, "a") == pytest.approx(3 * W + W)
+
+
 def test_core_host_takes_single_thread_jobs_only():
     host = CoreHost(simpy.Environment(), 0, 2, lambda k: 1.0, W)
     with pytest.raises(ValueError):

@@ -1,12 +1,13 @@
 """Woken gloo ranks wait for a busy core (``CoreHost.wake``), and the balancer draws its
 delay from the measured spread: closed forms, the profile fields and their fits."""
 import json
+import os
 from dataclasses import replace
 
 import pytest
 import simpy
 
-from calibrate.sched_probe import balance_delays_s, wake_wait_s
+from calibrate.sched_probe import _placements, balance_delays_s, wake_wait_s
 from simulator.config import Cluster, Workload
 from simulator.cores import CoreHost
 from simulator.profile import ProfileError, from_dict, to_dict
@@ -112,8 +113,20 @@ def test_fits_of_the_scheduler_rows():
     assert balance_delays_s(rows) == (0.01, 0.03, 0.15)
 
 
+def test_placements_count_how_the_ranks_sat_on_the_cores():
+    steps = [[(0.0, 0), (0.001, 1), (0.004, 0), (0.008, 1)],     # 2+2
+             [(0.0, 1), (0.001, 0), (0.004, 1), (0.008, 1)],     # 3+1
+             [(0.0, 0), (0.001, 1), (0.004, 1), (0.008, 0)],     # 2+2
+             [(0.0, 1), (0.001, 1), (0.004, 1), (0.008, 1)]]     # 4
+    assert _placements(steps) == "2+2 50%  3+1 25%  4 25%"
+
+
 def test_wake_probe_times_two_gloo_ranks_training_on_one_core():
-    from calibrate.sched_probe import wake_rows
+    from calibrate.sched_probe import gloo_steps, wake_rows
     rows = wake_rows("linear", 16, repeats=10)
     assert len(rows) == 10 and all(r["later_s"] >= 0 for r in rows)
     assert 0 < wake_wait_s(rows) < 1.0
+    pinned = min(os.sched_getaffinity(0))
+    steps = gloo_steps(2, "linear", 16, repeats=5, core=pinned)
+    assert len(steps) == 5 and all(min(t for t, _ in s) == 0.0 for s in steps)
+    assert {cpu for s in steps for _, cpu in s} == {pinned}     # the core each ran on
