@@ -180,10 +180,9 @@ class CoreHost:
         if self._ended_at.get(proc) == self.env.now:
             return last                        # it never left its core: it did not sleep
         loads = [len(q) for q in self._queues]
-        least = min(loads)
-        if least > 0 and last is not None:
-            return last                        # woken with no core idle: back where it ran
-        return last if last is not None and loads[last] == least else loads.index(least)
+        if last is not None and (loads[last] == 0 or min(loads) > 0):
+            return last                        # its core is idle, or none is: back where it ran
+        return loads.index(min(loads))         # else the first idle (or least loaded) core
 
     def _enqueue(self, r: _Runnable) -> None:
         self._queues[r.core].append(r)
