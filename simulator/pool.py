@@ -39,13 +39,26 @@ def read_sweep(folder: Path) -> pd.DataFrame:
                         f"or simulator.validate there first)")
     try:
         df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as e:
         raise PoolError(f"{path} is not a readable CSV ({str(e).splitlines()[0]})") from None
     missing = [c for c in NEEDED if c not in df.columns]
     if missing:
         raise PoolError(f"{path} lacks column(s) {', '.join(missing)}: not a simulator.compare table")
     held = df[df["held_out"].astype(str).str.lower() == "true"]
-    return held if len(held) else df
+    return _cluster_named(held if len(held) else df)
+
+
+def _cluster_named(df: pd.DataFrame) -> pd.DataFrame:
+    """Emulated-cluster rows are other configurations: their scheme name says so."""
+    if "hosts" not in df.columns:
+        return df
+    many = df["hosts"].fillna(1).astype(int) > 1
+    if not many.any():
+        return df
+    bw = df.get("bandwidth_bits_per_s", pd.Series(0.0, index=df.index)).fillna(0)
+    names = df["scheme"].where(~many, df["scheme"] + "-" + df["hosts"].astype(str) + "hosts-"
+                               + (bw // 10**6).astype(int).astype(str) + "mbit")
+    return df.assign(scheme=names)
 
 
 def pool(folders) -> pd.DataFrame:

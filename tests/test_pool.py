@@ -77,3 +77,13 @@ def test_cli_labels_must_match_folders(tmp_path):
     a = write_sweep(tmp_path / "a", (0.04, -0.08))
     r = py("simulator.pool", str(a), "--labels", "x,y")
     assert r.returncode == 2 and "--labels names 2 sweep(s) for 1 folder(s)" in r.stderr
+
+
+def test_emulated_cluster_rows_pool_apart(tmp_path):
+    d = write_sweep(tmp_path / "a", (0.04, -0.08))
+    df = pd.read_csv(d / "compare.csv").assign(hosts=1, bandwidth_bits_per_s=float("nan"))
+    cluster = df[df["held_out"]].assign(hosts=2, bandwidth_bits_per_s=1e8, rel_error=0.5)
+    pd.concat([df, cluster]).to_csv(d / "compare.csv", index=False)
+    out = pool.pool([d])
+    assert sorted(set(out["scheme"])) == ["psgd", "psgd-2hosts-100mbit"]
+    assert out[out["scheme"] == "psgd"]["mean_error"].tolist() == pytest.approx([0.04, -0.08])
