@@ -175,6 +175,11 @@ def format_errors(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def cluster_suffix(hosts: int, bandwidth_bits_per_s: float) -> str:
+    """What names an emulated cluster's rows apart (figures, pooled schemes); "" on one host."""
+    return "" if hosts == 1 else f"-{hosts}hosts-{int(bandwidth_bits_per_s) // 10**6}mbit"
+
+
 def write_outputs(df: pd.DataFrame, out: Path) -> list[Path]:
     from .plot_compare import comparison_plot
     out.mkdir(parents=True, exist_ok=True)
@@ -184,8 +189,7 @@ def write_outputs(df: pd.DataFrame, out: Path) -> list[Path]:
     paths = [out / "compare.csv"]
     for (scheme, hosts, bw), g in df.groupby(["scheme", "hosts", "bandwidth_bits_per_s"],
                                             dropna=False):
-        suffix = "" if hosts == 1 else f"-{hosts}hosts-{int(bw) // 10**6}mbit"
-        paths.append(comparison_plot(g, out / f"compare-{scheme}{suffix}.png"))
+        paths.append(comparison_plot(g, out / f"compare-{scheme}{cluster_suffix(hosts, bw)}.png"))
     return paths
 
 

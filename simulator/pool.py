@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .compare import cluster_suffix
+
 PROG = "python -m simulator.pool"
 NEEDED = ("scheme", "workers", "measured_s", "measured_ci_s", "predicted_s", "rel_error",
           "held_out")
@@ -52,26 +54,29 @@ def _cluster_named(df: pd.DataFrame) -> pd.DataFrame:
     """Emulated-cluster rows are other configurations: their scheme name says so."""
     if "hosts" not in df.columns:
         return df
-    many = df["hosts"].fillna(1).astype(int) > 1
-    if not many.any():
-        return df
+    hosts = df["hosts"].fillna(1).astype(int)
     bw = df.get("bandwidth_bits_per_s", pd.Series(0.0, index=df.index)).fillna(0)
-    names = df["scheme"].where(~many, df["scheme"] + "-" + df["hosts"].astype(str) + "hosts-"
-                               + (bw // 10**6).astype(int).astype(str) + "mbit")
-    return df.assign(scheme=names)
+    return df.assign(scheme=[s + cluster_suffix(h, b)
+                             for s, h, b in zip(df["scheme"], hosts, bw)])
 
 
-def pool(folders) -> pd.DataFrame:
-    """One row per (scheme, P) seen in any sweep: the signed errors' mean, min and max over
-    the sweeps, and how many sweeps predicted inside the measured 95% CI."""
+def read_sweeps(folders, labels=None) -> pd.DataFrame:
+    """Every sweep's rows, read once, with its label and whether the prediction fell inside
+    the measured 95% CI."""
+    labels = labels or [Path(f).name for f in folders]
     frames = []
-    for f in folders:
+    for label, f in zip(labels, folders):
         df = read_sweep(Path(f))
-        frames.append(df.assign(sweep=str(f),
+        frames.append(df.assign(sweep=label,
                                 inside_ci=(df["predicted_s"] - df["measured_s"]).abs()
                                 <= df["measured_ci_s"],
                                 ci_rel=df["measured_ci_s"] / df["measured_s"]))
-    rows = pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def pool(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scheme, P) seen in any sweep: the signed errors' mean, min and max over
+    the sweeps, and how many sweeps predicted inside the measured 95% CI."""
     return rows.groupby(["scheme", "workers"]).agg(
         sweeps=("rel_error", "size"), mean_error=("rel_error", "mean"),
         min_error=("rel_error", "min"), max_error=("rel_error", "max"),
@@ -80,13 +85,13 @@ def pool(folders) -> pd.DataFrame:
 
 
 def summary(pooled: pd.DataFrame) -> pd.DataFrame:
-    """Per scheme: median and worst |mean error| over P (the bias), and the share of the
-    points inside the measured CI."""
-    g = pooled.assign(abs_mean=pooled["mean_error"].abs()).groupby("scheme")
+    """Per scheme: median and worst |mean error| over P (the bias), the widest range between
+    sweeps, and the share of the points inside the measured CI."""
+    g = pooled.assign(abs_mean=pooled["mean_error"].abs(),
+                      spread=pooled["max_error"] - pooled["min_error"]).groupby("scheme")
     return pd.DataFrame({
         "bias_median": g["abs_mean"].median(), "bias_worst": g["abs_mean"].max(),
-        "spread_worst": g.apply(lambda d: (d["max_error"] - d["min_error"]).max(),
-                                include_groups=False),
+        "spread_worst": g["spread"].max(),
         "inside_ci": g["inside_ci"].sum() / g["sweeps"].sum()}).reset_index()
 
 
@@ -105,30 +110,27 @@ def format_tables(pooled: pd.DataFrame, summ: pd.DataFrame, n_sweeps: int) -> st
     return "\n".join(lines)
 
 
-def pool_plot(folders, path: Path, labels=None) -> Path:
+def pool_plot(rows: pd.DataFrame, pooled: pd.DataFrame, path: Path) -> Path:
     """One panel per scheme: each sweep's signed error against P, the mean, a +-5% band."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
     from real.plots import save_figure
-    labels = labels or [Path(f).name for f in folders]
-    sweeps = [(name, read_sweep(Path(f))) for name, f in zip(labels, folders)]
-    schemes = sorted(set().union(*(set(df["scheme"]) for _, df in sweeps)))
+    schemes = sorted(set(pooled["scheme"]))
+    sweeps = list(dict.fromkeys(rows["sweep"]))
     cols = min(3, len(schemes))
-    rows = -(-len(schemes) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), sharey=True,
+    n_rows = -(-len(schemes) // cols)
+    fig, axes = plt.subplots(n_rows, cols, figsize=(4 * cols, 2.8 * n_rows), sharey=True,
                              squeeze=False)
     for ax, scheme in zip(axes.flat, schemes):
         ax.axhspan(-5, 5, color="0.9", zorder=0)
         ax.axhline(0, color="k", lw=0.8)
-        mine = []
-        for i, (name, df) in enumerate(sweeps):
-            d = df[df["scheme"] == scheme].sort_values("workers")
+        for i, name in enumerate(sweeps):
+            d = rows[(rows["scheme"] == scheme) & (rows["sweep"] == name)].sort_values("workers")
             ax.plot(d["workers"], 100 * d["rel_error"], "o", ms=4, color=f"C{i}", label=name)
-            mine.append(d[["workers", "rel_error"]])
-        mean = pd.concat(mine).groupby("workers")["rel_error"].mean()
-        ax.plot(mean.index, 100 * mean.values, "k-", lw=1.5, label="mean (bias)")
+        mean = pooled[pooled["scheme"] == scheme].sort_values("workers")
+        ax.plot(mean["workers"], 100 * mean["mean_error"], "k-", lw=1.5, label="mean (bias)")
         ax.set_title(scheme, fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
@@ -166,15 +168,16 @@ def main(argv=None) -> int:
         return usage_error(PROG, f"--labels names {len(labels)} sweep(s) for "
                                  f"{len(args.sweeps)} folder(s)")
     try:
-        pooled = pool(args.sweeps)
+        rows = read_sweeps(args.sweeps, labels)
     except PoolError as e:
         return usage_error(PROG, str(e))
+    pooled = pool(rows)
     print(format_tables(pooled, summary(pooled), len(args.sweeps)))
     if args.out:
         from calibrate.rawio import atomic_write_text
         out = Path(args.out)
         csv_path = atomic_write_text(out / "pooled.csv", pooled.to_csv(index=False))
-        png = pool_plot(args.sweeps, out / "pooled.png", labels)
+        png = pool_plot(rows, pooled, out / "pooled.png")
         print(f"\nwrote {csv_path}, {png}", file=sys.stderr)
     return 0
 

@@ -25,7 +25,7 @@ def write_sweep(folder, errors, ci_s=0.3, calibrated_error=0.5):
 def test_mean_range_and_ci_count_over_sweeps(tmp_path):
     a = write_sweep(tmp_path / "a", (0.04, -0.08))
     b = write_sweep(tmp_path / "b", (-0.02, -0.12))
-    out = pool.pool([a, b]).set_index("workers")
+    out = pool.pool(pool.read_sweeps([a, b])).set_index("workers")
     assert list(out.index) == [3, 4]                      # the calibration point is left out
     assert out.loc[3, "mean_error"] == pytest.approx(0.01)
     assert (out.loc[3, "min_error"], out.loc[3, "max_error"]) == pytest.approx((-0.02, 0.04))
@@ -44,7 +44,7 @@ def test_sweep_without_held_out_points_counts_all(tmp_path):
     pd.DataFrame([{"scheme": "ddp", "workers": 2, "measured_s": 5.0, "measured_ci_s": 0.1,
                    "predicted_s": 5.5, "rel_error": 0.1, "held_out": False}]).to_csv(
         d / "compare.csv", index=False)
-    assert pool.pool([d])["mean_error"].tolist() == pytest.approx([0.1])
+    assert pool.pool(pool.read_sweeps([d]))["mean_error"].tolist() == pytest.approx([0.1])
 
 
 def test_cli_writes_table_and_figure(tmp_path):
@@ -84,6 +84,6 @@ def test_emulated_cluster_rows_pool_apart(tmp_path):
     df = pd.read_csv(d / "compare.csv").assign(hosts=1, bandwidth_bits_per_s=float("nan"))
     cluster = df[df["held_out"]].assign(hosts=2, bandwidth_bits_per_s=1e8, rel_error=0.5)
     pd.concat([df, cluster]).to_csv(d / "compare.csv", index=False)
-    out = pool.pool([d])
+    out = pool.pool(pool.read_sweeps([d]))
     assert sorted(set(out["scheme"])) == ["psgd", "psgd-2hosts-100mbit"]
     assert out[out["scheme"] == "psgd"]["mean_error"].tolist() == pytest.approx([0.04, -0.08])
