@@ -8,6 +8,8 @@ backward, step). The instrumented one is ``real.step.local_epochs`` with its
 IterationLog, i.e. exactly what ``real.train --algorithm serial`` runs.
 The two alternate, after a warm-up, so drift on a shared machine hits both;
 the overhead is the ratio of their median per-iteration times.
+
+Imports: torch, real (context, dist, models, step, timing).
 """
 from __future__ import annotations
 

@@ -13,7 +13,11 @@ Three stages, each a ``python -m`` command that reads only the files of the one 
     ``t_step = a + b * batch`` per thread count, Hockney ``t = alpha + beta * n``
     per collective with size segments, the per-byte reduction cost ``gamma``,
     the processor-sharing slowdown; written as one versioned profile
-    (``simulator.profile``) with provenance and uncertainties.
+    (``simulator.contracts.profile``) with provenance and uncertainties.
 ``calibrate`` (``python -m calibrate``)
     the one documented command: probes and fit together, within a time budget.
+
+Imports: nothing itself. Its modules take from the simulator only ``simulator.contracts``
+(tests/test_layout.py), and from ``real`` what a probe needs to train or launch ranks
+(``real.models``, ``real.dist``, ``real.cluster``).
 """

@@ -9,38 +9,58 @@ communication probes, one per P and MPI allreduce algorithm, with the venv's
 fit tables, ``fits.png`` and ``timings.json`` (seconds per step) go to
 ``--workdir``; the profile is written once, atomically, at the very end, so a
 failed or interrupted calibration leaves any earlier profile untouched.
+
+Timings taken while other jobs run are not this machine's: before probing, the
+command waits (up to ``--quiet-wait`` seconds) until other processes use less than
+a quarter core (``real.load.wait_for_quiet``); after fitting, every fit is checked
+against a stated bar (``calibrate.quality``), the probes behind failing fits are
+run again, after another wait, up to ``--repeat-noisy`` times, and a profile still
+below the bar is not written unless ``--force``. ``quality.json`` in the workdir
+holds every check, the waits and the repeats.
+
+Imports: tqdm, calibrate (fit, plan, probe, quality, rawio), real.load, simulator.contracts
+(cli, profile, record); the probes run as commands of their own in subprocesses.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from real.record import RecordError
-from simulator.profile import ProfileError
+from real.dist import isolated
+from simulator.contracts import cli
+from simulator.contracts.cli import Parser
+from simulator.contracts.profile import ProfileError
+from simulator.contracts.record import RecordError
 
 from . import plan as planmod
+from . import quality
 from .probe import add_plan_args, build_plan
 from .rawio import CalibrationError, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_FILES = ("comm_P*_*.csv", "comm_P*_*.json", "compute_*.csv", "*_meta.json", "sharing.csv",
              "server.csv", "scheduler.csv", "balance.csv", "wake.csv", "models.json",
-             "fit_table.csv", "fits.png", "timings.json")
+             "fit_table.csv", "fits.png", "timings.json", "quality.json")
 
 
 class StepFailed(RuntimeError):
     """A probe subprocess failed or ran out of time (exit code 1, not a usage error)."""
 
 
+class BelowBar(RuntimeError):
+    """The fits stayed below the quality bar; no profile written (exit code 1)."""
+
+
 def forwarded_plan_argv(args: argparse.Namespace, plan: planmod.ProbePlan) -> list[str]:
     """The plan as explicit flags, so every subprocess measures exactly this plan."""
-    j = lambda xs: ",".join(str(x) for x in xs)  # noqa: E731
+    j = lambda xs: ",".join(str(x) for x in xs)
     argv = ["--models", j(plan.models), "--batches", j(plan.batches), "--threads", j(plan.threads),
             "--sharing", j(plan.sharing_ks), "--server-params", j(plan.server_params),
             "--sizes", j(plan.comm_sizes_bytes), "--workers", j(plan.comm_workers),
@@ -49,11 +69,14 @@ def forwarded_plan_argv(args: argparse.Namespace, plan: planmod.ProbePlan) -> li
         argv.insert(0, "--quick")
     if getattr(args, "repeats", None):
         argv += ["--repeats", str(args.repeats)]
+    if getattr(args, "device", "cpu") != "cpu":
+        argv += ["--device", args.device]
     return argv
 
 
 def probe_steps(plan: planmod.ProbePlan, workdir: Path, plan_argv: list[str]) -> list[tuple]:
-    """(label, argv) per subprocess; argv starts with 'mpirun' for the comm probes."""
+    """(label, argv) per subprocess; the comm probes run under mpirun, in a network of their
+    own where the machine allows it (``real.dist.isolated``)."""
     probe = ["python", "-m", "calibrate.probe", "--workdir", str(workdir)]
     steps = [(f"{part} probe", probe + ["--part", part] + plan_argv)
              for part in ("compute", "sharing", "server", "scheduler")]
@@ -61,25 +84,44 @@ def probe_steps(plan: planmod.ProbePlan, workdir: Path, plan_argv: list[str]) ->
         for alg in plan.comm_algorithms:
             extra = [] if alg == "auto" else ["--allreduce-only", "--no-gloo"]
             steps.append((f"comm P={workers} {alg}",
-                          ["mpirun", "-n", str(workers)] + probe
-                          + ["--part", "comm", "--algorithm", alg] + extra + plan_argv))
+                          isolated(["mpirun", "-n", str(workers)] + probe
+                                   + ["--part", "comm", "--algorithm", alg] + extra
+                                   + plan_argv)))
     return steps
 
 
 def run_step(argv: list[str], timeout_s: float) -> None:
+    """One probe as a subprocess in a session of its own; past ``timeout_s`` (or on Ctrl-C)
+    it is stopped as a whole: SIGTERM to it (mpirun passes it to its ranks), then SIGKILL
+    to its process group."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = f"{REPO_ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep)
     env.pop(planmod.ALGORITHM_ENV, None)          # the probe sets it per algorithm
     real_argv = [sys.executable if a == "python" else a for a in argv]
+    proc = subprocess.Popen(real_argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run(real_argv, cwd=REPO_ROOT, env=env, timeout=timeout_s,
-                              capture_output=True, text=True)
+        _, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        _stop(proc)
         raise StepFailed(f"`{shlex.join(argv)}` did not finish within {timeout_s:.0f} s") from None
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise StepFailed(f"`{shlex.join(argv)}` failed (exit {done.returncode}): {tail}")
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise
+    if proc.returncode != 0:
+        tail = (err.strip().splitlines() or ["(no output)"])[-1]
+        raise StepFailed(f"`{shlex.join(argv)}` failed (exit {proc.returncode}): {tail}")
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+            proc.communicate(timeout=grace_s)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
 
 
 def clear_workdir(workdir: Path) -> None:
@@ -89,17 +131,29 @@ def clear_workdir(workdir: Path) -> None:
             f.unlink()
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m calibrate", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", default="calibration/profile.json", help="profile to write")
-    p.add_argument("--workdir", default="calibration",
+def build_parser() -> Parser:
+    p = Parser(prog="python -m calibrate", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="calibration/profile.json", type=cli.output_file(".json"),
+                   help="profile to write")
+    p.add_argument("--workdir", default="calibration", type=cli.output_folder,
                    help="raw measurements, fit tables and plot")
-    p.add_argument("--runs", help="also fit step times from the run records below this folder")
-    p.add_argument("--max-workers", type=int,
+    p.add_argument("--runs", type=cli.input_folder,
+                   help="also fit step times from the run records below this folder")
+    p.add_argument("--max-workers", type=cli.int_in(1, cli.MAX_WORKERS),
                    help="measure and fit only what runs with at most K processes")
+    p.add_argument("--quiet-wait", type=float, default=120.0,
+                   help="seconds to wait for other processes to leave the machine before "
+                        "probing, and before each repeat (0: do not wait)")
+    p.add_argument("--repeat-noisy", type=int, default=2,
+                   help="times to measure again the probes whose fits are below the bar")
+    p.add_argument("--force", action="store_true",
+                   help="write the profile even if fits stay below the bar (calibrate.quality)")
     add_plan_args(p)
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv):
+    return build_parser().parse_args(argv)
 
 
 def trimmed_plan(plan: planmod.ProbePlan, max_workers: int | None) -> planmod.ProbePlan:
@@ -113,22 +167,24 @@ def trimmed_plan(plan: planmod.ProbePlan, max_workers: int | None) -> planmod.Pr
 
 def calibrate(args, argv) -> dict[str, float]:
     from tqdm import tqdm
+
     from . import fit
     plan = trimmed_plan(build_plan(args), args.max_workers)
     workdir, out = Path(args.workdir).resolve(), Path(args.out)
     if out.suffix != ".json":
         raise CalibrationError(f"--out {out} must end in .json")
-    if args.runs and not Path(args.runs).is_dir():
-        raise CalibrationError(f"--runs {args.runs} is not a directory")
-    load = os.getloadavg()[0]
-    if load > 0.5 * planmod.host_cores():
-        print(f"calibrate: warning: the host is busy (load average {load:.1f} on "
-              f"{planmod.host_cores()} cores): timings will be inflated", file=sys.stderr)
+    if args.runs:
+        from simulator.contracts.record import find_runs
+        if not find_runs(args.runs):     # refuse now, not after the probes
+            raise CalibrationError(f"--runs {args.runs} holds no run record (no */record.json)")
+    if args.quiet_wait < 0 or args.repeat_noisy < 0:
+        raise CalibrationError("--quiet-wait and --repeat-noisy must not be negative")
     workdir.mkdir(parents=True, exist_ok=True)
     clear_workdir(workdir)
     steps = probe_steps(plan, workdir, forwarded_plan_argv(args, plan))
     timings: dict[str, float] = {}
     t_start = time.monotonic()
+    waits = [wait_quiet(args.quiet_wait, "before probing")]
     with tqdm(total=len(steps) + 1, desc="calibrate", unit="step", file=sys.stderr) as bar:
         for label, step_argv in steps:
             bar.set_postfix_str(label)
@@ -138,25 +194,62 @@ def calibrate(args, argv) -> dict[str, float]:
             bar.update()
         bar.set_postfix_str("fit")
         t0 = time.monotonic()
-        result = fit.build(workdir, args.runs, args.max_workers,
-                           ("python -m calibrate " + shlex.join(argv),))
-        fit.write_outputs(result, workdir, out)
+        result, found, repeats = fit_until_good(args, argv, plan, steps, workdir, waits)
         timings["fit"] = time.monotonic() - t0
         bar.update()
+    write_json(workdir / "quality.json", quality.to_json(found, {"waits": waits}, repeats,
+                                                         forced=args.force))
+    if quality.failing(found) and not args.force:
+        raise BelowBar(quality.refusal(found))
+    fit.write_outputs(result, workdir, out)
     timings["total"] = time.monotonic() - t_start
     write_json(workdir / "timings.json", timings)
     return timings
 
 
+def wait_quiet(limit_s: float, when: str) -> dict:
+    """Wait for other processes to leave the machine (``real.load``); say what happened."""
+    if limit_s <= 0:
+        return {"when": when, "skipped": True}
+    from real.load import wait_for_quiet
+    waited = wait_for_quiet(limit_s)
+    if not waited["quiet"]:
+        print(f"calibrate: warning: {when}: other processes still use {waited['busy_cores']} "
+              f"cores after {waited['waited_s']:.0f} s; timings may be inflated", file=sys.stderr)
+    return {"when": when, **waited}
+
+
+def fit_until_good(args, argv, plan, steps, workdir: Path, waits: list[dict]):
+    """Fit; while fits are below the bar, measure their probes again (after a quiet wait)."""
+    from . import fit
+    command = ("python -m calibrate " + shlex.join(argv),)
+    repeats: dict[str, int] = {}
+    for attempt in range(args.repeat_noisy + 1):
+        result = fit.build(workdir, args.runs, args.max_workers, command)
+        found = quality.checks(result, planmod.host_cores())
+        again = quality.probes_to_repeat(found)
+        if not again or attempt == args.repeat_noisy:
+            return result, found, repeats
+        waits.append(wait_quiet(args.quiet_wait, f"before repeating {', '.join(again)}"))
+        for label, step_argv in steps:
+            if label.split()[0] in again:
+                run_step(step_argv, plan.timeout_s)
+                repeats[label] = repeats.get(label, 0) + 1
+    return result, found, repeats
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
     try:
         timings = calibrate(args, argv)
     except (CalibrationError, ProfileError, RecordError) as e:
         print(f"calibrate: error: {e}", file=sys.stderr)
         return 2
-    except StepFailed as e:
+    except (StepFailed, BelowBar) as e:
         print(f"calibrate: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -16,11 +16,13 @@ sendrecv   ping-pong 0 <-> 1             ``send`` / ``recv`` ping-pong 0 <-> 1
 or receives; the root holds P of them). Ping-pong records half the round trip.
 Before every repetition all ranks meet at a barrier; each rank times its own
 call; the fit takes, per repetition, the max over ranks (the collective is done
-when the last rank is) and then the median over repetitions.
+when the last rank is) and then the mean over repetitions (``fit_comm``).
 
 MPICH picks its allreduce algorithm from ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``,
 read once at ``MPI_Init``: so one ``mpirun`` per algorithm, and the variable is
 set here before ``mpi4py.MPI`` is imported. Every row says which algorithm ran.
+
+Imports: mpi4py, numpy, torch, calibrate.plan, real.dist.
 """
 from __future__ import annotations
 
@@ -162,6 +164,7 @@ def run(plan: ProbePlan, algorithm: str, with_gloo: bool, other_ops: bool,
     if with_gloo:
         import torch
         import torch.distributed as dist
+
         from real.dist import detect_launch, init_torch_distributed
         torch.set_num_threads(1)
         init_torch_distributed(detect_launch(), gloo_timeout_s)

@@ -10,7 +10,11 @@
 * ``server_rows``: the parameter server's ``sum of m gradients`` and
   ``w -= lr * g`` on a flat float32 tensor, against parameter count.
 
-Warm-up steps are run and thrown away; every timed repetition is one row.
+Warm-up steps are run and thrown away; every timed repetition is one row. With
+``plan.device == "cuda"`` the step and eval probes run on the GPU and each phase is
+timed after ``torch.cuda.synchronize`` (CUDA queues work and returns at once).
+
+Imports: torch, calibrate (plan, rawio), real.models.
 """
 from __future__ import annotations
 
@@ -41,16 +45,29 @@ def synthetic_batch(name: str, batch: int, seed: int = 0):
     return x, torch.randint(0, NUM_CLASSES, (batch,), generator=g)
 
 
-def timed_step(model, optimizer, x, y) -> tuple[float, float, float]:
-    """(forward_s, backward_s, update_s) of one SGD step; CPU ops are synchronous."""
-    t0 = time.perf_counter()
+def _clock(device: str):
+    """perf_counter, after the GPU's queued work where there is a GPU."""
+    if device != "cuda":
+        return time.perf_counter
+
+    def after_sync():
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return after_sync
+
+
+def timed_step(model, optimizer, x, y, device: str = "cpu") -> tuple[float, float, float]:
+    """(forward_s, backward_s, update_s) of one SGD step; CPU ops are synchronous, CUDA's
+    are waited for."""
+    now = _clock(device)
+    t0 = now()
     optimizer.zero_grad(set_to_none=True)
     loss = F.nll_loss(model(x), y)
-    t1 = time.perf_counter()
+    t1 = now()
     loss.backward()
-    t2 = time.perf_counter()
+    t2 = now()
     optimizer.step()
-    t3 = time.perf_counter()
+    t3 = now()
     return t1 - t0, t2 - t1, t3 - t2
 
 
@@ -61,15 +78,17 @@ def _repeats(plan: ProbePlan, step_s: float) -> int:
 
 def step_rows(plan: ProbePlan, model_name: str, threads: int, batch: int) -> list[dict]:
     torch.set_num_threads(threads)
-    model = make_model(model_name)
+    dev = plan.device
+    model = make_model(model_name).to(dev)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    x, y = synthetic_batch(model_name, batch)
-    warm = [sum(timed_step(model, opt, x, y)) for _ in range(max(1, plan.warmup_steps))]
+    x, y = (t.to(dev) for t in synthetic_batch(model_name, batch))
+    warm = [sum(timed_step(model, opt, x, y, dev)) for _ in range(max(1, plan.warmup_steps))]
     rows = []
     for rep in range(_repeats(plan, warm[-1])):
-        fwd, bwd, upd = timed_step(model, opt, x, y)
+        fwd, bwd, upd = timed_step(model, opt, x, y, dev)
         rows.append({"model": model_name, "threads": threads, "batch": batch, "rep": rep,
+                     "device": dev,
                      "forward_s": fwd, "backward_s": bwd, "update_s": upd,
                      "step_s": fwd + bwd + upd})
     return rows
@@ -78,15 +97,16 @@ def step_rows(plan: ProbePlan, model_name: str, threads: int, batch: int) -> lis
 @torch.no_grad()
 def eval_rows(plan: ProbePlan, model_name: str, threads: int, batch: int) -> list[dict]:
     torch.set_num_threads(threads)
-    model = make_model(model_name).eval()
-    x, _ = synthetic_batch(model_name, batch)
+    now = _clock(plan.device)
+    model = make_model(model_name).to(plan.device).eval()
+    x = synthetic_batch(model_name, batch)[0].to(plan.device)
     for _ in range(max(1, plan.warmup_steps)):
         model(x)
     rows = []
     for rep in range(plan.step_repeats_min):
-        t0 = time.perf_counter()
+        t0 = now()
         model(x)
-        dt = time.perf_counter() - t0
+        dt = now() - t0
         rows.append({"model": model_name, "threads": threads, "batch": batch, "rep": rep,
                      "eval_s": dt, "eval_s_per_sample": dt / batch})
     return rows

@@ -2,7 +2,7 @@
 
 Reads the tables ``calibrate.probe`` wrote into ``--workdir`` and, with ``--runs``,
 the step times of ``real.train`` runs; fits the cost models (``fit_compute``,
-``fit_comm``); writes the profile with ``simulator.profile.save`` (atomic), the fit
+``fit_comm``); writes the profile with ``simulator.contracts.profile.save`` (atomic), the fit
 tables (``fit_table.csv``, ``compute_table.csv``) and ``fits.png`` beside the raw data.
 
 ``--max-workers K`` keeps only what was measured with at most K processes
@@ -11,12 +11,21 @@ prediction error can be measured on worker counts calibration did not see.
 
 ``--show PROFILE`` prints the fit tables of an existing profile (and refuses a
 broken one with the field named).
+
+``--timings my_timings.csv`` (scheme, workers, hosts, time_s) fits instead the
+few unknowns that a user's own timings determine, starting from a preset: it
+runs ``python -m simulator.fit_timings`` with the same arguments (the fit
+predicts every timing with the simulator, which this package does not import).
+
+Fits below the quality bar of ``calibrate.quality`` stop the profile from being
+written (exit 1, one line naming them) unless ``--force``; ``quality.json`` in the
+workdir says how every fit did.
+
+Imports: pandas, the other calibrate modules (quality among them), simulator.contracts
+(cli, profile, record).
 """
 from __future__ import annotations
 
-import json
-
-import argparse
 import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -24,12 +33,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from real.record import RecordError
-from simulator import profile as prof
+from simulator.contracts import cli
+from simulator.contracts import profile as prof
+from simulator.contracts.cli import Parser
+from simulator.contracts.record import RecordError
 
 from . import fit_comm, fit_compute, sched_probe
 from .probe import command_line
-from .rawio import CalibrationError, read_json, read_rows, write_rows
+from .rawio import CalibrationError, read_json, read_rows, write_json, write_rows
+
+META_KEYS = ("host", "cores")
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ class FitResult:
 def _comm_raw(workdir: Path, max_workers: int | None) -> tuple[pd.DataFrame, list[dict]]:
     frames, metas = [], []
     for csv in sorted(workdir.glob("comm_P*_*.csv")):
-        meta = read_json(csv.with_suffix(".json"))
+        meta = read_json(csv.with_suffix(".json"), needed=("workers", "algorithm", "cores"))
         if max_workers is not None and meta["workers"] > max_workers:
             continue
         frames.append(read_rows(csv))
@@ -68,10 +81,21 @@ def _algorithm_check(points: pd.DataFrame) -> str:
 
 def _load_note(workdir: Path, comm_metas: list[dict]) -> str:
     """1-minute load average when each probe started: other work on the host inflates timings."""
-    metas = {p.stem.replace("_meta", ""): read_json(p) for p in sorted(workdir.glob("*_meta.json"))}
+    metas = {p.stem.replace("_meta", ""): read_json(p, META_KEYS)
+             for p in sorted(workdir.glob("*_meta.json"))}
     loads = {k: m.get("load_avg_1min") for k, m in metas.items()}
     loads.update({f"comm P={m['workers']} {m['algorithm']}": m.get("load_avg_1min") for m in comm_metas})
     return "load average at probe start: " + ", ".join(f"{k} {v}" for k, v in loads.items())
+
+
+def _device_note(workdir: Path) -> str:
+    """Where the compute probe stepped the models, when not on the host's cores."""
+    meta = workdir / "compute_meta.json"
+    device = read_json(meta).get("device", {}) if meta.is_file() else {}
+    if device.get("type") != "cuda":
+        return ""
+    return (f"compute steps measured on the GPU {device.get('name')} (driver "
+            f"{device.get('driver')}, CUDA {device.get('cuda_runtime')}); threads = 1 host thread")
 
 
 def _sharing(workdir: Path, runs, costs, max_workers) -> dict[int, float]:
@@ -81,7 +105,7 @@ def _sharing(workdir: Path, runs, costs, max_workers) -> dict[int, float]:
     # The reference "alone" is the thread-1 compute fit at the probe's model and batch (many
     # repeats), not the k = 1 row alone: one noisy k = 1 window would skew every slowdown.
     alone_s = None
-    m = json.loads(meta.read_text()) if meta.is_file() else {}
+    m = read_json(meta) if meta.is_file() else {}
     if m.get("sharing_model") in by_name and m.get("sharing_batch"):
         alone_s = by_name[m["sharing_model"]].step_fit(1).step_s(int(m["sharing_batch"]))
     slow = (fit_compute.sharing_slowdown(read_rows(path), max_workers, alone_s)
@@ -152,6 +176,9 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     steps = read_rows(workdir / "compute_steps.csv")
     evals = read_rows(workdir / "compute_eval.csv")
     shapes = read_json(workdir / "models.json")
+    if not isinstance(shapes, dict) or not all(
+            isinstance(v, dict) and "param_count" in v for v in shapes.values()):
+        raise CalibrationError(f"{workdir / 'models.json'} does not map models to their shapes")
     runs = runsmod.collect(runs_dir, max_workers) if runs_dir else None
     if runs is not None and len(runs.steps):
         steps = pd.concat([steps, runs.steps], ignore_index=True)
@@ -180,12 +207,15 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         f"oversubscribed comm probes (P > {comm_metas[0]['cores']} cores): P={over}" if over else "",
         f"max_workers={max_workers}" if max_workers is not None else "",
         _load_note(workdir, comm_metas),
+        _device_note(workdir),
         _algorithm_check(points)]))
     transports = fit_comm.transports(points, gamma, _eager(comm_metas),
                                      fit_comm.cpu_fractions(raw))   # raw: already P <= max_workers
     transports, from_runs = _allreduce_alpha_from_runs(transports, runs, costs)
     note = "; ".join(filter(None, [note, from_runs]))
-    metas = [read_json(p) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
+    metas = [read_json(p, META_KEYS) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
+    if not metas:
+        raise CalibrationError(f"{workdir} holds no *_meta.json: run calibrate.probe first")
     balance = _scheduler_rows(workdir, "balance.csv")     # read once: median and spread
     profile = prof.Profile(
         provenance=_provenance(metas, runs, workers, commands, note),
@@ -213,31 +243,67 @@ def write_outputs(result: FitResult, workdir: Path, out: Path, plot: bool = True
     prof.save(result.profile, out)
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m calibrate.fit", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--workdir", default="calibration", help="folder with the raw probe tables")
-    p.add_argument("--out", default="calibration/profile.json", help="profile to write")
-    p.add_argument("--runs", help="also fit step times from the run records below this folder")
-    p.add_argument("--max-workers", type=int, help="only probes and runs with at most K processes")
+def build_parser() -> Parser:
+    p = Parser(prog="python -m calibrate.fit", description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", default=None, type=cli.input_folder,
+                   help="folder with the raw probe tables (default: calibration)")
+    p.add_argument("--out", default="calibration/profile.json", type=cli.output_file(".json"),
+                   help="profile to write")
+    p.add_argument("--runs", type=cli.input_folder,
+                   help="also fit step times from the run records below this folder")
+    p.add_argument("--max-workers", type=cli.int_in(1, cli.MAX_WORKERS),
+                   help="only probes and runs with at most K processes")
     p.add_argument("--no-plot", action="store_true", help="skip fits.png")
-    p.add_argument("--show", metavar="PROFILE", help="print the fit tables of PROFILE and exit")
-    return p.parse_args(argv)
+    p.add_argument("--show", metavar="PROFILE", type=cli.input_file,
+                   help="print the fit tables of PROFILE and exit")
+    p.add_argument("--timings", metavar="CSV",
+                   help="fit from a few timings instead (scheme, workers, hosts, time_s), "
+                        "starting from --preset; see python -m simulator.fit_timings --help")
+    p.add_argument("--force", action="store_true",
+                   help="write the profile even if fits are below the bar (calibrate.quality)")
+    return p
+
+
+def parse_args(argv):
+    return build_parser().parse_args(argv)
+
+
+def fit_timings(argv: list[str]) -> int:
+    """``--timings``: the simulator's fit from a few timings, in a subprocess."""
+    import os
+    import subprocess
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.call([sys.executable, "-m", "simulator.fit_timings", *argv], env=env)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
+    if any(a == "--timings" or a.startswith("--timings=") for a in argv):
+        return fit_timings(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
     try:
         if args.show:
             from .report import show
             print(show(args.show))
             return 0
-        if args.max_workers is not None and args.max_workers < 1:
-            raise CalibrationError(f"--max-workers must be at least 1, got {args.max_workers}")
-        result = build(args.workdir, args.runs, args.max_workers,
+        workdir = Path(args.workdir or "calibration")
+        if not workdir.is_dir():
+            raise CalibrationError(f"{workdir} does not exist: run calibrate.probe first "
+                                   "(or give --workdir)")
+        result = build(workdir, args.runs, args.max_workers,
                        (command_line("calibrate.fit", argv),))
-        write_outputs(result, Path(args.workdir), Path(args.out), plot=not args.no_plot)
+        from . import quality
+        found = quality.checks(result, result.profile.cores)
+        write_json(workdir / "quality.json", quality.to_json(found, forced=args.force))
+        if quality.failing(found) and not args.force:
+            print(f"calibrate.fit: {quality.refusal(found)}", file=sys.stderr)
+            return 1
+        write_outputs(result, workdir, Path(args.out), plot=not args.no_plot)
         print(f"profile written to {args.out}")
     except (CalibrationError, prof.ProfileError, RecordError) as e:
         print(f"calibrate.fit: error: {e}", file=sys.stderr)

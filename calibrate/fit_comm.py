@@ -15,6 +15,8 @@ From the raw rows (one per rank and repetition) to a profile entry:
    (the per-byte cost of adding one float32 buffer into another, measured apart)
    and ``cpu_fraction``: the CPU time of the calling process (all its threads)
    over the wall time of its collective calls at the smallest P.
+
+Imports: numpy, pandas, calibrate.linefit, simulator.contracts (closed_forms, profile).
 """
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simulator.closed_form import choose_allreduce, collective_s, steps
-from simulator.profile import CollectiveFit, Segment, Transport
+from simulator.contracts.closed_forms import choose_allreduce, collective_s, steps
+from simulator.contracts.profile import CollectiveFit, Segment, Transport
 
 from .linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges
 

@@ -1,6 +1,6 @@
 """Compute-side fits: step time against batch size, core sharing, the server's update.
 
-Cost models (as read by ``simulator.profile``) and where their numbers come from:
+Cost models (as read by ``simulator.contracts.profile``) and where their numbers come from:
 
 * ``t_step(batch) = step_intercept_s + step_s_per_sample * batch`` per model and
   thread count: non-negative least squares through the median step per batch,
@@ -13,13 +13,15 @@ Cost models (as read by ``simulator.profile``) and where their numbers come from
 * ``t_update(params) = update_intercept_s + update_s_per_param * params``: the
   server's ``w -= lr * g``; the summing of m gradients is ``(m - 1) * gamma * 4 * params``
   with ``gamma_s_per_byte`` = slope of one timed add against bytes.
+
+Imports: numpy, pandas, calibrate (linefit, rawio), simulator.contracts.profile.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from simulator.profile import ModelCost, ServerCost, StepFit
+from simulator.contracts.profile import ModelCost, ServerCost, StepFit
 
 from .linefit import fit_line
 

@@ -7,7 +7,7 @@ Every cost model in the profile is a line ``t(x) = intercept + slope * x``:
 * server:  ``t_update(params) = update_intercept_s + update_s_per_param * params``.
 
 Timings span several decades (4 B to 64 MiB), so an ordinary fit would only see
-the largest sizes. We fit the *relative* error instead: weighted least squares
+the largest sizes. The fits minimise the *relative* error instead: weighted least squares
 with weights ``1 / t^2`` minimises ``sum(((t_fit - t) / t)^2)``. Both
 coefficients are kept non-negative (a negative latency is not a cost the
 simulator can use, and the profile loader refuses it), so the solver is NNLS.
@@ -16,6 +16,8 @@ Where one line misses (MPI switches from eager to rendezvous protocol; caches
 overflow), ``fit_segments`` tries 1..3 independent lines over contiguous size
 ranges, every split at a measured size, and keeps the number of segments with the
 lowest BIC of the squared relative error: a split must pay for its 3 parameters.
+
+Imports: numpy, scipy.
 """
 from __future__ import annotations
 
@@ -49,10 +51,14 @@ def relative_errors(y_fit, y) -> np.ndarray:
     return np.abs(np.asarray(y_fit, dtype=float) - y) / y
 
 
-def fit_line(x, y, relative: bool = True) -> Line:
+def fit_line(x, y, relative: bool = True, nonnegative: bool = True) -> Line:
     """Non-negative weighted least squares line with 95% confidence half-widths.
 
     ``relative=True`` weights each point by ``1/y`` (relative residuals).
+    ``nonnegative=False`` lets the intercept (and slope) take any sign: for a line
+    through part of a range whose intercept is not a cost of its own (the slope of
+    a token bucket's drained regime, whose intercept is latency minus the burst's
+    head start), clamping it at 0 would bend the slope.
     CIs come from the weighted residual variance and ``(A^T A)^-1``; they are 0
     when there are no degrees of freedom left (2 points or fewer).
     """
@@ -64,7 +70,8 @@ def fit_line(x, y, relative: bool = True) -> Line:
     x_scale = float(np.max(np.abs(x))) or 1.0      # conditioning: x spans 1e0..1e8
     w = 1.0 / y if relative else np.ones_like(y)
     a = np.column_stack([np.ones_like(x), x / x_scale]) * w[:, None]
-    coef, _ = optimize.nnls(a, y * w)
+    coef = (optimize.nnls(a, y * w)[0] if nonnegative
+            else np.linalg.lstsq(a, y * w, rcond=None)[0])
     resid = y * w - a @ coef
     dof = len(x) - 2
     ci = np.zeros(2)

@@ -4,6 +4,8 @@ A plan is a frozen dataclass; the CLIs build it from ``--quick`` and override
 single fields with flags. ``check_plan`` refuses what this machine cannot run
 (too many ranks, messages larger than a quarter of the free memory) before
 anything is started, so a bad request costs nothing and writes nothing.
+
+Imports: psutil, calibrate.rawio.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class ProbePlan:
     comm_repeats_large: int        # messages of 16 MiB and more (between: the mean of both)
     comm_warmup: int
     timeout_s: float               # per subprocess (mpirun, sharing workers)
+    device: str = "cpu"            # where the compute probe steps: cpu or cuda (one GPU)
 
     def comm_repeats(self, n_bytes: int) -> int:
         if n_bytes <= 64 * 1024:

@@ -1,29 +1,19 @@
-"""Log-log plots of measured points and fitted lines: one panel per operation, one for compute."""
+"""Log-log plots of measured points and fitted lines: one panel per operation, one for compute.
+
+Imports: matplotlib, numpy, pandas, simulator.contracts.files, calibrate.linefit.
+"""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from simulator.contracts.files import save_figure
+
 from .linefit import Line, predict_segments
 
 OPS = ("allreduce", "bcast", "gather", "scatter", "sendrecv")
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
 
 
 def _comm_panel(ax, op: str, points: pd.DataFrame, fitted: dict) -> None:
@@ -77,6 +67,6 @@ def plot_fits(path: Path, points: pd.DataFrame, fitted: dict[tuple, tuple[Line, 
     fig.suptitle("calibration: measured points (median, p25-p75) and fitted lines")
     fig.tight_layout()
     try:
-        return _save(fig, Path(path))
+        return save_figure(fig, Path(path))
     finally:
         plt.close(fig)

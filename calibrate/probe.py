@@ -15,7 +15,12 @@ Examples::
     python -m calibrate.probe --part compute --models cnn --batches 16,32
     mpirun -n 2 python -m calibrate.probe --part comm --algorithm ring --allreduce-only
 
-Every part also writes ``{part}_meta.json``: host, cores, versions and the command.
+Every part also writes ``{part}_meta.json``: host, cores, device, versions and the command.
+``--device cuda`` makes the compute part step the models on the GPU (timed with
+``torch.cuda.synchronize``); the other parts are about the host's cores and stay on CPU.
+
+Imports: numpy, scipy, torch, calibrate (comm_probe, compute_probe, plan, rawio,
+sched_probe), real.devices, simulator.contracts.cli.
 """
 from __future__ import annotations
 
@@ -29,65 +34,92 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from simulator.contracts import cli
+from simulator.contracts.cli import Parser
+
 from . import plan as planmod
 from .rawio import CalibrationError, write_json, write_rows
 
 PARTS = ("compute", "sharing", "server", "scheduler", "comm")
 
 
+MAX_BATCH = 8192                  # a probe's batch; a larger one is a typo (and memory)
+MAX_SERVER_PARAMS = 10**9
+MAX_MESSAGE_BYTES = 2**34
+
+
 def add_plan_args(p: argparse.ArgumentParser) -> None:
-    """Flags shared with ``python -m calibrate``; unset ones keep the plan's value."""
+    """Flags shared with ``python -m calibrate``; unset ones keep the plan's value. Each value
+    is checked by its type (``simulator.contracts.cli``) before anything runs."""
+    cores = planmod.host_cores()
+    ranks = planmod.MAX_RANKS_PER_CORE * cores
     p.add_argument("--quick", action="store_true", help="small plan (about a minute in all)")
     unset = argparse.SUPPRESS      # unset flags keep the plan's value, named in the help
     flags = {
-        "--models": f"comma-separated (default: {','.join(planmod.ALL_MODELS)})",
-        "--batches": "batch sizes (default: 16,32,64,128,256; quick: 16,64)",
-        "--threads": "torch threads per process (default: 1..cores)",
-        "--sharing": "k processes at once (default: 1..2*cores; quick: 1,2,2*cores)",
-        "--server-params": "server tensor sizes (default: 1e3..1e7)",
-        "--sizes": "message sizes in bytes (default: 4..64Mi in powers of 4)",
-        "--workers": "P for the comm probes (default: 2..2*cores; quick: 2)",
-        "--algorithms": f"MPI allreduce algorithms (default: {','.join(planmod.MPI_ALGORITHMS)}"
-                        "; quick: auto,ring)",
+        "--models": (cli.choice_list(planmod.ALL_MODELS, allow_all=False),
+                     f"comma-separated (default: {','.join(planmod.ALL_MODELS)})"),
+        "--batches": (cli.int_list(1, MAX_BATCH),
+                      "batch sizes (default: 16,32,64,128,256; quick: 16,64)"),
+        "--threads": (cli.int_list(1, cores), "torch threads per process (default: 1..cores)"),
+        "--sharing": (cli.int_list(1, ranks),
+                      "k processes at once (default: 1..2*cores; quick: 1,2,2*cores)"),
+        "--server-params": (cli.int_list(1, MAX_SERVER_PARAMS, scientific=True),
+                            "server tensor sizes (default: 1e3..1e7)"),
+        "--sizes": (cli.int_list(1, MAX_MESSAGE_BYTES, scientific=True),
+                    "message sizes in bytes (default: 4..64Mi in powers of 4)"),
+        "--workers": (cli.int_list(2, ranks), "P for the comm probes (default: 2..2*cores; "
+                                              "quick: 2)"),
+        "--algorithms": (cli.choice_list(planmod.MPI_ALGORITHMS, allow_all=False),
+                         f"MPI allreduce algorithms (default: "
+                         f"{','.join(planmod.MPI_ALGORITHMS)}; quick: auto,ring)"),
     }
-    for flag, text in flags.items():
-        p.add_argument(flag, default=unset, help=text)
-    p.add_argument("--repeats", type=int, default=unset,
+    for flag, (kind, text) in flags.items():
+        p.add_argument(flag, default=unset, type=kind, help=text)
+    p.add_argument("--repeats", type=cli.int_in(1, 100_000), default=unset,
                    help="every repeat count (steps, messages, server) set to this number")
-    p.add_argument("--timeout-s", type=float, default=unset,
+    p.add_argument("--timeout-s", type=cli.float_in(1, 86400), default=unset,
                    help="per subprocess (default: 600; quick: 120)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the compute probe steps the models (cuda: GPU 0, one host thread)")
 
 
 def build_plan(args: argparse.Namespace) -> planmod.ProbePlan:
     cores = planmod.host_cores()
     plan = planmod.quick_plan(cores) if args.quick else planmod.full_plan(cores)
-    pc = planmod.parse_csv
-    fields = {"models": ("models", str), "batches": ("batches", int),
-              "threads": ("threads", int), "sharing": ("sharing_ks", int),
-              "server_params": ("server_params", lambda s: int(float(s))),
-              "sizes": ("comm_sizes_bytes", lambda s: int(float(s))),
-              "workers": ("comm_workers", int), "algorithms": ("comm_algorithms", str)}
-    for flag, (name, kind) in fields.items():
+    fields = {"models": "models", "batches": "batches", "threads": "threads",
+              "sharing": "sharing_ks", "server_params": "server_params",
+              "sizes": "comm_sizes_bytes", "workers": "comm_workers",
+              "algorithms": "comm_algorithms"}
+    for flag, name in fields.items():
         value = getattr(args, flag, None)
-        if value:
-            plan = replace(plan, **{name: pc(value, kind)})
-    if getattr(args, "repeats", None):
+        if value is not None:                  # a tuple (or list) from the flag's type
+            plan = replace(plan, **{name: tuple(value)})
+    if getattr(args, "repeats", None) is not None:
         n = args.repeats
-        if n < 1:
-            raise CalibrationError(f"--repeats must be positive, got {n}")
         plan = replace(plan, step_repeats_min=n, step_repeats_max=n, comm_repeats_small=n,
                        comm_repeats_large=n, server_repeats=n)
-    if getattr(args, "timeout_s", None):
+    if getattr(args, "timeout_s", None) is not None:
         plan = replace(plan, timeout_s=args.timeout_s)
+    if getattr(args, "device", "cpu") == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise CalibrationError("--device cuda: no CUDA device here; probe the CPU with "
+                                   "--device cpu")
+        # a GPU step does not depend on the host's BLAS threads: one unless asked
+        plan = replace(plan, device="cuda",
+                       threads=plan.threads if getattr(args, "threads", None) else (1,))
     planmod.check_plan(plan, cores)
     return plan
 
 
-def describe_host() -> dict:
+def describe_host(device: str = "cpu") -> dict:
     import numpy
     import scipy
     import torch
+
+    from real.devices import describe
     return {"host": socket.gethostname(), "cores": planmod.host_cores(),
+            "device": describe(torch.device(device)),
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load_avg_1min": round(os.getloadavg()[0], 2),     # > 0 before we start: a busy host
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
@@ -154,11 +186,11 @@ def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,
     write_json(out / f"{stem}.json", {**describe_host(), **info, "command": command})
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m calibrate.probe", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> Parser:
+    p = Parser(prog="python -m calibrate.probe", description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=PARTS, required=True, help="which probe to run")
-    p.add_argument("--workdir", default="calibration", help="folder for the raw measurements")
+    p.add_argument("--workdir", default="calibration", type=cli.output_folder,
+                   help="folder for the raw measurements")
     p.add_argument("--algorithm", default="auto", choices=planmod.MPI_ALGORITHMS,
                    help="MPI allreduce algorithm (comm part; sets "
                    f"{planmod.ALGORITHM_ENV} before MPI init)")
@@ -166,12 +198,21 @@ def parse_args(argv):
                    help="comm part: only MPI allreduce (runs for the non-default algorithms)")
     p.add_argument("--no-gloo", action="store_true", help="comm part: skip torch.distributed/gloo")
     add_plan_args(p)
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv):
+    return build_parser().parse_args(argv)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    from real.dist import listen_locally
+    listen_locally()              # before MPI starts: local ranks listen on loopback only
     try:
         plan = build_plan(args)
         out = Path(args.workdir)
@@ -191,7 +232,9 @@ def main(argv=None) -> int:
          "scheduler": run_scheduler}[args.part](plan, out)
         extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
                  if args.part == "sharing" else {})
-        write_json(out / f"{args.part}_meta.json", {**describe_host(), "command": command, **extra})
+        write_json(out / f"{args.part}_meta.json", {**describe_host(plan.device if args.part ==
+                                                                    "compute" else "cpu"),
+                                                    "command": command, **extra})
     except CalibrationError as e:
         if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0":
             print(f"calibrate.probe: error: {e}", file=sys.stderr)   # rank 0 alone speaks

@@ -3,33 +3,23 @@
 Every probe writes one table per concept into the work folder (``compute_steps.csv``,
 ``sharing.csv``, ``server.csv``, ``comm_P{P}_{algorithm}.csv``, ...); one row per
 timed repetition, so medians and spreads can be recomputed from the raw data.
-A reader never sees half a file: we write a temporary sibling and rename it.
+A reader never sees half a file: each writer makes a temporary sibling and renames it.
+
+Imports: pandas, simulator.contracts.files.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from simulator.contracts.files import atomic_write_text
 
 
 class CalibrationError(ValueError):
     """Bad input to a calibration command; the message is shown as one line, exit code 2."""
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
 
 
 def write_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> Path:
@@ -38,27 +28,63 @@ def write_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> Path:
     return atomic_write_text(path, pd.DataFrame(list(rows)).to_csv(index=False))
 
 
+# What each raw table holds (``simulator.contracts.tables`` kinds): read_rows checks every
+# cell of these columns, so a damaged or truncated table is refused, not half-fitted.
+_STEPS = {"model": "text", "threads": "positive_count", "batch": "positive_count",
+          "rep": "count", "step_s": "seconds"}
+KINDS = {
+    "compute_steps.csv": _STEPS,
+    "compute_eval.csv": {"model": "text", "threads": "positive_count",
+                         "batch": "positive_count", "eval_s": "seconds",
+                         "eval_s_per_sample": "seconds"},
+    "server.csv": {"params": "positive_count", "rep": "count", "sum_s": "seconds",
+                   "update_s": "seconds"},
+    "sharing.csv": {"k": "positive_count", "rep": "count", "step_s": "seconds"},
+    "scheduler.csv": {"off_s": "seconds"},
+    "balance.csv": {"moved_s": "seconds?", "window_s": "seconds"},
+    "wake.csv": {"later_s": "seconds"},
+    "comm_P": {"workers": "positive_count", "rank": "count", "backend": "text", "op": "text",
+               "algorithm": "text", "bytes": "positive_count", "rep": "count",
+               "time_s": "seconds"},
+}
+
+
 def read_rows(path: str | os.PathLike):
-    """A table written by ``write_rows`` as a DataFrame; CalibrationError if absent or broken."""
-    import pandas as pd
+    """A table written by ``write_rows`` as a DataFrame, every cell of its known columns
+    checked (``KINDS``); CalibrationError naming the file, line and column if absent or
+    broken."""
+    from simulator.contracts.tables import TableError, read_table
     path = Path(path)
     if not path.is_file():
         raise CalibrationError(f"raw measurement file {path} does not exist: run calibrate.probe first")
+    kinds = KINDS.get(path.name) or (KINDS["comm_P"] if path.name.startswith("comm_P") else {})
     try:
-        return pd.read_csv(path)
-    except (ValueError, pd.errors.ParserError) as e:
-        raise CalibrationError(f"raw measurement file {path} cannot be read: {e}") from None
+        return read_table(path, kinds)
+    except TableError as e:
+        raise CalibrationError(f"raw measurement file {e}") from None
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True))
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, needed: tuple[str, ...] = ()) -> Any:
+    """A JSON file of the work folder, with every number finite and ``needed`` keys there."""
+    from simulator.contracts.checks import ConfigError, finite_tree
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         raise CalibrationError(f"{path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise CalibrationError(f"{path} is not valid JSON") from None
+    except OSError as e:
+        raise CalibrationError(f"{path} cannot be read: {e.strerror or e}") from None
+    try:
+        finite_tree(data)
+    except ConfigError as e:
+        raise CalibrationError(f"{path}: {e}") from None
+    missing = [k for k in needed if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise CalibrationError(f"{path} lacks field(s) {', '.join(missing)}")
+    return data

@@ -1,11 +1,14 @@
-"""Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``."""
+"""Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``.
+
+Imports: pandas, calibrate.fit_comm, simulator.contracts.profile.
+"""
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 
-from simulator import profile as prof
+from simulator.contracts import profile as prof
 
 from .fit_comm import fit_table
 

@@ -23,6 +23,8 @@ The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at mos
 ``MAX_SAMPLES_PER_RUN`` evenly spaced steps are kept per run so that a long run
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
 hold-out protocol calibrates on P <= K and predicts the rest.
+
+Imports: numpy, pandas, calibrate.rawio, simulator.contracts.record.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from real import record
+from simulator.contracts import record
 
 from .rawio import CalibrationError
 

@@ -5,18 +5,18 @@ two reads is a stretch off the core, while the other process ran. With two
 processes round-robin on one core every off-stretch is one quantum of the
 other, so the mean off-stretch is the quantum the kernel gives a busy
 process (the scheduler tick, 4 ms at HZ=250, when the base slice is shorter).
-``simulator.timeslice`` uses it for messages to processes that wait for a core.
+``simulator.model.hardware.timeslice`` uses it for messages to processes that wait for a core.
 
 The balance delay: two busy processes pinned to one core are let loose on
 all cores at once; the time until one of them runs on another core is how
 long the kernel leaves a core idle while another has two to run (its load
-balancer, not an instant steal). ``simulator.cores`` uses it.
+balancer, not an instant steal). ``simulator.model.hardware.cores`` uses it.
 
 The wake wait: two gloo ranks pinned to one core step in turn (a training
 step of the run's model, then an allreduce). The rank that leaves the call
 first computes at once; the other, woken in the call, gets the core only at a later scheduler
 tick. The time between the two leaving is how long a woken gloo rank waits
-for a core another process has just taken; ``simulator.cores`` lets such
+for a core another process has just taken; ``CoreHost.wake`` lets such
 ranks in one per that interval while every core is busy.
 
 Checks, not calibrations (they run more processes than the hold-out allows):
@@ -27,7 +27,9 @@ first (``docs/simulator.md`` quotes it against ``CoreHost.wake``).
 ``w`` of CPU time and then meet at a sleeping barrier, step after step. On C
 cores the step lasts ``k/C w`` if the cores are shared as a fluid and
 ``ceil(k/C) w`` if every process stays on its core; ``docs/simulator.md``
-quotes the answer against ``simulator.cores``.
+quotes the answer against ``CoreHost``.
+
+Imports: torch, calibrate.compute_probe, simulator.contracts.cli.
 """
 from __future__ import annotations
 
@@ -148,12 +150,15 @@ def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, wor
         os.sched_setaffinity(0, {core})
     import torch
     import torch.distributed as dist
+
     from .compute_probe import LR, make_model, synthetic_batch, timed_step
     torch.set_num_threads(1)
     rank = ranks.get()
     model = make_model(model_name)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     x, y = synthetic_batch(model_name, batch, seed=rank)
+    from real.dist import listen_locally
+    listen_locally()                               # gloo's pairs on loopback only
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     getcpu = _sched_getcpu() or (lambda: -1)
     grad, left, cpus = torch.zeros(1024), [], []
@@ -230,26 +235,29 @@ def synced_step_w(k: int, work_s: float = 0.0086, steps: int = 300) -> float:
     return max(walls) / steps / work_s
 
 
-def main(argv=None) -> int:
-    from real.cli import Parser, positive_float, positive_int, usage_error
+def build_parser():
+    from simulator.contracts.cli import Parser, float_in, int_in, int_list
+    most = 4 * (os.cpu_count() or 1)          # processes at once: 4 per core at most
     p = Parser(prog="python -m calibrate.sched_probe",
                description="Check how the kernel shares the cores in synchronous steps.")
-    p.add_argument("--check", default="3,5", help="process counts, comma-separated")
-    p.add_argument("--work-ms", type=positive_float, default=8.6, help="CPU time of one step (ms)")
-    p.add_argument("--steps", type=positive_int, default=300, help="steps per process count")
+    p.add_argument("--check", default=(3, 5), type=int_list(1, most),
+                   help=f"process counts, comma-separated (1..{most})")
+    p.add_argument("--work-ms", type=float_in(0.01, 10_000), default=8.6,
+                   help="CPU time of one step (ms)")
+    p.add_argument("--steps", type=int_in(1, 100_000), default=300,
+                   help="steps per process count")
     p.add_argument("--leaves", action="store_true",
                    help="instead: k gloo ranks train and allreduce; when each leaves the call"
                         " and how they then sit on the cores")
+    return p
+
+
+def main(argv=None) -> int:
     try:
-        args = p.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    try:
-        counts = [int(c) for c in args.check.split(",") if c.strip()]
-    except ValueError:
-        return usage_error(p.prog, f"--check wants whole numbers, got {args.check!r}")
-    if not counts or min(counts) < 1:
-        return usage_error(p.prog, f"--check wants positive process counts, got {args.check!r}")
+    counts = list(args.check)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if args.leaves:
         return print_leaves(counts, cores, args.steps)

@@ -1,4 +1,7 @@
-"""What a scheme gets to run with: config, communicator, model, data, log."""
+"""What a scheme gets to run with: config, communicator, model, data, log.
+
+Imports: torch, real (dist, step, timing).
+"""
 from __future__ import annotations
 
 import os
@@ -13,6 +16,7 @@ from .timing import IterationLog
 
 FAULT_RANK_ENV = "PSGD_FAULT_RANK"
 FAULT_ITER_ENV = "PSGD_FAULT_AT_ITER"
+FAULT_SIGNAL_ENV = "PSGD_FAULT_SIGNAL"
 
 
 @dataclass
@@ -39,6 +43,8 @@ class RunContext:
     batch_size: int = 64           # per worker and step
     global_batch: int = 64         # samples per synchronous step over all workers
     train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
+    curve: Any = None              # real.curve.CurveLog: this process's evaluation points
+    heartbeat: Any = None          # real.supervise.Heartbeat: phases and iterations for the recorder
 
     def batch_seed(self, epoch: int) -> int:
         """Shuffling seed: differs per rank and epoch, reproducible from --seed."""
@@ -52,16 +58,28 @@ class RunContext:
 def fault_hook(rank: int, environ=os.environ) -> Callable[[int], None]:
     """Test-only fault injection: ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` make rank r die at iteration i.
 
-    The process ends with ``os._exit(1)``: no clean-up, no record, as a crash would.
+    The process ends with ``os._exit(1)``: no clean-up, no record, as a crash would;
+    with ``PSGD_FAULT_SIGNAL=9`` it is killed by that signal instead (SIGKILL: as the
+    out-of-memory killer or ``kill -9`` would), and with ``PSGD_FAULT_SIGNAL=hang``
+    it stops there for good, as a rank stuck in a call that never returns.
     """
     if environ.get(FAULT_RANK_ENV, "") != str(rank):
         return lambda it: None
     at = int(environ.get(FAULT_ITER_ENV, "0"))
+    how = environ.get(FAULT_SIGNAL_ENV, "")
 
     def check(it: int) -> None:
         if it >= at:
+            import signal
             import sys
-            print(f"rank {rank}: fault injected at iteration {it} ({FAULT_RANK_ENV}), dying",
-                  file=sys.stderr, flush=True)
+            import time
+            print(f"rank {rank}: fault injected at iteration {it} ({FAULT_RANK_ENV}), "
+                  f"{'hanging' if how == 'hang' else 'dying'}", file=sys.stderr, flush=True)
+            if how == "hang":
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+                while True:
+                    time.sleep(3600)
+            if how.isdigit():
+                os.kill(os.getpid(), int(how))
             os._exit(1)
     return check

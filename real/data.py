@@ -28,6 +28,8 @@ against the header; CIFAR batch layout), and anything wrong raises
 This module only reads and returns arrays; sharding a dataset among ranks is
 ``shard()``, and printing progress is left to the caller except for the
 download bar, which shows only when stderr is a terminal.
+
+Imports: numpy, real.download.
 """
 from __future__ import annotations
 
@@ -218,6 +220,15 @@ _SYNTHETIC_SHAPES = MappingProxyType({"synthetic": ((1, 28, 28), 60000, 10000),
                                       "synthetic-cifar10": ((3, 32, 32), 50000, 10000)})
 _SYNTHETIC_SIGNAL = 0.3   # class pattern amplitude against unit pixel noise
 _SYNTHETIC_BLOCK_PX = 4   # patterns are constant on 4x4 blocks, so pooling CNNs can see them
+
+
+def sample_shape(name: str) -> tuple[tuple[int, int, int], int, int]:
+    """(channels, height, width) of one sample, and the full training and test set sizes."""
+    if name in _SYNTHETIC_SHAPES:
+        return _SYNTHETIC_SHAPES[name]
+    if name == "cifar10":
+        return _CIFAR_IMAGE_SHAPE, 50000, 10000
+    return (1, 28, 28), 60000, 10000
 
 
 def synthetic_dataset(name: str = "synthetic", *, train_size: int | None = None,

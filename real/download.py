@@ -2,6 +2,8 @@
 
 Used by ``real.data`` for the datasets' mirrors. Every failure is a ``FetchError``
 whose message is one line saying what went wrong and what to do.
+
+Imports: tqdm.
 """
 from __future__ import annotations
 

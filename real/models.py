@@ -19,6 +19,8 @@ times).
 The flat-parameter helpers give the schemes one vector per model (for
 averaging weights, sending them to a server, sizing messages); their order is
 ``model.parameters()`` order, the same on every rank.
+
+Imports: torch.
 """
 from __future__ import annotations
 
@@ -227,8 +229,9 @@ def tensor_param_counts(model: nn.Module) -> list[int]:
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:
-    """All parameters as one new 1-D tensor (a copy: changing it leaves the model alone)."""
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    """All parameters as one new 1-D tensor in host memory (a copy: changing it leaves the
+    model alone; on a GPU the copy is what MPI and the weight digest read)."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
 
 
 def load_flat_params(model: nn.Module, flat: torch.Tensor) -> None:

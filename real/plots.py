@@ -1,8 +1,10 @@
-"""Figures of measured runs: speedup against P (with the ideal line) and accuracy against P."""
+"""Figures of measured runs: speedup against P (with the ideal line), accuracy against P, and
+test accuracy against training time per scheme.
+
+Imports: matplotlib, simulator.contracts.files.
+"""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -10,21 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def save_figure(fig, path: str | os.PathLike) -> Path:
-    """Save atomically (a reader never sees half a PNG) and close the figure."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+from simulator.contracts.files import save_figure  # noqa: E402
 
 
 def speedup_plot(summary, path, title: str = "Measured speedup") -> Path:
@@ -36,6 +24,10 @@ def speedup_plot(summary, path, title: str = "Measured speedup") -> Path:
             continue
         err = g["speedup"] * g["time_ci_s"] / g["time_s"]
         ax.errorbar(g["workers"], g["speedup"], yerr=err, marker="o", capsize=3, label=alg)
+    if "disturbed" in summary and summary["disturbed"].astype(bool).any():
+        bad = summary[summary["disturbed"].astype(bool)]
+        ax.scatter(bad["workers"], bad["speedup"], s=120, facecolors="none", edgecolors="red",
+                   zorder=5, label="disturbed (other processes took CPU)")
     ax.set_xlabel("workers P")
     ax.set_ylabel("speedup T(1) / T(P)")
     ax.set_ylim(bottom=0)
@@ -56,4 +48,34 @@ def accuracy_plot(summary, path, title: str = "Test accuracy of the final model"
     ax.set_xticks(range(1, int(summary["workers"].max()) + 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def accuracy_time_plot(runs: list[dict], path,
+                       title: str = "Measured test accuracy against training time") -> Path:
+    """One panel per scheme, one line per P (the mean over runs, point by point)."""
+    schemes = list(dict.fromkeys(r["scheme"] for r in runs))
+    cols = min(5, len(schemes))
+    rows = -(-len(schemes) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.6), squeeze=False)
+    counts = sorted({r["workers"] for r in runs})
+    for ax, scheme in zip(axes.ravel(), schemes):
+        for j, p in enumerate(counts):
+            curves = [r["points"] for r in runs if r["scheme"] == scheme and r["workers"] == p]
+            if not curves:
+                continue
+            n = min(len(c) for c in curves)
+            t = [sum(c[i]["train_s"] for c in curves) / len(curves) for i in range(n)]
+            a = [sum(c[i]["test_accuracy"] for c in curves) / len(curves) for i in range(n)]
+            ax.plot(t, a, color=f"C{j % 10}", lw=1.2, label=f"P={p}")
+        ax.set_title(scheme, fontsize=9)
+        ax.set_xlabel("training time (s)", fontsize=8)
+        ax.set_ylabel("test accuracy", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in axes.ravel()[len(schemes):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return save_figure(fig, path)

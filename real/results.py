@@ -2,25 +2,45 @@
 
 ``collect`` is the only reader of many records at once; the sweep, the plots
 and the comparison with the simulator all start from its DataFrame.
+
+A point's time is the mean of its undisturbed runs (``real.load``); where every
+run of a point was disturbed, of those, and the table marks it. An efficiency
+above 1 never appears without a warning that says how it can happen.
+
+Imports: numpy, pandas, real.load (the disturbed-run summary), simulator.contracts (record, stats).
 """
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import record
-from .timing import mean_ci95
+from simulator.contracts import record
+from simulator.contracts.stats import mean_ci95
 
 COLUMNS = ("run_id", "algorithm", "workers", "repeat", "status", "failure", "model", "dataset",
            "batch_size", "epochs", "threads_per_rank", "cores", "train_wall_s", "epoch_s",
            "final_loss", "test_accuracy", "compute_s_per_iter", "comm_s_per_iter",
-           "wait_s_per_iter", "bytes_sent_total", "cpu_util_percent", "peak_rss_mb")
+           "wait_s_per_iter", "bytes_sent_total", "cpu_util_percent", "peak_rss_mb",
+           "disturbed", "cpu_served", "others_cores", "load_note")
 
 
 def row_of(run_dir: Path) -> dict:
+    """One run's row; RecordError if its record cannot be read whole or a field it needs is
+    of the wrong kind."""
+    try:
+        return _row_of(run_dir)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        if isinstance(e, record.RecordError):
+            raise
+        raise record.RecordError(f"a field is not what a run record holds ({type(e).__name__}: "
+                                 f"{e})") from None
+
+
+def _row_of(run_dir: Path) -> dict:
     rec = record.read(run_dir)
     cfg, env, t, res = rec["config"], rec["environment"], rec["timings"], rec["results"]
     row = {"run_id": rec["run_id"], "algorithm": cfg.get("algorithm"),
@@ -34,7 +54,8 @@ def row_of(run_dir: Path) -> dict:
            "final_loss": res.get("final_loss"), "test_accuracy": res.get("test_accuracy"),
            "bytes_sent_total": sum(rec["comm"].get("bytes_sent_per_rank", []) or [0]),
            "cpu_util_percent": _mean(rec["resources"].get("cpu_util_percent_per_rank")),
-           "peak_rss_mb": _mean(rec["resources"].get("peak_rss_bytes_per_rank")) / 2**20}
+           "peak_rss_mb": _mean(rec["resources"].get("peak_rss_bytes_per_rank")) / 2**20,
+           **_load_columns(rec)}
     if rec["status"] == "completed" and (run_dir / record.ITER_FILE).is_file():
         it = record.read_iterations(run_dir)
         steps = it[it["batch_size"] > 0]
@@ -45,16 +66,34 @@ def row_of(run_dir: Path) -> dict:
     return row
 
 
-def collect(runs_dir: str | os.PathLike) -> pd.DataFrame:
-    """One row per run record below ``runs_dir`` (unreadable directories are skipped)."""
+def _load_columns(rec: dict) -> dict:
+    """Whether other processes disturbed the run, and the figures that say so."""
+    load = rec.get("load")
+    if not load or not load.get("machines"):
+        return {"disturbed": rec.get("disturbed"), "cpu_served": np.nan,
+                "others_cores": np.nan, "load_note": ""}
+    from .load import summary
+    worst = min(load["machines"], key=lambda m: m["served"] / max(m["expected_served"], 1e-9))
+    return {"disturbed": bool(rec.get("disturbed")), "cpu_served": worst["served"],
+            "others_cores": worst["others_cores"], "load_note": summary(load)}
+
+
+def collect(runs_dir: str | os.PathLike, warn=None) -> pd.DataFrame:
+    """One row per run record below ``runs_dir``. A record that cannot be read whole is left
+    out and named, with the reason, through ``warn(folder, reason)`` (default: a line on
+    stderr): never half-loaded, never dropped silently."""
     rows = []
     for d in record.find_runs(runs_dir):
         try:
             rows.append(row_of(d))
-        except record.RecordError:
-            continue
+        except record.RecordError as e:
+            (warn or _warn)(d, str(e).replace(f"{d / record.RECORD_FILE}: ", ""))
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     return df.sort_values(["algorithm", "workers", "repeat"]).reset_index(drop=True)
+
+
+def _warn(run_dir: Path, reason: str) -> None:
+    print(f"real.results: skipped {run_dir}: {reason}", file=sys.stderr)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -65,8 +104,15 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[df["status"] == "completed"]
     out = []
     for (alg, p), g in ok.groupby(["algorithm", "workers"]):
-        t, ci = mean_ci95(g["train_wall_s"])
-        out.append({"algorithm": alg, "workers": int(p), "runs": len(g), "time_s": t,
+        disturbed = g["disturbed"].fillna(False).astype(bool) if "disturbed" in g else \
+            pd.Series(False, index=g.index)
+        clean = g[~disturbed]
+        used = clean if len(clean) else g
+        t, ci = mean_ci95(used["train_wall_s"])
+        g = used
+        out.append({"algorithm": alg, "workers": int(p), "runs": len(g),
+                    "disturbed_runs": int(disturbed.sum()), "disturbed": not len(clean),
+                    "time_s": t,
                     "time_ci_s": ci, "final_loss": g["final_loss"].mean(),
                     "test_accuracy": g["test_accuracy"].mean(),
                     "cpu_util_percent": g["cpu_util_percent"].mean(),
@@ -91,13 +137,38 @@ def format_table(summary: pd.DataFrame) -> str:
              f"{'Speedup':>9}{'Eff.':>7}"]
     for _, r in summary.iterrows():
         t = f"{r.time_s:.2f} ± {r.time_ci_s:.2f}" if r.runs > 1 else f"{r.time_s:.2f}"
+        t += " *" if r.get("disturbed", False) else ""
         lines.append(f"{r.algorithm:<15}{r.workers:>3}{t:>18}{_f(r.final_loss):>9}"
-                     f"{_f(r.test_accuracy):>10}{r.speedup:>9.2f}{r.efficiency:>7.2f}")
-    return "\n".join(lines)
+                     f"{_f(r.test_accuracy):>10}{_f(r.speedup, 2):>9}{_f(r.efficiency, 2):>7}")
+    return "\n".join(lines + warnings(summary))
 
 
-def _f(x) -> str:
-    return "-" if x is None or pd.isna(x) else f"{x:.4f}"
+def warnings(summary: pd.DataFrame) -> list[str]:
+    """What a reader of the table must know: disturbed points, efficiencies above 1."""
+    out = []
+    marked = summary["disturbed"].astype(bool) if "disturbed" in summary else \
+        pd.Series(False, index=summary.index)
+    if marked.any():
+        out.append("* every run of this point was disturbed: other processes took CPU its ranks "
+                   "asked for (real.sweep --retry-disturbed N runs it again)")
+    left = int(summary.loc[~marked, "disturbed_runs"].sum()) if "disturbed_runs" in summary else 0
+    if left:
+        out.append(f"{left} disturbed run(s) left out of points that also have undisturbed ones")
+    for _, r in summary[summary["efficiency"] > 1.0].iterrows():
+        base = summary[(summary["algorithm"] == r.algorithm) & (summary["workers"] == 1)]
+        slowed = bool(len(base)) and bool(marked[base.index[0]])
+        out.append(f"WARNING: efficiency {r.efficiency:.2f} > 1 for {r.algorithm} at P = "
+                   f"{r.workers}: P ranks were more than P times as fast as P = 1. Usually the "
+                   "P = 1 run was slowed" + (" (it was disturbed by other processes)" if slowed
+                                            else "") + ": other processes took its CPU, or its "
+                   "extra threads ran slower than one on a busy machine (--baseline-threads or "
+                   "--threads fix the threads); a working set that fits in cache at P > 1 adds "
+                   "a few percent at most.")
+    return out
+
+
+def _f(x, digits: int = 4) -> str:
+    return "-" if x is None or pd.isna(x) else f"{x:.{digits}f}"
 
 
 def _mean(values) -> float:

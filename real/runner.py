@@ -4,6 +4,9 @@ The per-process training loop lives in ``real/schemes``; this module does what
 is the same for every scheme: set threads, load the data, build identical
 models on every rank, time the training apart from start-up and data loading,
 gather every rank's timings and write the record (rank 0).
+
+Imports: mpi4py, psutil, torch, tqdm, real (context, data, devices, dist, environment,
+launchers, load, models, schemes, step, timing), simulator.contracts (cli, record).
 """
 from __future__ import annotations
 
@@ -12,10 +15,21 @@ import sys
 import time
 import traceback
 
-from . import record, schemes
-from .cli import usage_error
-from .dist import (detect_launch, init_torch_distributed, make_comm, select_mpi_allreduce,
-                   threads_per_rank)
+from real import schemes
+from simulator.contracts import record
+from simulator.contracts.cli import usage_error
+
+from .devices import backend_of, device_problem, select_device
+from .dist import (
+    detect_launch,
+    init_torch_distributed,
+    listen_locally,
+    make_comm,
+    select_mpi_allreduce,
+    threads_per_rank,
+)
+from .launchers import LaunchError, host_name, hosts_of
+from .supervise import Heartbeat
 from .timing import IterationLog, ResourceMeter, split_wait
 
 PROG = "python -m real.train"
@@ -27,19 +41,29 @@ def run(args) -> int:
     import torch
 
     startup_s = time.time() - psutil.Process().create_time()
+    hb = Heartbeat.from_env()                 # the recorder of real.supervise, if any
     cvars = {}
     if args.algorithm == "mpi_allreduce":     # before MPI_Init, i.e. before detect_launch
         cvars = select_mpi_allreduce(args.mpi_allreduce)
-    launch = detect_launch()
-    problem = _launch_problem(args, launch)
+    listen_locally()                          # before MPI_Init too: MPICH reads it there
+    try:
+        launch = detect_launch()
+    except LaunchError as e:
+        return usage_error(PROG, str(e))
+    problem = _launch_problem(args, launch) or device_problem(args, launch)
     if problem:
         return usage_error(PROG, problem)
-    if launch.kind == "torchrun":             # TorchComm needs the group
-        init_torch_distributed(launch, args.timeout)
+    device = select_device(args, launch)      # before NCCL joins: it uses the current GPU
+    if launch.kind == "env":                  # TorchComm needs the group
+        init_torch_distributed(launch, args.timeout, backend_of(args))
     comm = make_comm(launch, args.timeout)
     if args.algorithm in schemes.TORCH_DISTRIBUTED:
-        init_torch_distributed(launch, args.timeout)
+        init_torch_distributed(launch, args.timeout, backend_of(args))
+    hosts = hosts_of(comm.allgather_obj(host_name()))
     workers = _workers(args, launch)
+    if args.algorithm in schemes.RANK_BASED and launch.kind == "single":
+        print(f"{PROG}: note: {args.algorithm} started without a launcher runs as P = 1; "
+              f"start P ranks with mpirun -n P (or torchrun)", file=sys.stderr)
     ranks_here = workers if args.algorithm == "hogwild" else launch.local_size
     threads = args.threads or threads_per_rank(os.cpu_count() or 1, ranks_here)
     torch.set_num_threads(threads)
@@ -48,8 +72,11 @@ def run(args) -> int:
         return usage_error(PROG, f"--global-batch {global_batch} is not a multiple of the "
                                  f"{workers} workers")
     run_id = args.run_id or _default_run_id(args, launch, comm)
+    hb.announce(run_id=run_id, config=vars(args), launcher=launch.kind,
+                world_size=launch.world_size)
 
     from .data import DataError, load_dataset
+    hb.phase("load")
     t0 = time.monotonic()
     try:
         data = load_dataset(args.dataset or _default_dataset(args.model), args.data_dir,
@@ -58,34 +85,47 @@ def run(args) -> int:
     except DataError as e:
         return usage_error(PROG, str(e))
     data_load_s = time.monotonic() - t0
+    if global_batch > len(data.train_y):
+        return usage_error(PROG, f"--batch-size {args.batch_size} (a global batch of "
+                                 f"{global_batch}) is more than the {len(data.train_y)} "
+                                 "training samples")
 
-    from .train import environment
-    env = environment(launch, threads)
+    from real.environment import environment
+    env = environment(launch, threads, hosts, device)
     env["workers"] = workers
     if cvars:
         env["mpi_cvars"] = cvars
     rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env)
     rec.timings = {"startup_s": startup_s, "data_load_s": data_load_s}
+    hb.announce(environment=env)
+    hb.phase("sync")
     try:
-        ctx = _context(args, launch, comm, data, workers, global_batch)
+        ctx = _context(args, launch, comm, data, workers, global_batch, device)
+        ctx.heartbeat = hb
         if cvars:
             ctx.extra.update(mpi_allreduce_algorithm=args.mpi_allreduce, mpi_cvars=cvars)
         _train(ctx, rec, data)
     except Exception as e:  # noqa: BLE001 - any failure becomes a failed record
         rec.status = "failed"
         rec.failure = {"cause": _failure_cause(e, launch.rank), "rank": launch.rank}
+        hb.failed(rec.failure["cause"])
         traceback.print_exc()
         if launch.is_root:
             record.write(rec, args.out)
             print(f"failed: {rec.failure['cause']}; record {args.out}/{run_id}", file=sys.stderr)
         _abort_peers(launch)
         return 1
+    hb.phase("done")
     _close_torch_distributed()
     if launch.is_root:
         path = record.write(rec, args.out)
         r = rec.results
         print(f"done: {rec.timings['train_wall_s']:.2f} s training, test accuracy "
               f"{r['test_accuracy']:.4f}, record {path}", file=sys.stderr)
+        if rec.disturbed:
+            from .load import summary
+            print(f"disturbed: {summary(rec.load)}; its times are not this machine's",
+                  file=sys.stderr)
     return 0
 
 
@@ -93,8 +133,9 @@ def _launch_problem(args, launch) -> str | None:
     """Why this scheme cannot run under this launch, or None."""
     alg = args.algorithm
     if alg in schemes.MPI_ONLY and launch.kind != "mpi":
-        return (f"{alg} talks through mpi4py: run it as mpirun -n "
-                f"{schemes.ranks_for(alg, args.workers or 2)} {PROG} --algorithm {alg} ...")
+        n = schemes.ranks_for(alg, args.workers or 2)
+        return (f"{alg} talks through mpi4py: run it as mpirun -n {n} {PROG} --algorithm {alg} "
+                f"..." + (f" (or srun --mpi=pmi2 -n {n})" if launch.launcher == "srun" else ""))
     if alg == "hogwild" and launch.kind != "single":
         return f"hogwild starts its own processes: run {PROG} --algorithm hogwild --workers P"
     if launch.world_size <= schemes.EXTRA_RANKS.get(alg, 0):
@@ -108,22 +149,26 @@ def _workers(args, launch) -> int:
     return launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0)
 
 
-def _context(args, launch, comm, data, workers: int, global_batch: int):
+def _context(args, launch, comm, data, workers: int, global_batch: int, device=None):
     import torch
 
     from .context import RunContext
     from .data import shard
+    from .devices import synchronizer
     from .models import build_model
     from .step import Shard
 
     torch.manual_seed(args.seed)            # same seed on every rank: identical start weights
     model = build_model(args.model, data.input_shape, data.num_classes)
+    device = device or torch.device("cpu")
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     alg = args.algorithm
     index = launch.rank - schemes.first_worker_rank(alg)
     whole = alg in schemes.GLOBAL_BATCH or alg == "hogwild" or index < 0
     part = slice(None) if whole else shard(len(data.train_y), index, workers)
-    train = Shard(torch.from_numpy(data.train_x[part]), torch.from_numpy(data.train_y[part]))
+    train = Shard(torch.from_numpy(data.train_x[part]).to(device),
+                  torch.from_numpy(data.train_y[part]).to(device))
     per_worker = global_batch // workers
     if alg in schemes.GLOBAL_BATCH:
         per_epoch = train.global_batches_per_epoch(global_batch, workers)
@@ -133,10 +178,26 @@ def _context(args, launch, comm, data, workers: int, global_batch: int):
     else:
         per_epoch = train.batches_per_epoch(per_worker)
     return RunContext(cfg=args, launch=launch, comm=comm, model=model, optimizer=opt,
-                      shard=train, log=IterationLog(launch.rank),
-                      progress=_progress(args, launch, args.epochs * per_epoch, index >= 0),
+                      shard=train, log=IterationLog(launch.rank, sync=synchronizer(device)),
+                      progress=_progress(args, launch, args.epochs * per_epoch, index >= 0,
+                                         Heartbeat.from_env()),
                       workers=workers, worker_index=index if index >= 0 else None,
-                      batch_size=per_worker, global_batch=global_batch)
+                      batch_size=per_worker, global_batch=global_batch,
+                      curve=_curve_log(args, launch, model, data, index, per_epoch))
+
+
+def _curve_log(args, launch, model, data, index: int, per_epoch: int):
+    """Evaluation points: psgd's every worker, else the first worker (or the server, which
+    sets its own weights source and epoch length) copies its weights; with a target, rank
+    0 scores epoch ends at once (``real.curve``)."""
+    from .curve import CurveLog, scorer
+    from .models import flat_params
+    evaluates = args.algorithm == "psgd" or (index == 0 and not schemes.EXTRA_RANKS.get(
+        args.algorithm))
+    score = scorer(model, data) if args.target_accuracy is not None and launch.is_root else None
+    return CurveLog(args.eval_every, per_epoch, args.epochs * per_epoch,
+                    (lambda: flat_params(model)) if evaluates else None,
+                    args.target_accuracy, score)
 
 
 def _close_torch_distributed() -> None:
@@ -173,25 +234,33 @@ def _abort_peers(launch) -> None:
 def _train(ctx, rec, data) -> None:
     import torch
 
+    from real.environment import weights_digest
+
+    from .load import RankMeter, assess
     from .step import evaluate
-    from .train import weights_digest
     comm, launch = ctx.comm, ctx.launch
+    hb = ctx.heartbeat or Heartbeat(None)
     start_digests = comm.allgather_obj(weights_digest(ctx.model))
     if len(set(start_digests)) != 1:
         raise RuntimeError(f"ranks start from different weights: {start_digests}")
+    initial = _initial_weights(ctx)
     comm.barrier()
     meter = ResourceMeter()
+    load_meter = RankMeter(torch.get_num_threads())
     t_start = time.monotonic()
     epoch_s = schemes.get(ctx.cfg.algorithm).train(ctx)
     t_end = time.monotonic()
     if ctx.train_span:                      # hogwild: its processes' own first start, last end
         t_start, t_end = ctx.train_span
-    usage = meter.stop()
-    ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows))
+    usage, load = meter.stop(), load_meter.stop()
+    ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows, load))
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
+    curve = _scored_curve(ctx, data, t_start, ends, initial)
+    hb.phase("eval")                          # rank 0 alone from here: no peer to wait for
     if not launch.is_root:
         return
-    rows = split_wait([row for _, _, _, rs in ends for row in rs])
+    rows = split_wait([row for _, _, _, rs, _ in ends for row in rs])
+    rec.disturbed, rec.load = assess([e[4] for e in ends])
     t_eval = time.monotonic()
     test_loss, test_acc = evaluate(ctx.model, torch.from_numpy(data.test_x),
                                    torch.from_numpy(data.test_y))
@@ -205,13 +274,26 @@ def _train(ctx, rec, data) -> None:
                    "loss_curve": [[r["iteration"], r["loss"]] for r in root_rows
                                   if r["iteration"] % ctx.cfg.log_every == 0],
                    "train_samples": len(data.train_y), "test_samples": len(data.test_y),
-                   "data_source": data.source}
+                   "data_source": data.source, **curve}
     rec.comm = {"bytes_sent_per_rank": _per_rank(rows, "bytes_sent", comm.size),
                 "backend": comm.backend}
     rec.resources = {"cpu_util_percent_per_rank": [e[2]["cpu_util_percent"] for e in ends],
                      "peak_rss_bytes_per_rank": [e[2]["peak_rss_bytes"] for e in ends]}
     rec.extra.update(ctx.extra, start_weights_identical=True,
                      final_weights_identical=len(set(final_digests)) == 1)
+
+
+def _initial_weights(ctx):
+    from .models import flat_params
+    return flat_params(ctx.model) if ctx.launch.is_root else None
+
+
+def _scored_curve(ctx, data, t_start: float, ends, initial) -> dict:
+    """The accuracy curve (every rank takes part: psgd averages its workers' copies);
+    the final point is at the end of the run's training span."""
+    from .curve import scored_curve
+    wall_s = max(e[1] for e in ends) - min(e[0] for e in ends) if ends else 0.0
+    return scored_curve(ctx, data, t_start, t_start + wall_s, initial)
 
 
 def _per_rank(rows, key, n) -> list[int]:
@@ -222,30 +304,62 @@ def _per_rank(rows, key, n) -> list[int]:
     return totals
 
 
-def _progress(args, launch, total: int, shows: bool):
-    """Rank 0: a progress bar over all iterations and the loss every --log-every iterations.
+def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None):
+    """The first worker (rank 0, or rank 1 when rank 0 is a server) shows progress: a bar
+    over all iterations and the loss every --log-every iterations, and, with
+    ``--progress-file``, 'done total' in that file at most once a second (what
+    ``real.sweep`` shows for its running point). Under a launcher the bar is on even
+    though stderr is a pipe: mpirun and torchrun pass it on to the user's terminal.
 
     Every rank also checks the test-only fault hook here (``real.context.fault_hook``).
-    The first worker shows progress: rank 0, or rank 1 when rank 0 is a server.
     """
     from .context import fault_hook
     fault = fault_hook(launch.rank)
+    beat = (hb or Heartbeat(None)).beat
     first = schemes.first_worker_rank(args.algorithm)
     if launch.rank != first or not shows:
-        return lambda it, loss: fault(it)
+        def quiet(it, loss):
+            fault(it)
+            beat(it)
+        return quiet
     from tqdm import tqdm
 
+    visible = sys.stderr.isatty() or (launch.kind != "single" and not args.progress_file)
     bar = tqdm(total=total, desc=f"{args.algorithm} P={launch.world_size}", unit="it",
-               disable=None, leave=False)
+               disable=not visible, leave=False, mininterval=0.5)
+    note = _ProgressFile(args.progress_file, total) if args.progress_file else None
 
     def update(it, loss):
         fault(it)
+        beat(it)
         bar.update(1)
+        if note:
+            note.update(it + 1)
         if it % args.log_every == 0:
             bar.write(f"iteration {it:5d}  loss {loss:.4f}", file=sys.stdout)
         if it + 1 == total:
             bar.close()
     return update
+
+
+class _ProgressFile:
+    """'done total' in a small file, replaced atomically at most once a second."""
+
+    def __init__(self, path: str, total: int):
+        self.path, self.total, self.at = path, total, 0.0
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.at < 1.0 and done < self.total:
+            return
+        self.at = now
+        tmp = f"{self.path}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{done} {self.total}\n")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass                    # progress is a courtesy; training goes on
 
 
 def _default_dataset(model: str) -> str:

@@ -2,6 +2,8 @@
 
 The schemes in ``real/schemes/`` put their distributed part around these, so the
 difference between two schemes is the few lines that communicate.
+
+Imports: torch, real.timing.
 """
 from __future__ import annotations
 
@@ -72,18 +74,19 @@ def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
 
 
 def flat_grads(model: torch.nn.Module) -> torch.Tensor:
-    """All gradients as one new contiguous float32 vector, in ``model.parameters()`` order."""
+    """All gradients as one new contiguous float32 vector, in ``model.parameters()`` order,
+    on the model's device (``.cpu()`` it for MPI)."""
     return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                       for p in model.parameters()])
 
 
 def load_flat_grads(model: torch.nn.Module, flat: torch.Tensor) -> None:
-    """Set every parameter's ``.grad`` from a vector made by ``flat_grads``."""
+    """Set every parameter's ``.grad`` from a vector made by ``flat_grads`` (on any device)."""
     offset = 0
     for p in model.parameters():
         g = flat[offset:offset + p.numel()].view_as(p)
         if p.grad is None:
-            p.grad = g.clone()
+            p.grad = g.to(p.device, copy=True)
         else:
             p.grad.copy_(g)
         offset += p.numel()
@@ -100,10 +103,11 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
              batch_size: int = 1000) -> tuple[float, float]:
     """(mean loss, accuracy) on a test set; the model is put back in training mode."""
     model.eval()
+    device = next(model.parameters()).device
     total_loss, correct = 0.0, 0
     for start in range(0, len(y), batch_size):
-        out = model(x[start:start + batch_size])
-        yb = y[start:start + batch_size]
+        out = model(x[start:start + batch_size].to(device))
+        yb = y[start:start + batch_size].to(device)
         total_loss += F.nll_loss(out, yb, reduction="sum").item()
         correct += (out.argmax(1) == yb).sum().item()
     model.train()
@@ -117,12 +121,24 @@ def decay_lr(optimizer, lr_decay: float) -> None:
         group["lr"] *= 1.0 - lr_decay
 
 
-def local_epochs(ctx, log: IterationLog, after_step=None):
+def curve_point(ctx, steps_done: int) -> None:
+    """An evaluation point after this step, if it is one (``real.curve``)."""
+    if ctx.curve is not None:
+        ctx.curve.after_step(steps_done)
+
+
+def stopped(ctx) -> bool:
+    """The run's target accuracy is reached (``real.curve``): stop training."""
+    return ctx.curve is not None and ctx.curve.stop
+
+
+def local_epochs(ctx, log: IterationLog, after_step=None, stop_check=None):
     """Plain local SGD over this rank's shard, epoch by epoch.
 
     ``after_step(epoch, it) -> (bytes_sent, sync)`` runs the scheme's communication
     after an update (timed as communication); returning None means nothing was sent.
-    Yields once per epoch so the caller can time epochs.
+    Yields once per epoch so the caller can time epochs. ``stop_check()`` at each epoch
+    end, or a stop learnt in ``after_step``, ends training early (``--target-accuracy``).
     """
     cfg, it = ctx.cfg, 0
     for epoch in range(cfg.epochs):
@@ -133,9 +149,15 @@ def local_epochs(ctx, log: IterationLog, after_step=None):
             sent, sync = (after_step(epoch, it) if after_step else None) or (0, False)
             log.add(epoch, it, len(y), t0, t1, log.now(), sent, loss, sync)
             ctx.progress(it, loss)
+            curve_point(ctx, it + 1)
             it += 1
+            if stopped(ctx):
+                yield epoch
+                return
         decay_lr(ctx.optimizer, cfg.lr_decay)
         yield epoch
+        if stop_check is not None and stop_check():
+            return
 
 
 def synchronous_epochs(ctx, sync_grads, model=None) -> list[float]:
@@ -162,7 +184,10 @@ def synchronous_epochs(ctx, sync_grads, model=None) -> list[float]:
             # The update is compute too: shift the start back by its duration.
             log.add(epoch, it, len(y), t0 - step_s, t1, t2, sent, loss, sync=True)
             ctx.progress(it, loss)
+            curve_point(ctx, it + 1)
             it += 1
         decay_lr(ctx.optimizer, cfg.lr_decay)
         epoch_s.append(log.now() - t_epoch)
+        if ctx.curve is not None and ctx.curve.agree(ctx):     # --target-accuracy reached
+            break
     return epoch_s

@@ -6,11 +6,36 @@ Each point (scheme, P, repeat) is one ``real.train`` run in its own process
 group (rank-based schemes under mpirun), with a time limit. A failed point is
 recorded with its cause and the sweep goes on; completed points are skipped
 when the sweep is run again (``--force`` re-runs them). Results: ``OUT/results.csv``
-(one row per run), ``OUT/summary.csv``, ``OUT/speedup.png``, ``OUT/accuracy.png``.
-Flags after ``--`` go to ``real.train`` unchanged.
+(one row per run), ``OUT/summary.csv``, ``OUT/speedup.png``, ``OUT/accuracy.png``,
+``OUT/accuracy-time.png`` (test accuracy against training time) and, with
+``--target-accuracy A``, ``OUT/time_to_target.csv``. Flags after ``--`` go to
+``real.train`` unchanged.
+
+Every record says whether other processes took CPU the run asked for
+(``disturbed``, ``real.load``): the table marks such points, ``--retry-disturbed N``
+runs them again (up to N times, each after waiting for a quiet machine), and an
+efficiency above 1 always comes with a warning. ``--threads T`` fixes the threads
+of every rank; ``--baseline-threads`` gives the P = 1 runs the ranks' threads.
+Ranks can run beyond this machine: ``--hostfile FILE`` (``mpirun -f``),
+``--launcher srun`` (in a Slurm allocation), ``--cluster`` (the emulated cluster
+named by ``--prefix``); see ``real.sweep_launch``.
+
+
+Every flag, and every flag after ``--``, is checked before the first point
+starts (``check_args``: ``real.train``'s own parser judges a point's command);
+``--dry-run`` stops there and prints the points. A point that runs past
+``--timeout`` is stopped (SIGTERM to its launcher, which passes it to every
+rank's recorder, ``real.supervise``; SIGKILL to whatever is left) and its
+record says so; Ctrl-C stops the running point the same way, records it as
+interrupted and ends the sweep with exit code 130.
+
+Imports: tqdm, real (accuracy_report, cluster, load, plots, results, schemes, sweep_launch),
+simulator.contracts (cli, record); each run is ``real.train`` in a subprocess.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -20,7 +45,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import cli, plots, record, results, schemes
+from real import failures, plots, results, schemes
+from real.data import DATASETS
+from real.dist import isolated
+from real.models import MODELS
+from simulator.contracts import cli, record
 
 PROG = "python -m real.sweep"
 
@@ -29,16 +58,22 @@ def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--algorithm", default=["psgd"], type=cli.choice_list(schemes.SCHEMES),
                    help=f"scheme(s), comma-separated, or all: {', '.join(schemes.SCHEMES)}")
-    p.add_argument("--workers", default=[1, 2], type=cli.worker_range, help="e.g. 1-5 or 1,2,4")
-    p.add_argument("--repeats", default=1, type=cli.positive_int, help="runs per point")
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--dataset", default="fashion-mnist")
-    p.add_argument("--epochs", default=1, type=cli.positive_int)
-    p.add_argument("--batch-size", default=64, type=cli.positive_int)
-    p.add_argument("--train-size", default=None, type=cli.positive_int)
-    p.add_argument("--test-size", default=None, type=cli.positive_int)
-    p.add_argument("--out", default="runs", help="folder for records, results.csv and plots")
-    p.add_argument("--timeout", default=3600.0, type=cli.positive_float,
+    p.add_argument("--workers", default=[1, 2], type=cli.worker_range_up_to(MAX_CLUSTER_RANKS),
+                   help="e.g. 1-5 or 1,2,4 (at most 4 per core here; with --cluster, its hosts)")
+    p.add_argument("--repeats", default=1, type=cli.int_in(1, 1000), help="runs per point")
+    p.add_argument("--model", default="cnn", choices=MODELS, metavar="NAME",
+                   help=f"model: {', '.join(MODELS)}")
+    p.add_argument("--dataset", default="fashion-mnist", choices=DATASETS, metavar="NAME",
+                   help=f"dataset: {', '.join(DATASETS)}")
+    p.add_argument("--epochs", default=1, type=cli.positive_int, help="passes over the data")
+    p.add_argument("--batch-size", default=64, type=cli.positive_int, help="per worker")
+    p.add_argument("--train-size", default=None, type=cli.positive_int,
+                   help="training samples (all by default)")
+    p.add_argument("--test-size", default=None, type=cli.positive_int,
+                   help="test samples (all by default)")
+    p.add_argument("--out", default="runs", type=cli.output_folder,
+                   help="folder for records, results.csv and plots")
+    p.add_argument("--timeout", default=3600.0, type=cli.float_in(1, 1e7),
                    help="seconds one run may take before it is stopped and recorded as failed")
     p.add_argument("--force", action="store_true", help="re-run points that already completed")
     p.add_argument("--cluster", action="store_true",
@@ -46,7 +81,93 @@ def build_parser() -> cli.Parser:
                         "`python -m real.cluster up` made (one rank per host, round robin)")
     p.add_argument("--ranks-per-host", default=1, type=cli.positive_int,
                    help="with --cluster: ranks placed on each host before the next")
+    p.add_argument("--prefix", default="psgd",
+                   help="with --cluster: the cluster's prefix (real.cluster up --prefix)")
+    p.add_argument("--hostfile", default=None,
+                   help="run rank-based schemes with mpirun -f FILE (MPICH host[:slots] lines)")
+    p.add_argument("--launcher", default="mpirun", choices=("mpirun", "srun"),
+                   help="what starts the ranks of rank-based schemes (srun: in a Slurm allocation)")
+    p.add_argument("--threads", default=None, type=cli.positive_int,
+                   help="torch threads of every rank of every point (default: cores // ranks)")
+    p.add_argument("--baseline-threads", action="store_true",
+                   help="P = 1 runs use the threads of the ranks they are compared with")
+    p.add_argument("--retry-disturbed", default=0, type=cli.nonnegative_int, metavar="N",
+                   help="run a point again, up to N times, while other processes disturb it")
+    p.add_argument("--quiet-wait", default=120.0, type=cli.positive_float,
+                   help="seconds to wait for a quiet machine before a retry")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check every flag, print the points and their commands, run nothing")
+    add_accuracy_arguments(p)
     return p
+
+
+def add_accuracy_arguments(p) -> None:
+    g = p.add_argument_group("accuracy over time")
+    g.add_argument("--eval-every", default=0, type=cli.nonnegative_int, metavar="N",
+                   help="test accuracy every N iterations at P = 1 (every N/P at P workers: the "
+                        "same samples between points), besides every epoch end")
+    g.add_argument("--target-accuracy", default=None, type=cli.accuracy, metavar="A",
+                   help="each run trains until its test accuracy reaches A (checked at its epoch "
+                        "ends) and records when it first did (OUT/time_to_target.csv; 'not "
+                        "reached in E epochs' otherwise)")
+    g.add_argument("--max-epochs", default=None, type=cli.positive_int, metavar="E",
+                   help="with --target-accuracy: the most epochs a run trains (default: --epochs)")
+
+
+def accuracy_flags(args, p: int) -> list[str]:
+    """real.train's flags for the accuracy curve of a point with ``p`` workers."""
+    every = 0 if args.eval_every == 0 else max(1, round(args.eval_every / p))
+    flags = ["--eval-every", str(every)]
+    if args.target_accuracy is not None:
+        flags += ["--target-accuracy", repr(args.target_accuracy)]
+    return flags
+
+MAX_RANKS = 4 * (os.cpu_count() or 1)       # ranks of one point on this machine (4 per core)
+MAX_CLUSTER_RANKS = 1024                    # the parser's bound; check_args knows the cluster
+SWEEP_SETS = ("--algorithm", "--run-id", "--out", "--repeat", "--progress-file", "--workers",
+              "--model", "--dataset", "--epochs", "--batch-size", "--train-size", "--test-size")
+POINT_TAG_ENV = "PSGD_SWEEP_POINT"          # marks every process of the running point
+STOP_WAIT_S = 15.0                          # a stopped point's launcher and recorders end by then
+
+
+def check_args(args, extra: list[str], cluster) -> str | None:
+    """Why this sweep cannot run, or None: flags after ``--`` that the sweep sets itself,
+    a point ``real.train`` would refuse (its own parser judges each scheme's command),
+    more ranks than the machine or the emulated cluster holds."""
+    from . import train
+    given = sorted({a.split("=")[0] for a in extra if a.split("=")[0] in SWEEP_SETS})
+    if given:
+        return (f"{', '.join(given)} after -- is set by the sweep for every point; give it to "
+                f"{PROG} itself (see --help)")
+    remote = args.hostfile or args.launcher == "srun"     # (their own checks: sweep_launch)
+    limit = (cluster.n_hosts * args.ranks_per_host if cluster else
+             MAX_CLUSTER_RANKS if remote else MAX_RANKS)
+    for alg in args.algorithm:
+        ranks = schemes.ranks_for(alg, max(args.workers))
+        if alg not in schemes.RANK_BASED and alg != "serial" and ranks > MAX_RANKS:
+            return (f"--workers: {alg} at P = {max(args.workers)} starts {ranks} processes on this machine, "
+                    f"more than {MAX_RANKS} (4 per core)")
+        if alg in schemes.RANK_BASED and ranks > limit:
+            where = (f"the {cluster.n_hosts} hosts of the cluster at {args.ranks_per_host} per host"
+                     if cluster else f"this machine ({MAX_RANKS}: 4 per core)")
+            return (f"--workers: {alg} at P = {max(args.workers)} needs {ranks} ranks, more than "
+                    f"{where}")
+    for alg in args.algorithm:
+        p = max(args.workers)
+        argv, _ = train_command(alg, p, f"{alg}-P{p}-r0", args, extra)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                targs = train.parse_args(argv[argv.index("real.train") + 1:])
+        except SystemExit:
+            return (said.getvalue().strip().split(": error: ", 1)[-1].replace(
+                "(see python -m real.train --help)", "(a flag after -- is for real.train)"))
+        ranks = (1 if alg in ("serial", "hogwild") else
+                 min(schemes.ranks_for(alg, p), args.ranks_per_host if cluster else p + 1))
+        problem = train.data_size_problem(targs, ranks)
+        if problem:
+            return problem
+    return None
 
 
 def points(args) -> list[tuple[str, int, int]]:
@@ -75,13 +196,19 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
     ranks = schemes.ranks_for(alg, p)
     if alg not in schemes.RANK_BASED:
         return py + (["--workers", str(p)] if alg != "serial" else []), {}
-    if cluster is None:
-        return [mpirun(), "-n", str(ranks)] + py, {}
+    hostfile = ["-f", str(Path(args.hostfile).resolve())] if args.hostfile else []
+    if getattr(args, "launcher", "mpirun") == "srun":
+        from .sweep_launch import srun_command
+        return srun_command(alg, ranks, py), {}
+    if cluster is None:               # local: in a network of its own (only loopback)
+        launch = [mpirun(), *hostfile, "-n", str(ranks)] + py
+        return (launch if "--download" in extra or hostfile else isolated(launch)), {}
     from . import cluster as emu
     env = emu.mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
                                   "GLOO_SOCKET_IFNAME": cluster.interface,
                                   "PSGD_CLUSTER": json.dumps(cluster.to_json())}
-    return emu.mpirun_command(cluster, ranks, py, args.ranks_per_host), env
+    return emu.mpirun_command(cluster, ranks, py, args.ranks_per_host,
+                              hostfile=hostfile[1] if hostfile else None), env
 
 
 def mpirun() -> str:
@@ -93,40 +220,130 @@ def mpirun() -> str:
     return found
 
 
-def run_point(cmd: list[str], log_path: Path, timeout_s: float,
-              env: dict | None = None) -> tuple[int, str]:
-    """Run one point in its own process group; returns (exit code, cause if it failed)."""
+class Interrupted(Exception):
+    """Ctrl-C while a point ran: the point is stopped and recorded; the sweep ends."""
+
+
+def run_point(cmd: list[str], log_path: Path, timeout_s: float, env: dict | None = None,
+              progress_file: Path | None = None, label: str = "") -> tuple[int, str]:
+    """Run one point in its own session; returns (exit code, cause if it failed).
+    While it runs, a bar shows its iterations (from the ``--progress-file`` rank 0 keeps).
+    Past ``timeout_s`` the point is stopped; Ctrl-C stops it and raises ``Interrupted``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    bar = _PointBar(progress_file, label)
+    tag = f"{os.getpid()}-{label}-{time.monotonic_ns()}"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=os.environ | (env or {}))
+                                env=os.environ | (env or {}) | {POINT_TAG_ENV: tag})
+        deadline = time.monotonic() + timeout_s
         try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return -9, f"timed out after {timeout_s:.0f} s"
+            while True:
+                try:
+                    code = proc.wait(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        stop_point(proc, signal.SIGTERM, tag)
+                        return -9, f"timed out after {timeout_s:.0f} s (real.sweep --timeout)"
+                    bar.poll()
+        except KeyboardInterrupt:
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)     # a second Ctrl-C waits too
+            try:
+                stop_point(proc, signal.SIGINT, tag)
+            finally:
+                signal.signal(signal.SIGINT, old)
+            raise Interrupted(label) from None
+        finally:
+            bar.close()
     if code == 0:
         return 0, ""
     tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
     return code, f"exit code {code}: {tail[-1] if tail else 'no output'}"
 
 
-def is_completed(run_dir: Path) -> bool:
+def stop_point(proc: subprocess.Popen, sig: int, tag: str) -> None:
+    """Stop a running point: ``sig`` to its launcher (mpirun passes it to every rank; a
+    rank's recorder stops the rank and notes why), then SIGKILL to its process group and
+    to every process that carries the point's tag (ranks in sessions of their own)."""
     try:
-        return record.read(run_dir)["status"] == "completed"
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=STOP_WAIT_S)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    for pid in [proc.pid] + _tagged(tag):
+        try:
+            os.killpg(pid, signal.SIGKILL) if pid == proc.pid else os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+def _tagged(tag: str) -> list[int]:
+    """The processes started for one point (they inherit its tag), as far as /proc shows."""
+    mark = f"{POINT_TAG_ENV}={tag}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+class _PointBar:
+    """A second progress bar, under the sweep's, for the iterations of the running point."""
+
+    def __init__(self, path: Path | None, label: str):
+        from tqdm import tqdm
+        self.path = path
+        self.bar = tqdm(total=None, desc=label, unit="it", disable=None if path else True,
+                        leave=False, position=1)
+
+    def poll(self) -> None:
+        try:
+            done, total = map(int, self.path.read_text().split())
+        except (OSError, ValueError, AttributeError):
+            return
+        if self.bar.total != total:
+            self.bar.reset(total=total)
+        self.bar.n = done
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.path:
+            self.path.unlink(missing_ok=True)
+
+
+def is_completed(run_dir: Path) -> bool:
+    """A completed record whose two files read whole (a damaged one is run again)."""
+    try:
+        if record.read(run_dir)["status"] != "completed":
+            return False
+        record.read_iterations(run_dir)
+        return True
     except record.RecordError:
         return False
 
 
-def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd) -> None:
-    """Keep the cause of a point that died before writing its own record."""
+def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd,
+                   status: str = "failed", stopped: bool = False) -> None:
+    """Keep the cause of a point that did not finish: once rank 0's recorder is done, its
+    record (naming the rank and how it ended) stays, with what the sweep knows in front
+    when the sweep stopped the point; a point that left no record gets one here."""
+    failures.wait_for_recorder(run_dir.parent, run_dir.name, STOP_WAIT_S)
     try:
-        if record.read(run_dir)["status"] == "failed":
-            return          # the run recorded its own failure; keep that one
+        rec = record.read(run_dir)
     except record.RecordError:
-        pass
-    rec = record.RunRecord(run_id=run_dir.name, status="failed",
+        rec = None
+    if rec is not None and rec["status"] != "completed":
+        if stopped:
+            failures.amend_cause(run_dir, cause, status)
+        return
+    rec = record.RunRecord(run_id=run_dir.name, status=status,
                            failure={"cause": cause, "rank": None},
                            config={"algorithm": alg, "repeat": rep, "command": cmd},
                            environment={"workers": p, "ranks": p})
@@ -144,32 +361,130 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     except FileNotFoundError as e:
         return cli.usage_error(PROG, str(e))
+    if args.max_epochs is not None:
+        if args.target_accuracy is None:
+            return cli.usage_error(PROG, "--max-epochs goes with --target-accuracy; "
+                                         "without a target, give --epochs")
+        args.epochs = args.max_epochs
     cluster = None
     if args.cluster:
         from .cluster import read_state
-        cluster = read_state()
+        try:
+            cluster = read_state(args.prefix)
+        except ValueError as e:
+            return cli.usage_error(PROG, f"--cluster: {e}")
         if cluster is None:
-            return cli.usage_error(PROG, "--cluster: no emulated cluster is up; start one with "
-                                         "`python -m real.cluster up --hosts N --bandwidth 100mbit`")
-    out = Path(args.out)
+            return cli.usage_error(PROG, f"--cluster: no emulated cluster '{args.prefix}' is up; "
+                                         "start one with `python -m real.cluster up --hosts N "
+                                         "--bandwidth 100mbit`")
     todo = points(args)
+    problem = _launch_problem(args, todo, cluster) or check_args(args, extra, cluster)
+    if problem is not None:
+        return cli.usage_error(PROG, problem) if problem else 2
+    if args.dry_run:
+        return dry_run(args, extra, cluster)
+    from .sweep_launch import thread_note
+    note = thread_note(args, todo)
+    if note:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    try:
+        run_points(args, extra, cluster, todo)
+    except Interrupted as e:
+        print(f"{PROG}: interrupted during {e}; recorded as interrupted in "
+              f"{Path(args.out) / str(e)}", file=sys.stderr)
+        return 130
+    return report(Path(args.out), args)
+
+
+def dry_run(args, extra: list[str], cluster) -> int:
+    for alg, p, rep in points(args):
+        cmd, _ = train_command(alg, p, f"{alg}-P{p}-r{rep}", args,
+                               accuracy_flags(args, p) + extra, cluster)
+        print(" ".join(cmd))
+    return 0
+
+
+def run_points(args, extra: list[str], cluster, todo) -> None:
     from tqdm import tqdm
+
+    from .sweep_launch import threads_for
+    out = Path(args.out)
     for alg, p, rep in tqdm(todo, desc="sweep", unit="run", disable=None):
         run_id = f"{alg}-P{p}-r{rep}"
-        if not args.force and is_completed(out / run_id):
+        if not args.force and is_completed(out / run_id) and not (
+                args.retry_disturbed and is_disturbed(out / run_id)):
             continue
-        cmd, env = train_command(alg, p, run_id, args, extra, cluster)
-        t0 = time.monotonic()
-        code, cause = run_point(cmd, out / "logs" / f"{run_id}.log", args.timeout, env)
-        status = "ok" if code == 0 else f"FAILED ({cause})"
-        print(f"{run_id}: {status} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        if code != 0:
-            record_failure(out / run_id, alg, p, rep, cause, cmd)
-    return report(out)
+        threads = threads_for(args, alg, p, todo)
+        point_extra = (accuracy_flags(args, p) + extra
+                       + (["--threads", str(threads)] if threads else []))
+        for attempt in range(args.retry_disturbed + 1):
+            if attempt:
+                _wait_for_quiet(args.quiet_wait)
+            if not run_one(args, alg, p, rep, point_extra, cluster):
+                break
+            if attempt < args.retry_disturbed:
+                print(f"{run_id}: retry {attempt + 1} of {args.retry_disturbed} "
+                      f"(--retry-disturbed)", file=sys.stderr)
 
 
-def report(out: Path) -> int:
-    df = results.collect(out)
+def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster) -> bool:
+    """Run one point once and record how it ended; True if it ran but was disturbed."""
+    out, run_id = Path(args.out), f"{alg}-P{p}-r{rep}"
+    progress = (out / "logs" / f".{run_id}.progress").resolve()
+    cmd, env = train_command(alg, p, run_id, args,
+                             point_extra + ["--progress-file", str(progress)], cluster)
+    t0 = time.monotonic()
+    try:
+        code, cause = run_point(cmd, out / "logs" / f"{run_id}.log", args.timeout, env,
+                                progress, run_id)
+    except Interrupted:
+        record_failure(out / run_id, alg, p, rep, "interrupted by the user (Ctrl-C in "
+                       "real.sweep)", cmd, status="interrupted", stopped=True)
+        raise
+    disturbed = code == 0 and is_disturbed(out / run_id)
+    status = "ok" if code == 0 else f"FAILED ({cause})"
+    print(f"{run_id}: {status}{' but DISTURBED' if disturbed else ''} in "
+          f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
+    if code != 0:
+        record_failure(out / run_id, alg, p, rep, cause, cmd, stopped=code == -9)
+    return disturbed
+
+
+def _launch_problem(args, todo, cluster) -> str | None:
+    """What stops the sweep before it starts: a bad hostfile, a too small Slurm allocation."""
+    from .sweep_launch import allocation_problem, read_hostfile, srun
+    if args.launcher == "srun" and (args.cluster or args.hostfile):
+        return "--launcher srun places ranks itself: leave out --cluster and --hostfile"
+    if args.baseline_threads and (args.hostfile or args.launcher == "srun"):
+        return ("--baseline-threads needs to know the cores of the ranks' hosts: "
+                "give --threads T instead")
+    try:
+        if args.hostfile:
+            read_hostfile(args.hostfile, cluster)
+        if args.launcher == "srun":
+            srun()
+    except (ValueError, FileNotFoundError) as e:
+        return str(e)
+    return None if args.cluster else allocation_problem(todo)
+
+
+def is_disturbed(run_dir: Path) -> bool:
+    try:
+        return record.is_disturbed(record.read(run_dir))
+    except record.RecordError:
+        return False
+
+
+def _wait_for_quiet(limit_s: float) -> None:
+    from .load import wait_for_quiet
+    waited = wait_for_quiet(limit_s)
+    print(f"{PROG}: {'quiet' if waited['quiet'] else 'still busy'} after {waited['waited_s']:.0f} s "
+          f"(other processes: {waited['busy_cores']} cores)", file=sys.stderr)
+
+
+def report(out: Path, args=None) -> int:
+    df = results.collect(out, warn=lambda d, why: print(f"{PROG}: skipped {d}: {why}",
+                                                        file=sys.stderr))
     if df.empty:
         print(f"{PROG}: no run records in {out}", file=sys.stderr)
         return 1
@@ -178,12 +493,18 @@ def report(out: Path) -> int:
     failed = df[df["status"] != "completed"]
     for _, r in failed.iterrows():
         print(f"failed: {r.run_id}: {r.failure}", file=sys.stderr)
+    for _, r in df[df["disturbed"].eq(True)].iterrows():      # NaN for failed runs
+        print(f"disturbed: {r.run_id}: {r.load_note}", file=sys.stderr)
     if summary.empty:
         return 1
     _write_csv(summary, out / "summary.csv")
     plots.speedup_plot(summary, out / "speedup.png")
     plots.accuracy_plot(summary, out / "accuracy.png")
-    print(results.format_table(summary))
+    cli.print_out(results.format_table(summary))
+    from .accuracy_report import report as accuracy_report
+    text = accuracy_report(out, getattr(args, "target_accuracy", None))
+    if text:
+        cli.print_out(text)
     print(f"\nwrote {out / 'results.csv'}, {out / 'summary.csv'}, {out / 'speedup.png'}, "
           f"{out / 'accuracy.png'}")
     return 0 if failed.empty else 1

@@ -9,15 +9,20 @@ A scheme times each iteration with ``IterationLog``::
     log.add(epoch, it, batch, t0, t1, log.now(), bytes_sent, loss, sync=True)
 
 The clock is ``time.monotonic`` (CLOCK_MONOTONIC on Linux): one clock for every
-process on the host, so arrival times of different ranks can be compared.
+process on the host, so arrival times of different ranks can be compared. On a
+GPU, ``sync`` (``real.devices.synchronizer``) waits for the queued kernels before
+each reading, so a phase's time is its work and not the time to queue it.
 For a synchronising call (``sync=True``) the rank that arrives first waits for
 the last; that wait is ``max(arrival of all ranks) - own arrival`` and is split
 off the call's time in ``split_wait``; the rest is communication proper.
+
+Imports: numpy.
 """
 from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,8 +32,12 @@ import numpy as np
 class IterationLog:
     rank: int
     rows: list[dict] = field(default_factory=list)
+    sync: Callable[[], None] | None = None     # waits for the GPU's queued work
 
-    now = staticmethod(time.monotonic)
+    def now(self) -> float:
+        if self.sync is not None:
+            self.sync()
+        return time.monotonic()
 
     def add(self, epoch: int, iteration: int, batch_size: int, t_start: float,
             t_comm_enter: float, t_comm_exit: float, bytes_sent: int = 0,
@@ -80,16 +89,3 @@ class ResourceMeter:
 def _cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def mean_ci95(values) -> tuple[float, float]:
-    """Mean and the half-width of its 95% confidence interval (t-distribution)."""
-    x = np.asarray(list(values), dtype=float)
-    x = x[~np.isnan(x)]
-    if len(x) == 0:
-        return float("nan"), float("nan")
-    if len(x) == 1:
-        return float(x[0]), 0.0
-    from scipy import stats
-    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return float(x.mean()), float(half)

@@ -3,25 +3,34 @@
     python -m real.train --algorithm serial --dataset fashion-mnist --epochs 1
     mpirun -n 4 python -m real.train --algorithm psgd --average-every 0
     torchrun --nproc-per-node 2 -m real.train --algorithm allreduce --global-batch 256
+    srun -n 4 python -m real.train --algorithm ddp --device cuda     # under Slurm, one GPU per rank
     python -m real.train --algorithm hogwild --workers 4
     mpirun -n 5 python -m real.train --algorithm ps_async        # 4 workers + the server
 
-The same script runs single-process, under mpirun and under torchrun (see
-``real.dist``). Rank 0 shows progress, prints the loss every ``--log-every``
-iterations, evaluates the final model and writes ``OUT/RUN_ID/``.
+The same script runs single-process, under mpirun, torchrun and srun, on one
+host or many (``real.launchers``), on CPU or GPU (``real.devices``). Rank 0 shows progress, prints the loss every ``--log-every``
+iterations, evaluates the final model and writes ``OUT/RUN_ID/``. The record
+holds test accuracy against training time (``results.curve``, points every
+``--eval-every`` iterations and at every epoch end, see ``real.curve``).
+
+Imports: real (data, dist, launchers, models, runner, schemes), simulator.contracts.cli.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import platform
-import socket
 import sys
 
-from . import cli, schemes
+from real import schemes
+from simulator.contracts import cli
 
 DEFAULT_TIMEOUT_S = 120.0
+RANKS_PER_CORE = 4                  # more processes or threads than this per core: a typo
+FLOAT32_BYTES = 4
+
+
+def local_limit() -> int:
+    """The most processes (or threads) one run may start per host: RANKS_PER_CORE per core."""
+    return RANKS_PER_CORE * (os.cpu_count() or 1)
 
 
 def build_parser() -> cli.Parser:
@@ -36,42 +45,64 @@ def build_parser() -> cli.Parser:
                    help=f"model: {', '.join(MODELS)}")
     p.add_argument("--dataset", default=None, choices=DATASETS, metavar="NAME",
                    help=f"dataset: {', '.join(DATASETS)} (default: the model's own)")
-    p.add_argument("--data-dir", default=None, help="folder holding the dataset files")
+    p.add_argument("--data-dir", default=None, type=cli.input_folder,
+                   help="folder holding the dataset files")
     p.add_argument("--download", action="store_true", help="download a missing dataset (checksummed)")
     p.add_argument("--train-size", type=cli.positive_int, default=None,
                    help="use only this many training samples (all by default)")
     p.add_argument("--test-size", type=cli.positive_int, default=None,
                    help="use only this many test samples (all by default)")
-    p.add_argument("--epochs", type=cli.positive_int, default=1)
+    p.add_argument("--epochs", type=cli.positive_int, default=1, help="passes over the training set")
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
     p.add_argument("--global-batch", type=cli.positive_int, default=None,
                    help="samples per step over all workers (per worker: G / P, must divide); "
                         "default: batch size * P")
-    p.add_argument("--lr", type=cli.positive_float, default=0.05, help="learning rate")
-    p.add_argument("--momentum", type=float, default=0.0)
-    p.add_argument("--lr-decay", type=float, default=0.0,
+    p.add_argument("--lr", type=cli.float_in(1e-12, 1e3), default=0.05, help="learning rate")
+    p.add_argument("--momentum", type=cli.float_in(0, 1, high_open=True), default=0.0,
+                   help="SGD momentum (0: plain SGD)")
+    p.add_argument("--lr-decay", type=cli.float_in(0, 1, high_open=True), default=0.0,
                    help="fraction the learning rate drops after each epoch (seed 001: 0.01)")
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                   help="flag defaults of an exercise sheet (explicit flags win)")
+                   help="the settings of one of the exercise sheets the project started from "
+                        "(seed001: lr 1, 1%% decay per epoch, batch 100, 5 epochs); "
+                        "flags given explicitly win")
     p.add_argument("--average-every", type=cli.nonnegative_int, default=0,
                    help="psgd: average weights every K iterations (0: once, at the end); "
                         f"async_avg: exchange with the holder every K (0: {ASYNC_AVG_DEFAULT_K})")
-    p.add_argument("--workers", type=cli.positive_int, default=None,
+    p.add_argument("--workers", type=cli.int_in(1, local_limit()), default=None,
                    help="hogwild: processes to start (rank-based schemes take P from the launcher)")
     p.add_argument("--mpi-allreduce", default="auto", choices=MPI_ALLREDUCE_ALGORITHMS,
                    help="mpi_allreduce: MPICH's algorithm (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM)")
-    p.add_argument("--threads", type=cli.positive_int, default=None,
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where each rank computes: cpu, or cuda (one GPU per rank; real.devices)")
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="torch.distributed backend of gather_scatter, allreduce, ddp "
+                        "(auto: nccl with --device cuda, gloo on CPU)")
+    p.add_argument("--threads", type=cli.int_in(1, local_limit()), default=None,
                    help="torch threads per rank (default: cores // ranks on this host)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=cli.seed, default=1,
+                   help="seed of the weights and the data order (rank r draws from seed + r)")
     p.add_argument("--repeat", type=cli.nonnegative_int, default=0,
                    help="index of this repetition (set by real.sweep; recorded)")
-    p.add_argument("--timeout", type=cli.positive_float, default=DEFAULT_TIMEOUT_S,
-                   help="seconds a rank waits for a peer before the run is declared failed")
+    p.add_argument("--timeout", type=cli.float_in(1, 1e6), default=DEFAULT_TIMEOUT_S,
+                   help="seconds a rank may wait for a peer (or go without finishing an "
+                        "iteration) before the run is declared failed")
     p.add_argument("--log-every", type=cli.positive_int, default=20, help="print the loss every N iterations")
-    p.add_argument("--out", default="runs", help="folder that receives the run record")
-    p.add_argument("--run-id", default=None, help="name of the record folder (default: scheme-P-time)")
+    p.add_argument("--eval-every", type=cli.nonnegative_int, default=0,
+                   help="test accuracy every N iterations of the evaluating worker, besides every "
+                        "epoch end (0: epoch ends only); scored after training (real.curve)")
+    p.add_argument("--target-accuracy", type=cli.accuracy, default=None,
+                   help="stop at the end of the epoch in which test accuracy reaches this, and "
+                        "record the training time it first did (or that it was not reached "
+                        "in --epochs)")
+    p.add_argument("--out", default="runs", type=cli.output_folder,
+                   help="folder that receives the run record")
+    p.add_argument("--run-id", default=None, type=cli.run_id,
+                   help="name of the record folder (default: scheme-P-time)")
     p.add_argument("--dry-run", action="store_true",
                    help="smoke test: 256 training and test samples, one epoch")
+    p.add_argument("--progress-file", default=None, type=cli.output_file(),
+                   help="rank 0 keeps 'iterations_done total' in this file (real.sweep reads it)")
     return p
 
 
@@ -82,60 +113,70 @@ def parse_args(argv=None):
     if first.preset:
         parser.set_defaults(**PRESETS[first.preset])
         first = parser.parse_args(argv)
+    if len(first.algorithm) != 1:
+        parser.error(f"--algorithm takes one scheme (got {', '.join(first.algorithm)}); "
+                     "python -m real.sweep runs several")
     first.algorithm = first.algorithm[0]
     if first.dry_run:
         first.train_size, first.test_size, first.epochs = 256, 256, 1
     if first.data_dir and not os.path.isdir(first.data_dir):
         parser.error(f"--data-dir {first.data_dir} does not exist")
     if first.workers is not None and first.algorithm in schemes.RANK_BASED:
-        launched = _launched_world_size()
+        from .launchers import LaunchError, launched_world_size
+        try:
+            launched = launched_world_size()
+        except LaunchError as e:
+            parser.error(str(e))
         if launched is not None and launched != schemes.ranks_for(first.algorithm, first.workers):
             parser.error(f"--workers {first.workers} does not match the {launched} ranks launched "
-                         f"({first.algorithm} takes P from mpirun / torchrun)")
+                         f"({first.algorithm} takes P from mpirun / torchrun / srun)")
     if not 0 <= first.lr_decay < 1:
         parser.error(f"--lr-decay {first.lr_decay} must be in [0, 1)")
+    problem = data_size_problem(first)
+    if problem:
+        parser.error(problem)
     return first
+
+
+def data_size_problem(args, ranks_here: int | None = None) -> str | None:
+    """Why the training data would not fit in this machine's memory, or None: every rank on
+    the host (``ranks_here``; default: as launched) holds the whole set as float32
+    (hogwild's processes share one copy)."""
+    from simulator.contracts.checks import ConfigError, fits_in_memory
+
+    from .data import sample_shape
+    from .models import DEFAULT_DATASET
+    dataset = args.dataset or DEFAULT_DATASET[args.model]
+    shape, default_train, default_test = sample_shape(dataset)
+    if not dataset.startswith("synthetic"):      # a real set has what it has
+        for flag, asked, has in (("--train-size", args.train_size, default_train),
+                                 ("--test-size", args.test_size, default_test)):
+            if asked and asked > has:
+                return f"{flag} {asked} is more than the {has} samples of {dataset}"
+    samples = (args.train_size or default_train) + (args.test_size or default_test)
+    ranks = ranks_here or (1 if args.algorithm == "hogwild" else _launched_local_size())
+    per_sample = FLOAT32_BYTES * shape[0] * shape[1] * shape[2]
+    try:
+        # generating or normalising a set holds about two copies at once
+        fits_in_memory(f"--train-size {args.train_size or default_train} ({dataset}, "
+                       f"{ranks} rank(s) on this host)", 2 * ranks * samples * per_sample)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def _launched_local_size() -> int:
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return _launched_world_size() or 1
 
 
 def _launched_world_size() -> int | None:
     for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"):
-        if var in os.environ:
+        if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return None
-
-
-def environment(launch, threads: int) -> dict:
-    import numpy
-    import torch
-    versions = {"python": platform.python_version(), "torch": torch.__version__,
-                "numpy": numpy.__version__}
-    if launch.kind == "mpi":
-        import mpi4py
-        from mpi4py import MPI
-        versions["mpi4py"] = mpi4py.__version__
-        versions["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
-    # An emulated cluster (real.sweep --cluster) names itself: hosts, addresses, shaping.
-    cluster = json.loads(os.environ["PSGD_CLUSTER"]) if os.environ.get("PSGD_CLUSTER") else None
-    return {"host": socket.gethostname(), "cores": os.cpu_count(), "platform": platform.platform(),
-            "cpu": _cpu_model(), "launcher": launch.kind, "ranks": launch.world_size,
-            "ranks_per_host": launch.local_size, "threads_per_rank": threads,
-            "versions": versions, "cluster": cluster}
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def weights_digest(model) -> str:
-    from .models import flat_params
-    return hashlib.sha256(flat_params(model).numpy().tobytes()).hexdigest()[:16]
 
 
 def main(argv=None) -> int:
@@ -144,16 +185,37 @@ def main(argv=None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     from .runner import run
-    code = run(args)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        # Under torchrun a worker sometimes aborts in C++ teardown ("terminate called
-        # without an active exception") after everything is written and the gloo
-        # group destroyed; leave without running static destructors.
+    try:
+        code = run(args)
+    except Exception as e:  # noqa: BLE001 - the recorder (real.supervise) names the failure
+        import traceback
+
+        from .runner import _failure_cause
+        from .supervise import Heartbeat
+        traceback.print_exc()
+        Heartbeat.from_env().failed(_failure_cause(e, cli.launched_rank()))
+        return 1
+    if "TORCHELASTIC_RUN_ID" in os.environ or args.algorithm in schemes.TORCH_DISTRIBUTED:
+        # A gloo rank sometimes aborts in C++ teardown ("terminate called without an
+        # active exception"), under torchrun and under mpirun alike, after everything
+        # is written and the gloo group destroyed; leave without static destructors
+        # (but finalize MPI: hydra ends every rank when one leaves without it).
+        from .dist import finalize_mpi
+        finalize_mpi()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     return code
 
 
+def launched_main() -> int:
+    """``python -m real.train``: the rank runs under its recorder (``real.supervise``)."""
+    from .supervise import supervised, wanted
+    argv = sys.argv[1:]
+    if wanted() and not {"-h", "--help"} & set(argv):
+        return supervised(argv)
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(launched_main())

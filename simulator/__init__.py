@@ -1,24 +1,34 @@
-"""SimPy simulator of data-parallel SGD: hosts, cores, workers, links, parameter servers.
+"""Predict data-parallel SGD on P workers: a SimPy model of hosts, cores, links and schemes.
 
-Predict how long a training scheme takes on P workers, on the calibrated
-machine or on a described cluster::
+The package has four floors; arrows point down only (``tests/test_layout.py``):
 
-    from simulator.simulate import simulate          # -> Result
-    from simulator.config import Workload, Cluster, Link, SchemeConfig, Heterogeneity
+* ``contracts/``: the files stages exchange (run record, profile, workload,
+  cluster) and the conventions every command shares (units, checks, CLI, atomic files);
+* ``model/``: what is simulated: workload, hardware, communication, schemes;
+* ``engine/``: runs the model (``simulate``: SimPy, or a vectorised fast path);
+* the commands at this level (``predict``, ``compare``, ``validate``,
+  ``validate_cluster``, ``pool``, ``bench``) and ``output/`` (tables and figures).
+
+From Python::
+
+    from simulator import simulate, Workload, Cluster, Link, SchemeConfig
     r = simulate("mpi_allreduce", 16, Workload(model="cnn"))   # embedded profile, calibrated host
     r.epoch_s, r.compute_s, r.comm_s, r.wait_s
 
-or from the shell: ``python -m simulator.predict --workers 16``. The config
-names are also exported here, lazily, so that ``import simulator.profile``
-(used by ``calibrate``) stays light. Nothing here imports torch or mpi4py.
+or from the shell: ``python -m simulator.predict --workers 16``. The names are
+exported lazily, so ``import simulator.contracts.profile`` (used by
+``calibrate``) stays light. Nothing here imports torch or mpi4py.
+
+Imports: nothing at load; each exported name is imported from ``contracts``, ``model`` or
+``engine`` when first used.
 """
 from __future__ import annotations
 
 _EXPORTS = {
-    "simulate": "run", "Result": "run",
-    "Workload": "config", "Cluster": "config", "Link": "config", "SchemeConfig": "config",
-    "Heterogeneity": "config", "ConfigError": "config", "load_cluster": "config",
-    "sweep": "sweep", "SCHEMES": "schemes",
+    "simulate": "engine.run", "Result": "engine.result", "sweep": "engine.sweep",
+    "Workload": "contracts.workload", "Cluster": "contracts.cluster", "Link": "contracts.cluster",
+    "load_cluster": "contracts.cluster", "ConfigError": "contracts.checks",
+    "SchemeConfig": "model.config", "Heterogeneity": "model.config", "SCHEMES": "model.schemes",
 }
 
 

@@ -1,6 +1,7 @@
 """Predicted against measured: every (scheme, P) of a folder of run records.
 
     python -m simulator.compare RUNS_DIR [--profile PROFILE.json] [--out DIR] [--link cluster.toml]
+                                [--workloads FILE_OR_DIR ...] [--cluster cluster.toml]
 
 For each group of completed records with the same scheme, worker count and
 configuration, the simulator predicts exactly that run (same model, per-worker
@@ -17,73 +18,90 @@ shaped rate, sharing the machine's cores (``Cluster.shared_cores``); with
 ``--link`` (a cluster TOML of ``python -m calibrate.link``) a message also pays
 the calibrated latency and sees the calibrated payload share of the rate. A figure per scheme shows measured speedup with error bars,
 the predicted curve and the ideal line, and below it the relative error.
+
+Every model is predicted from a workload file (``simulator.contracts.workload``):
+the files given with ``--workloads`` (by the model name in them), else the
+profile's own model written as one (``workload_of_cost``): the built-in models
+take the same path as a user's. ``--cluster`` describes the hosts of every
+record instead of the record's own environment (runs made on a cluster
+described by a file or a preset's kind). The ``workload`` column says which.
+
+Records marked *disturbed* (other processes took CPU the run asked for, see
+``simulator.contracts.record``) are left out, and the output says how many;
+``--include-disturbed`` keeps them. Files are written before the table is
+printed, so ``compare RUNS | head`` still leaves ``compare.csv`` and the figures.
+
+Every record is checked whole before it is used (``record.read``, then the
+fields a prediction needs, ``workload_of`` and friends); one that cannot be
+used is left out and named on stderr with the reason. A folder with no
+usable record is a usage error.
+
+Imports: numpy, pandas, simulator.contracts, simulator.engine, simulator.model.config,
+simulator.output.compare_plot.
 """
 from __future__ import annotations
 
 import sys
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import profile as profiles
-from .config import Cluster, ConfigError, Link, SchemeConfig, Workload, calibrated_cluster
+from simulator.contracts import profile as profiles
+from simulator.contracts import record
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import (
+    Cluster,
+    Link,
+    LinkCalibration,
+    calibrated_cluster,
+    load_cluster,
+    load_link_calibration,
+)
+from simulator.contracts.workload import Workload
+from simulator.model.config import SchemeConfig
+from simulator.model.schemes import SCHEMES
 
 PROG = "python -m simulator.compare"
 
 
+def _count(section: dict, key: str, where: str, default=None) -> int:
+    """A whole number of at least 1 from a record, or ConfigError naming the field."""
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"field {where}.{key} is {value!r}, not a whole number >= 1")
+    return value
+
+
+def workers_of(rec: dict) -> int:
+    env = rec["environment"]
+    return _count(env, "workers" if "workers" in env else "ranks", "environment", 1)
+
+
 def workload_of(rec: dict) -> Workload:
     cfg, env, res = rec["config"], rec["environment"], rec["results"]
-    workers = int(env.get("workers", env.get("ranks", 1)))
-    batch = cfg.get("batch_size", 64)
+    workers = workers_of(rec)
+    batch = _count(cfg, "batch_size", "config", 64)
     if cfg.get("global_batch"):
-        batch = cfg["global_batch"] // workers
-    return Workload(model=cfg.get("model", "cnn"), batch_per_worker=int(batch),
-                    dataset_samples=int(res["train_samples"]), epochs=float(cfg.get("epochs", 1)),
-                    threads_per_worker=int(env.get("threads_per_rank", 1)))
+        batch = _count(cfg, "global_batch", "config") // workers
+    epochs = cfg.get("epochs", 1)
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not epochs > 0:
+        raise ConfigError(f"field config.epochs is {epochs!r}, not a positive number")
+    return Workload(model=cfg.get("model", "cnn"), batch_per_worker=batch,
+                    dataset_samples=_count(res, "train_samples", "results"),
+                    epochs=float(epochs),
+                    threads_per_worker=_count(env, "threads_per_rank", "environment", 1))
 
 
 def scheme_of(rec: dict) -> SchemeConfig:
     cfg = rec["config"]
+    if cfg.get("algorithm") not in SCHEMES:
+        raise ConfigError(f"field config.algorithm is {cfg.get('algorithm')!r}, not a scheme")
     algorithm = cfg.get("mpi_allreduce") or "auto"
-    return SchemeConfig(name=cfg["algorithm"], avg_every=int(cfg.get("average_every") or 0),
-                        algorithm=algorithm)
-
-
-@dataclass(frozen=True)
-class LinkCalibration:
-    """What ``python -m calibrate.link`` measured on one emulated link, for links at any rate.
-
-    A record names the rate tc shaped its links to; the payload rate a message
-    sees is ``payload_efficiency`` of it (the shaper counts headers too), and a
-    message pays ``latency_s`` more. Both are measured at one shaped rate and
-    applied at every other: ``t(n) = latency_s + n / (payload_efficiency * shaped)``.
-    """
-    latency_s: float
-    payload_efficiency: float
-    shaped_bits_per_s: float            # the rate it was measured at
-    source: str = ""
-
-
-def load_link_calibration(path: str | Path) -> LinkCalibration:
-    """Read the cluster TOML of ``calibrate.link`` (needs link.shaped_bandwidth)."""
-    from .config import load_cluster
-    from .units import parse_bandwidth
-    cluster = load_cluster(path)
-    raw = tomllib.loads(Path(path).read_text())
-    shaped = raw.get("link", {}).get("shaped_bandwidth")
-    if cluster.link is None or shaped is None:
-        raise ConfigError(f"cluster file {path}: value link.shaped_bandwidth is missing "
-                          f"(write the file with python -m calibrate.link)")
-    try:
-        shaped_bytes = parse_bandwidth(shaped)
-    except ValueError as e:
-        raise ConfigError(f"cluster file {path}: link.shaped_bandwidth: {e}") from None
-    return LinkCalibration(latency_s=cluster.link.latency_s,
-                           payload_efficiency=cluster.link.bandwidth_bytes_per_s / shaped_bytes,
-                           shaped_bits_per_s=8 * shaped_bytes, source=str(path))
+    every = cfg.get("average_every") or 0
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ConfigError(f"field config.average_every is {every!r}, not a whole number >= 0")
+    return SchemeConfig(name=cfg["algorithm"], avg_every=every, algorithm=algorithm)
 
 
 def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
@@ -92,55 +110,161 @@ def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
     env = rec["environment"]
     emu = env.get("cluster")
     if not emu:
-        return calibrated_cluster(int(env.get("cores", 1)))
-    bandwidth, latency = emu["bandwidth_bits_per_s"] / 8, emu.get("latency_s", 0.0)
+        return calibrated_cluster(_count(env, "cores", "environment", 1))
+    if not isinstance(emu, dict) or not isinstance(emu.get("namespaces"), list):
+        raise ConfigError("field environment.cluster is not an emulated cluster's description")
+    bandwidth, latency = emu.get("bandwidth_bits_per_s", 0) / 8, emu.get("latency_s", 0.0)
+    buffer, acks, cpu = 0.0, 0.0, (0.0, 0.0)
     if link is not None:
         bandwidth, latency = bandwidth * link.payload_efficiency, link.latency_s
-    link = Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency)
+        buffer, acks = link.socket_buffer_bytes, link.ack_share
+        cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
+    link = Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency, socket_buffer_bytes=buffer,
+                ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1])
     # the hosts are namespaces of one machine: their own links, but one pool of its cores
-    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=int(env.get("cores", 1)), link=link,
-                   shared_cores=True)
+    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=_count(env, "cores", "environment",
+                                                                        1),
+                   link=link, shared_cores=True)
 
 
-def _key(rec: dict) -> tuple:
+def _key(rec: dict, link: LinkCalibration | None) -> tuple:
     w, s, c = workload_of(rec), scheme_of(rec), rec["environment"].get("cluster") or {}
-    return (s, int(rec["environment"].get("workers", 1)), w, c.get("bandwidth_bits_per_s"),
-            len(c.get("namespaces", ())))
+    cluster_of(rec, link)                       # checked here, used once per group
+    return (s, workers_of(rec), w, c.get("bandwidth_bits_per_s"), len(c.get("namespaces", ())))
 
 
-def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
-            link: LinkCalibration | None = None) -> pd.DataFrame:
-    """One row per (configuration, P): measured mean ± CI, predicted, relative error."""
-    from real import record
-    from real.timing import mean_ci95
-    from .simulate import simulate
+def workload_files(paths) -> dict:
+    """Model name -> (ModelWorkload, path) of the files and folders given."""
+    from simulator.contracts.workload import load_workload
+    found = {}
+    for item in paths or ():
+        item = Path(item)
+        files = sorted(item.glob("*.toml")) if item.is_dir() else [item]
+        for f in files:
+            w = load_workload(f)
+            found[w.name] = (w, str(f))
+    return found
+
+
+def model_workloads(profile: profiles.Profile, files: dict, names) -> list[tuple]:
+    """The workload of every model named: its file, else the profile's model as one."""
+    from simulator.contracts.workload import workload_of_cost
+    out = []
+    for name in sorted(set(names)):
+        if name in files:
+            out.append(files[name])
+        else:
+            cost = profile.model(name)
+            out.append((workload_of_cost(cost, provenance={"source": "profile"}),
+                        "the profile's model"))
+    return out
+
+
+def usable_records(runs_dir, link: LinkCalibration | None = None, skipped: list | None = None,
+                   include_disturbed: bool = False) -> tuple[dict[tuple, list[dict]], int]:
+    """Completed records grouped by configuration, and how many disturbed ones were left
+    out; each one that cannot be read or used is appended to ``skipped`` as (folder,
+    reason) instead of being dropped silently."""
     groups: dict[tuple, list[dict]] = {}
+    left_out = 0
     for d in record.find_runs(runs_dir):
         try:
             rec = record.read(d)
-        except record.RecordError:
+            key = _key(rec, link) if rec["status"] == "completed" else None
+        except (record.RecordError, ConfigError) as e:
+            if skipped is not None:
+                skipped.append((d, str(e).replace(str(d / record.RECORD_FILE) + ": ", "")))
             continue
-        if rec["status"] == "completed":
-            groups.setdefault(_key(rec), []).append(rec)
+        if rec["status"] != "completed":
+            continue
+        if record.is_disturbed(rec) and not include_disturbed:
+            left_out += 1
+            continue
+        groups.setdefault(key, []).append(dict(rec, _folder=d))
+    return groups, left_out
+
+
+def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
+            link: LinkCalibration | None = None, workloads=None,
+            cluster: Cluster | None = None, include_disturbed: bool = False,
+            skipped: list | None = None) -> pd.DataFrame:
+    """One row per (configuration, P): measured mean ± CI, predicted, relative error.
+
+    Disturbed records are left out unless ``include_disturbed``; how many is in
+    ``df.attrs["disturbed_left_out"]``. Records (and groups the profile cannot
+    predict) left out otherwise go to ``skipped``.
+    """
+    from simulator.contracts.stats import mean_ci95
+    from simulator.engine import simulate
     seen = set(profile.provenance.workers_seen)
+    files = workload_files(workloads)
+    from simulator.engine.machine import machine
     rows = []
+    groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed)
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
         per_epoch = [r["timings"]["train_wall_s"] / workload.epochs for r in recs]
         mean, ci = mean_ci95(per_epoch)
-        pred = simulate(scheme, workers, workload, cluster_of(recs[0], link), profile, seed)
+        on = cluster or cluster_of(recs[0], link)
+        try:
+            model = model_workloads(profile, files, [workload.model])
+            mach = machine(profile, "", on, model)
+            pred = simulate(scheme, workers, workload, on, mach.profile, seed)
+        except ConfigError as e:
+            if skipped is not None:
+                skipped.extend((r["_folder"], f"cannot be predicted: {e}")
+                               for r in recs)
+            continue
         rows.append({"scheme": scheme.name, "workers": workers, "runs": len(recs),
+                     "disturbed_runs": sum(record.is_disturbed(r) for r in recs),
+                     **measured_breakdown(recs, scheme.name, workload.epochs),
                      "model": workload.model, "batch_per_worker": workload.batch_per_worker,
                      "threads": workload.threads_per_worker, "hosts": hosts or 1,
                      "bandwidth_bits_per_s": bw, "measured_s": mean, "measured_ci_s": ci,
-                     "predicted_s": pred.epoch_s, "predicted_compute_s": pred.compute_s,
-                     "predicted_comm_s": pred.comm_s, "predicted_wait_s": pred.wait_s,
+                     "predicted_s": pred.epoch_s,
+                     "predicted_compute_s": pred.compute_s / workload.epochs,
+                     "predicted_comm_s": pred.comm_s / workload.epochs,
+                     "predicted_wait_s": pred.wait_s / workload.epochs,
                      "rel_error": (pred.epoch_s - mean) / mean,
-                     "held_out": bool(seen) and workers not in seen})
+                     "held_out": bool(seen) and workers not in seen,
+                     "workload": model[0][1]})
     df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    return df.sort_values(["scheme", "hosts", "bandwidth_bits_per_s", "workers"],
-                          na_position="first").reset_index(drop=True)
+    if not df.empty:
+        df = df.sort_values(["scheme", "hosts", "bandwidth_bits_per_s", "workers"],
+                            na_position="first").reset_index(drop=True)
+    df.attrs["disturbed_left_out"] = left_out
+    return df
+
+
+def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
+    """What the records' iterations say a worker spent per epoch on computing,
+    communicating and waiting (mean over the worker ranks, then over the runs; a server
+    or holder rank is left out, as the simulator's per-worker figures leave it out).
+    NaN where a record's iterations cannot be read."""
+    skip_rank0 = SCHEMES[scheme].extra_rank
+    sums = []
+    for r in recs:
+        try:
+            it = record.read_iterations(r["_folder"])
+        except (record.RecordError, OSError):
+            continue
+        workers = it[it["rank"] > 0] if skip_rank0 else it
+        per_rank = workers.groupby("rank")[["compute_s", "comm_s", "wait_s"]].sum()
+        if len(per_rank):
+            sums.append(per_rank.mean() / epochs)
+    if not sums:
+        return {f"measured_{k}_s": np.nan for k in ("compute", "comm", "wait")}
+    mean = pd.concat(sums, axis=1).mean(axis=1)
+    return {f"measured_{k}_s": float(mean[f"{k}_s"]) for k in ("compute", "comm", "wait")}
+
+
+def disturbed_note(df: pd.DataFrame) -> str:
+    """How many disturbed runs the comparison left out or kept ("" when none)."""
+    left, kept = df.attrs.get("disturbed_left_out", 0), \
+        int(df["disturbed_runs"].sum()) if "disturbed_runs" in df else 0
+    if left:
+        return (f"left out {left} disturbed run(s): other processes took CPU they asked for "
+                "(--include-disturbed keeps them)")
+    return f"kept {kept} disturbed run(s) (--include-disturbed)" if kept else ""
 
 
 def error_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -181,7 +305,7 @@ def cluster_suffix(hosts: int, bandwidth_bits_per_s: float) -> str:
 
 
 def write_outputs(df: pd.DataFrame, out: Path) -> list[Path]:
-    from .plot_compare import comparison_plot
+    from simulator.output.compare_plot import comparison_plot
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".compare.csv.tmp"
     df.to_csv(tmp, index=False)
@@ -194,15 +318,25 @@ def write_outputs(df: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def build_parser():
-    from real.cli import Parser
-    p = Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("runs", help="folder of run records (real.train / real.sweep --out)")
-    p.add_argument("--profile", default=None, help="profile JSON (default: the embedded one)")
-    p.add_argument("--out", default=None, help="folder for compare.csv and figures (default: RUNS)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--link", default=None,
+    from simulator.contracts import cli
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("runs", type=cli.input_folder,
+                   help="folder of run records (real.train / real.sweep --out)")
+    p.add_argument("--profile", default=None, type=cli.input_file,
+                   help="profile JSON (default: the embedded one)")
+    p.add_argument("--out", default=None, type=cli.output_folder,
+                   help="folder for compare.csv and figures (default: RUNS)")
+    p.add_argument("--seed", type=cli.seed, default=0, help="seed of the step-time draws")
+    p.add_argument("--include-disturbed", action="store_true",
+                   help="compare runs that other processes disturbed too (left out by default)")
+    p.add_argument("--link", default=None, type=cli.input_file,
                    help="cluster TOML of python -m calibrate.link: emulated-cluster records use its "
                         "latency and payload share of their own shaped rate")
+    p.add_argument("--workloads", nargs="+", metavar="FILE_OR_DIR", type=cli.input_path,
+                   help="workload files (or folders of them) for the records' models "
+                        "(default: the profile's models, as workload files)")
+    p.add_argument("--cluster", type=cli.input_file, help="cluster TOML for every record (default: each record's "
+                                     "own environment)")
     return p
 
 
@@ -211,21 +345,30 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from real.cli import usage_error
-    if not Path(args.runs).is_dir():
-        return usage_error(PROG, f"{args.runs} is not a folder of run records")
+    from simulator.contracts.cli import print_out, usage_error
+    skipped: list = []
     try:
         prof = profiles.load(args.profile) if args.profile else profiles.load_default()
         link = load_link_calibration(args.link) if args.link else None
-        df = compare(args.runs, prof, args.seed, link)
+        cluster = load_cluster(args.cluster) if args.cluster else None
+        df = compare(args.runs, prof, args.seed, link, args.workloads, cluster,
+                     args.include_disturbed, skipped)
     except (profiles.ProfileError, ConfigError) as e:
         return usage_error(PROG, str(e))
     if df.empty:
-        return usage_error(PROG, f"no completed run records in {args.runs}")
-    print(format_table(df))
-    print()
-    print(format_errors(error_summary(df)))
-    paths = write_outputs(df, Path(args.out or args.runs))
+        left = df.attrs.get("disturbed_left_out", 0)
+        if skipped:
+            where, why = skipped[0]
+            return usage_error(PROG, f"no usable run records in {args.runs} ({len(skipped)} "
+                                     f"left out; {where}: {why})")
+        return usage_error(PROG, f"no completed run records in {args.runs}" + (
+            f" that are not disturbed ({left} disturbed left out; --include-disturbed "
+            "keeps them)" if left else ""))
+    for where, why in skipped:
+        print(f"compare: skipped {where}: {why}", file=sys.stderr)
+    paths = write_outputs(df, Path(args.out or args.runs))     # files first: `| head` keeps them
+    note = disturbed_note(df)
+    print_out(format_table(df), "", format_errors(error_summary(df)), *([note] if note else []))
     print(f"\nwrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 

@@ -8,12 +8,14 @@ that changes sign from sweep to sweep is noise. Per scheme and P this reports
 the mean signed error over the sweeps (the bias estimate), its range, and in
 how many sweeps the prediction fell inside the measured 95% CI::
 
-    python -m simulator.pool validation/fresh2 validation/fresh3 validation/fresh4 --out pooled/
-    python -m simulator.pool docs/results/fresh2 docs/results ... --labels fresh2,fresh3,...
+    python -m simulator.pool validation-1 validation-2 validation-3 --out pooled/
+    python -m simulator.pool docs/results/validation-1 ... --labels v1,v2,... --out pooled/
 
 Each folder holds the ``compare.csv`` of ``simulator.compare`` (as ``validate``
 leaves it). Writes ``pooled.csv`` and ``pooled.png`` (one panel per scheme:
 each sweep's signed error per P, their mean, the +-5% band) into ``--out``.
+
+Imports: matplotlib, pandas, simulator.contracts (cli, files, tables).
 """
 from __future__ import annotations
 
@@ -22,11 +24,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .compare import cluster_suffix
+from simulator.contracts.tables import TableError, read_table
 
 PROG = "python -m simulator.pool"
-NEEDED = ("scheme", "workers", "measured_s", "measured_ci_s", "predicted_s", "rel_error",
-          "held_out")
+NEEDED = {"scheme": "text", "workers": "positive_count", "measured_s": "positive",
+          "measured_ci_s": "seconds", "predicted_s": "positive", "rel_error": "number",
+          "held_out": "bool", "hosts": "positive_count?", "bandwidth_bits_per_s": "positive?"}
 
 
 class PoolError(ValueError):
@@ -39,24 +42,30 @@ def read_sweep(folder: Path) -> pd.DataFrame:
     if not path.is_file():
         raise PoolError(f"{folder} has no compare.csv (run python -m simulator.compare "
                         f"or simulator.validate there first)")
+    optional = {k: v for k, v in NEEDED.items() if v.endswith("?")}
     try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as e:
-        raise PoolError(f"{path} is not a readable CSV ({str(e).splitlines()[0]})") from None
-    missing = [c for c in NEEDED if c not in df.columns]
-    if missing:
-        raise PoolError(f"{path} lacks column(s) {', '.join(missing)}: not a simulator.compare table")
-    held = df[df["held_out"].astype(str).str.lower() == "true"]
+        head = read_table(path, {})
+        df = read_table(path, {k: v for k, v in NEEDED.items()
+                               if not v.endswith("?") or k in head.columns})
+    except TableError as e:
+        if "lacks column" in str(e):
+            raise PoolError(f"{e}: not a simulator.compare table") from None
+        raise PoolError(str(e)) from None
+    for col in optional:
+        if col not in df.columns:
+            df[col] = pd.NA
+    held = df[df["held_out"]]
     return _cluster_named(held if len(held) else df)
 
 
 def _cluster_named(df: pd.DataFrame) -> pd.DataFrame:
-    """Emulated-cluster rows are other configurations: their scheme name says so."""
+    """Emulated-cluster rows are other configurations: their scheme name says so, by the
+    link rate (one rank per host: how many idle hosts a sweep brought up does not count)."""
     if "hosts" not in df.columns:
         return df
     hosts = df["hosts"].fillna(1).astype(int)
     bw = df.get("bandwidth_bits_per_s", pd.Series(0.0, index=df.index)).fillna(0)
-    return df.assign(scheme=[s + cluster_suffix(h, b)
+    return df.assign(scheme=[s if h == 1 else f"{s}-{int(b) // 10**6}mbit"
                              for s, h, b in zip(df["scheme"], hosts, bw)])
 
 
@@ -116,7 +125,8 @@ def pool_plot(rows: pd.DataFrame, pooled: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-    from real.plots import save_figure
+
+    from simulator.contracts.files import save_figure
     schemes = sorted(set(pooled["scheme"]))
     sweeps = list(dict.fromkeys(rows["sweep"]))
     cols = min(3, len(schemes))
@@ -147,13 +157,14 @@ def pool_plot(rows: pd.DataFrame, pooled: pd.DataFrame, path: Path) -> Path:
 
 
 def build_parser():
-    from real.cli import Parser
-    p = Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("sweeps", nargs="+", help="folders holding a compare.csv (validate --out)")
+    from simulator.contracts import cli
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("sweeps", nargs="+", type=cli.input_folder,
+                   help="folders holding a compare.csv (validate --out)")
     p.add_argument("--labels", default=None,
                    help="comma-separated names of the sweeps in the figure (default: folder names)")
-    p.add_argument("--out", default=None, help="folder for pooled.csv and pooled.png "
-                   "(default: print the tables only)")
+    p.add_argument("--out", default=None, type=cli.output_folder,
+                   help="folder for pooled.csv and pooled.png (default: print the tables only)")
     return p
 
 
@@ -162,23 +173,28 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from real.cli import usage_error
-    labels = args.labels.split(",") if args.labels else None
+    from simulator.contracts.cli import usage_error
+    labels = [x.strip() for x in args.labels.split(",")] if args.labels is not None else None
     if labels is not None and len(labels) != len(args.sweeps):
         return usage_error(PROG, f"--labels names {len(labels)} sweep(s) for "
                                  f"{len(args.sweeps)} folder(s)")
+    if labels is not None and not all(labels):
+        return usage_error(PROG, f"--labels {args.labels!r} has an empty name")
     try:
         rows = read_sweeps(args.sweeps, labels)
     except PoolError as e:
         return usage_error(PROG, str(e))
     pooled = pool(rows)
-    print(format_tables(pooled, summary(pooled), len(args.sweeps)))
-    if args.out:
-        from calibrate.rawio import atomic_write_text
+    written = []
+    if args.out:                  # files first: a reader piping the tables into head keeps them
+        from simulator.contracts.files import atomic_write_text
         out = Path(args.out)
-        csv_path = atomic_write_text(out / "pooled.csv", pooled.to_csv(index=False))
-        png = pool_plot(rows, pooled, out / "pooled.png")
-        print(f"\nwrote {csv_path}, {png}", file=sys.stderr)
+        written = [atomic_write_text(out / "pooled.csv", pooled.to_csv(index=False)),
+                   pool_plot(rows, pooled, out / "pooled.png")]
+    from simulator.contracts.cli import print_out
+    print_out(format_tables(pooled, summary(pooled), len(args.sweeps)))
+    if written:
+        print(f"\nwrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
 
 

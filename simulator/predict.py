@@ -1,115 +1,185 @@
 """``python -m simulator.predict --workers 16``: predicted time per epoch and speedup, P = 1..N.
 
 With no options it uses the embedded profile (``simulator/data/default_profile.json``)
-and the calibrated machine (one host, shared memory), prints a table for every
-scheme and writes ``speedup.png`` (and ``predictions.csv``/``.json``) to ``--out``.
+and the calibrated machine (one host, shared memory), prints a summary (time per
+epoch per scheme at a few P, the fastest marked; ``--full``: every row) and writes
+``speedup.png`` (and ``predictions.csv``/``.json``) to ``--out``.
 Describe another cluster with ``--hosts/--cores-per-host/--bandwidth/--latency``
 or a TOML file (``--cluster``). Bad input: one line on stderr, exit code 2.
+
+Imports: tqdm, simulator.contracts, simulator.engine (run, sweep), simulator.model (config,
+schemes), simulator.output (plots, tables).
 """
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
-from . import profile as profile_mod
-from .config import (ALGORITHMS, ENGINES, FIDELITIES, PLACEMENTS, Cluster, ConfigError,
-                     Heterogeneity, Link, SchemeConfig, Workload, calibrated_cluster,
-                     load_cluster)
-from .report import table, to_csv, to_json
-from .schemes import SCHEMES
-from .schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
-from .simulate import check, simulate
-from .sweep import sweep
-from .units import parse_bandwidth, parse_duration
+from simulator import accuracy, describe
+from simulator.contracts import cli
+from simulator.contracts import profile as profile_mod
+from simulator.contracts.checks import ConfigError, fits_in_memory
+from simulator.contracts.cluster import (
+    MAX_CORES_PER_HOST,
+    MAX_HOSTS,
+    PLACEMENTS,
+    Cluster,
+    Link,
+    calibrated_cluster,
+)
+from simulator.contracts.files import atomic_write_text
+from simulator.contracts.workload import Workload
+from simulator.engine.machine import provenance_line, resolve_backend
+from simulator.engine.run import check, simulate
+from simulator.engine.sweep import sweep
+from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES, Heterogeneity, SchemeConfig
+from simulator.model.schemes import SCHEMES
+from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
+from simulator.output.tables import full_table, summary_table, to_csv, to_json
 
+PROG = "python -m simulator.predict"
 DATASETS = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000}
+EPILOG = """columns of --full and predictions.csv:
+  epoch_s    predicted wall time of one epoch (s)
+  speedup    epoch_s of the same scheme at P = 1 / epoch_s; eff = speedup / P
+  compute_s, comm_s, wait_s   per worker over the run: own work, time in communication,
+             time blocked until the slowest rank (or the server) is there
+  stale      mean staleness: updates applied between a worker's read of the weights and
+             the update of its own gradient (asynchronous schemes)
+  eng        which engine made the row: fast (vectorised closed form) or des (SimPy events)
+Schemes: serial, psgd, async_avg and hogwild train alone and average or share weights;
+gather_scatter, allreduce, ddp and mpi_allreduce synchronise gradients every step;
+ps_sync and ps_async use a parameter server (one more rank)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """Errors in one line (no usage dump): ``predict: error: ...``, exit code 2."""
-
-    def error(self, message):
-        self.exit(2, f"predict: error: {message} (see --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m simulator.predict", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--workers", type=int, default=16, help="largest P; predicts P = 1..N")
-    p.add_argument("--schemes", nargs="+", default=["all"],
-                   help=f"schemes (comma or space separated) or all: {', '.join(SCHEMES)}")
-    p.add_argument("--profile", help="profile JSON (default: the embedded one)")
-    p.add_argument("--model", default="cnn", help="model in the profile")
-    p.add_argument("--batch-size", type=int, default=64, help="samples per step PER WORKER")
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    p.add_argument("--workers", type=cli.worker_counts, default=cli.worker_counts("16"),
+                   metavar="P", help="worker counts: N (P = 1..N), a list 1,8,64, a range "
+                                     "4-16 or powers 2^0..10 (default: 16)")
+    p.add_argument("--schemes", nargs="+", default=["all"], metavar="NAME",
+                   help=f"schemes, comma or space separated, or all: {', '.join(SCHEMES)} "
+                        "(default: all)")
+    p.add_argument("--profile", type=cli.input_file,
+                   help="profile JSON of python -m calibrate "
+                        "(default: the one shipped, simulator/data/default_profile.json)")
+    p.add_argument("--model", default="cnn", help="model of the profile")
+    p.add_argument("--batch-size", type=cli.positive_int, default=64,
+                   help="samples per step PER WORKER")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--dataset", choices=sorted(DATASETS), default="fashion-mnist",
-                   help="sets the dataset size")
-    d.add_argument("--dataset-size", type=int, help="samples in the training set")
+                   help="sets the training set's size")
+    d.add_argument("--dataset-size", type=cli.positive_int, help="samples in the training set")
     t = p.add_mutually_exclusive_group()
-    t.add_argument("--epochs", type=float, default=1.0, help="epochs to simulate")
-    t.add_argument("--iterations", type=int, help="iterations per worker (instead of epochs)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads per worker process (default: cores // ranks per host, as real.train)")
-    c = p.add_argument_group("cluster (default: the calibrated machine)")
-    c.add_argument("--cluster", help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
-    c.add_argument("--hosts", type=int, help="number of hosts")
-    c.add_argument("--cores-per-host", type=int, help="cores of each host (default: profile's)")
-    c.add_argument("--bandwidth", default="10gbit", help="link bandwidth, e.g. 10gbit, 100mbit")
-    c.add_argument("--latency", default="20us", help="link latency, e.g. 50us")
-    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin")
+    t.add_argument("--epochs", type=cli.positive_float, default=1.0, help="epochs to simulate")
+    t.add_argument("--iterations", type=cli.positive_int,
+                   help="iterations per worker (instead of epochs)")
+    p.add_argument("--threads", type=cli.positive_int, default=None,
+                   help="threads per worker process (default: cores // ranks per host, as "
+                        "real.train picks)")
+    c = p.add_argument_group("cluster (default: the machine the profile was measured on)")
+    c.add_argument("--cluster", type=cli.input_file,
+                   help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
+    h = c.add_mutually_exclusive_group()
+    h.add_argument("--hosts", type=cli.int_in(1, MAX_HOSTS),
+                   help="number of hosts, whatever P is")
+    h.add_argument("--ranks-per-host", type=cli.int_in(1, cli.MAX_WORKERS), metavar="K",
+                   help="hosts grow with P: ceil(ranks / K) hosts, K ranks on each")
+    c.add_argument("--cores-per-host", type=cli.int_in(1, MAX_CORES_PER_HOST),
+                   help="cores of each host (default: the profile's)")
+    c.add_argument("--bandwidth", default="10gbit", type=cli.bandwidth,
+                   help="link bandwidth per host and direction, e.g. 10gbit, 100mbit, 1.25GB/s")
+    c.add_argument("--latency", default="20us", type=cli.duration,
+                   help="one-way latency of a message, end to end, e.g. 20us")
+    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin",
+                   help="round_robin: rank r on host r mod H; packed: fill a host first")
     c.add_argument("--shared-cores", action="store_true",
-                   help="all hosts share one pool of --cores-per-host cores (emulated cluster)")
+                   help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
     s = p.add_argument_group("schemes")
-    s.add_argument("--avg-every", type=int, default=0, help="psgd: average every K steps (0: at the end)")
-    s.add_argument("--exchange-every", type=int, default=0,
+    s.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
+                   help="psgd: average every K steps (0: once, at the end)")
+    s.add_argument("--exchange-every", type=cli.nonnegative_int, default=0,
                    help=f"async_avg: exchange every K steps (0: {ASYNC_AVG_DEFAULT_K}, as real.train)")
-    s.add_argument("--algorithm", choices=ALGORITHMS, default="auto", help="mpi_allreduce algorithm")
-    s.add_argument("--bucket-mb", type=float, default=25.0, help="ddp bucket size (MiB)")
-    s.add_argument("--fidelity", choices=FIDELITIES, default="analytic", help="communication model")
-    s.add_argument("--engine", choices=ENGINES, default="auto", help="simulation engine")
-    h = p.add_argument_group("heterogeneity")
-    h.add_argument("--heterogeneity", type=float, default=0.0, help="cv of per-worker speeds")
-    h.add_argument("--stragglers", type=int, default=0, help="slow ranks (the last ones)")
-    h.add_argument("--straggler-slowdown", type=float, default=2.0, help="their step-time factor")
+    s.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
+                   help="mpi_allreduce's algorithm (auto: as MPICH picks)")
+    s.add_argument("--bucket-mb", type=cli.float_in(1e-6, 2**20), default=25.0, help="ddp bucket size (MiB)")
+    s.add_argument("--fidelity", choices=FIDELITIES, default="auto",
+                   help="communication: analytic (each collective's closed form on the "
+                        "placement), message (every message over the simulated links), or auto "
+                        "(analytic where it is the message model, else message)")
+    s.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="des: SimPy events; fast: vectorised closed form (synchronous schemes); "
+                        "auto: fast where it is exact")
+    g = p.add_argument_group("heterogeneity")
+    g.add_argument("--heterogeneity", type=cli.float_in(0, 10), default=0.0,
+                   help="coefficient of variation of the workers' speeds")
+    g.add_argument("--stragglers", type=cli.nonnegative_int, default=0,
+                   help="slow ranks (the last ones)")
+    g.add_argument("--straggler-slowdown", type=cli.float_in(1, 1e6), default=2.0,
+                   help="how many times slower a straggler steps")
     o = p.add_argument_group("output")
-    o.add_argument("--seed", type=int, default=0)
-    o.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    o.add_argument("--out", default="predictions", help="directory for speedup.png and files")
+    o.add_argument("--seed", type=cli.seed, default=0, help="seed of the step-time draws")
+    o.add_argument("--jobs", type=cli.positive_int, default=os.cpu_count() or 1,
+                   help="processes that simulate in parallel, at most this machine's cores (the "
+                        "rows do not depend on it; default: this machine's cores)")
+    o.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="what to print: the summary table, or every row as CSV or JSON")
+    o.add_argument("--full", action="store_true",
+                   help="print every scheme and P with compute, communication, waiting, staleness")
+    o.add_argument("--out", default="predictions", type=cli.output_folder,
+                   help="folder for predictions.csv, predictions.json and speedup.png")
     o.add_argument("--no-plot", action="store_true", help="do not write speedup.png")
-    o.add_argument("--trace", help="write a Chrome trace (JSON) of the first scheme at P = --workers")
+    o.add_argument("--trace", type=cli.output_file(),
+                   help="write a Chrome trace (JSON) of the first scheme at the largest P")
+    describe.add_arguments(p)
+    accuracy.add_target_arguments(p)
     return p
 
 
-def scheme_names(args) -> list[str]:
-    names = [n for item in args.schemes for n in item.split(",") if n]
+def scheme_names(args, accelerators: bool = False) -> list[str]:
+    """The schemes asked for; ``all`` is the exercise sheets' schemes, and horovod on
+    accelerator hosts."""
+    names = [n.strip() for item in args.schemes for n in item.split(",") if n.strip()]
     if names == ["all"]:
-        return list(SCHEMES)
+        return [n for n in SCHEMES if n != "horovod" or accelerators]
+    if not names:
+        raise ConfigError(f"--schemes names no scheme (choose from all, {', '.join(SCHEMES)})")
     for n in names:
         if n not in SCHEMES:
-            raise ConfigError(f"unknown scheme {n!r} (choose from all, {', '.join(SCHEMES)})")
+            raise ConfigError(f"--schemes: unknown scheme {n!r} "
+                              f"(choose from all, {', '.join(SCHEMES)})")
     return names
 
 
-def make_cluster(args, prof) -> Cluster:
-    if args.cluster:
-        return load_cluster(args.cluster)
-    if args.hosts is None and args.cores_per_host is None:
+def make_cluster(args, prof) -> Cluster | Callable[[int], Cluster]:
+    """The cluster of every prediction, or (``--ranks-per-host``, presets, accelerator
+    hosts) one that grows with P."""
+    described = describe.described_cluster(args)
+    if described is not None:
+        return described
+    if args.hosts is None and args.cores_per_host is None and args.ranks_per_host is None:
         return calibrated_cluster(prof.cores)
-    hosts = 1 if args.hosts is None else args.hosts
-    link = Link(parse_bandwidth(args.bandwidth), parse_duration(args.latency)) if hosts > 1 else None
+    link = Link(args.bandwidth, args.latency)
     cores = prof.cores if args.cores_per_host is None else args.cores_per_host
-    return Cluster(hosts=hosts, cores_per_host=cores, link=link, placement=args.placement,
-                   shared_cores=args.shared_cores)
+    if args.ranks_per_host is not None:
+        k = args.ranks_per_host
+        return lambda ranks: Cluster(hosts=-(-ranks // k), cores_per_host=cores,
+                                     link=link if ranks > k else None, placement="packed",
+                                     ranks_per_host=k, shared_cores=args.shared_cores)
+    hosts = 1 if args.hosts is None else args.hosts
+    return Cluster(hosts=hosts, cores_per_host=cores, link=link if hosts > 1 else None,
+                   placement=args.placement, shared_cores=args.shared_cores)
 
 
 def configs(args, names) -> list[SchemeConfig]:
     every = {"psgd": args.avg_every, "async_avg": args.exchange_every}
     return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.algorithm,
                          bucket_bytes=int(args.bucket_mb * 2**20), fidelity=args.fidelity,
-                         engine=args.engine) for n in names]
+                         engine=args.engine, **describe.scheme_options(args)) for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,77 +187,170 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except (ConfigError, profile_mod.ProfileError, ValueError) as e:
-        print(f"predict: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error(PROG, str(e))
 
 
 def run(args) -> int:
-    if args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1 (got {args.workers})")
-    prof = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
-    workload = Workload(model=args.model, batch_per_worker=args.batch_size,
-                        dataset_samples=args.dataset_size or DATASETS[args.dataset],
+    measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
+    cluster = make_cluster(args, measured)
+    mach, model = describe.inputs(args, measured, args.profile or "embedded", cluster)
+    prof = mach.profile
+    workload = Workload(model=model, batch_per_worker=args.batch_size,
+                        dataset_samples=(DATASETS[args.dataset] if args.dataset_size is None
+                                         else args.dataset_size),
                         epochs=args.epochs, iterations=args.iterations,
                         threads_per_worker=args.threads)
-    prof.model(args.model)
-    cluster = make_cluster(args, prof)
+    prof.model(model)
     het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
                         straggler_slowdown=args.straggler_slowdown)
-    names = scheme_names(args)
-    explicit = args.schemes != ["all"]
-    cfgs = []
-    for cfg in configs(args, names):
-        try:
-            check(SCHEMES[cfg.name], 1, cluster)
-        except ConfigError:
-            if explicit:
-                raise
-            print(f"predict: note: {cfg.name} skipped (cannot run on this cluster)", file=sys.stderr)
-            continue
-        cfgs.append(cfg)
+    one = cluster(max(args.workers)) if callable(cluster) else cluster
+    cfgs = runnable(configs(args, scheme_names(args, one.device is not None)), cluster,
+                    args.schemes != ["all"], max(args.workers))
+    check_request(args, workload, cluster, cfgs)
     t0 = time.perf_counter()
-    rows = sweep(cfgs, list(range(1, args.workers + 1)), workload, cluster, prof, args.seed, het)
+    total = sum(1 if c.name == "serial" else len(set(args.workers) | {1}) for c in cfgs)
+    with progress_bar(total) as bar:
+        rows = sweep(cfgs, args.workers, workload, cluster, prof, args.seed, het, bar.update,
+                     jobs=args.jobs, meanwhile=None if args.no_plot else _preload_plot)
     elapsed = time.perf_counter() - t0
     meta = {"profile": args.profile or "embedded", "profile_note": prof.provenance.note,
-            "profile_host": f"{prof.provenance.host}, {prof.cores} cores",
+            "profile_host": f"{measured.provenance.host}, {measured.cores} cores",
             "profile_created": prof.provenance.created_utc,
-            "workload": asdict(workload), "cluster": asdict(cluster), "seed": args.seed,
+            "workload": asdict(workload), "cluster": asdict(one),
+            "ranks_per_host": args.ranks_per_host, "seed": args.seed,
             "heterogeneity": asdict(het), "simulated_in_s": round(elapsed, 3),
-            "kind": "predicted (simulator)"}
-    write_outputs(args, rows, meta, cluster)
+            "kind": "predicted (simulator)", "provenance": list(mach.provenance),
+            "provenance_line": provenance_line(mach.provenance) if described(args) else ""}
+    write_outputs(args, rows, meta, one)
+    if args.target_accuracy is not None:
+        accuracy.print_time_to_accuracy(args, cfgs, workload, cluster, prof, het)
     if args.trace:
         write_trace(args, cfgs[0], workload, cluster, prof, het)
     return 0
 
 
+# What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
+# the SimPy engine steps about this many worker-iterations per second, divided by how many
+# ranks share a pool of cores (each one's time slices are events); the vectorised fast path
+# is far quicker, so this overestimates synchronous schemes.
+WORKER_ITERATIONS_PER_S = 50_000
+SECONDS_PER_SIMULATION = 0.005
+REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a question
+NOTE_ABOVE_S = 30.0
+
+
+def check_request(args, workload: Workload, cluster, cfgs: list[SchemeConfig]) -> None:
+    """Refuse what cannot be meant or would not finish: more stragglers than workers, a
+    batch larger than the training set, more threads than a host has cores, and sweeps
+    whose estimated simulation time or memory is out of reach (the estimate is named)."""
+    p_max = max(args.workers)
+    if args.stragglers > p_max:
+        raise ConfigError(f"--stragglers {args.stragglers} is more than the {p_max} workers "
+                          "of the largest P")
+    if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
+        raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
+                          f"{workload.dataset_samples} samples of the training set")
+    one = cluster(p_max) if callable(cluster) else cluster
+    if args.threads is not None and args.threads > one.cores_per_host:
+        raise ConfigError(f"--threads {args.threads} is more than the {one.cores_per_host} cores "
+                          "of a host (oversubscribed threads are not modelled)")
+    points, work, biggest = 0, 0.0, 0
+    for cfg in cfgs:
+        extra = 1 if SCHEMES[cfg.name].extra_rank else 0
+        for p in ([1] if cfg.name == "serial" else sorted(set(args.workers) | {1})):
+            on = cluster(p + extra) if callable(cluster) else cluster
+            iterations = workload.iterations_per_worker(p)
+            per_pool = max(1, -(-(p + extra) // on.core_pools))
+            points += 1
+            work += p * iterations * max(1.0, per_pool / on.cores_per_host)
+            biggest = max(biggest, p * iterations)
+    fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
+    seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
+    if seconds > REFUSE_ABOVE_S:
+        raise ConfigError(f"this prediction would run {points} simulations of {work:.3g} "
+                          f"worker-iterations in all, about {_minutes(seconds)}: ask for fewer "
+                          "--workers, --epochs or --iterations")
+    if seconds > NOTE_ABOVE_S:
+        print(f"predict: note: {points} simulations, about {_minutes(seconds)}", file=sys.stderr)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def _preload_plot() -> None:
+    from simulator.output.plots import preload
+    preload()
+
+
+def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
+    """The schemes that can run on the cluster at the largest P ``top``; a scheme the user
+    named that cannot is an error, one that ``all`` brought in is skipped with a note."""
+    keep = []
+    for cfg in cfgs:
+        spec = SCHEMES[cfg.name]
+        ranks = top + (1 if spec.extra_rank else 0)
+        on = cluster(ranks) if callable(cluster) else cluster
+        try:
+            check(spec, 1, on)
+            resolve_backend(spec, cfg, on)
+        except ConfigError:
+            if explicit:
+                raise
+            print(f"predict: note: {cfg.name} skipped (cannot run on this cluster)",
+                  file=sys.stderr)
+            continue
+        keep.append(cfg)
+    return keep
+
+
+def progress_bar(total: int):
+    """A progress bar on stderr for sweeps that take a while (silent when not a terminal)."""
+    from tqdm import tqdm
+    return tqdm(total=total, desc="predict", unit="run", disable=None, leave=False,
+                delay=1.0, file=sys.stderr)
+
+
 def write_outputs(args, rows, meta, cluster) -> None:
+    """Files first (a reader piping the table into ``head`` still gets them), then the table."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "predictions.csv").write_text(to_csv(rows))
-    (out / "predictions.json").write_text(to_json(rows, meta))
+    atomic_write_text(out / "predictions.csv", to_csv(rows))
+    atomic_write_text(out / "predictions.json", to_json(rows, meta))
+    if not args.no_plot:
+        from simulator.output.plots import speedup_plot
+        path = speedup_plot(rows, out / "speedup.png", subtitle=where(cluster, meta))
+        print(f"wrote {path}", file=sys.stderr)
     if args.format == "csv":
         print(to_csv(rows), end="")
     elif args.format == "json":
         print(to_json(rows, meta))
     else:
-        where = (f"{cluster.hosts} host(s) x {cluster.cores_per_host} cores"
-                 + (f", {cluster.link.bandwidth_bytes_per_s * 8 / 1e9:g} Gbit/s, "
-                    f"{cluster.link.latency_s * 1e6:g} us" if cluster.link else ", shared memory"))
         head = (f"predicted (simulator) | model {meta['workload']['model']}, batch "
-                f"{meta['workload']['batch_per_worker']}/worker, {where} | profile: "
-                f"{meta['profile']} ({meta['profile_host']}, {meta['profile_created']})")
-        print(table(rows, head))
-    if not args.no_plot:
-        from .plot import speedup_plot
-        path = speedup_plot(rows, out / "speedup.png")
-        print(f"wrote {path}", file=sys.stderr)
+                f"{meta['workload']['batch_per_worker']}/worker | {where(cluster, meta)} | "
+                f"profile: {meta['profile']} ({meta['profile_host']}, "
+                f"{meta['profile_created'][:10]})")
+        print(full_table(rows, head) if args.full else summary_table(rows, head, out))
+        if meta.get("provenance_line"):
+            print(meta["provenance_line"] + " (every number and its source: predictions.json)")
+
+
+def described(args) -> bool:
+    """Whether numbers come from files or presets (said in a line under the table)."""
+    return bool(args.workload or args.preset or args.cluster)
+
+
+def where(cluster: Cluster, meta: dict) -> str:
+    """The cluster in a few words (the largest one, when hosts grow with P)."""
+    return describe.where(cluster, meta.get("ranks_per_host"))
 
 
 def write_trace(args, cfg, workload, cluster, prof, het) -> None:
     import json
-    r = simulate(cfg, args.workers if cfg.name != "serial" else 1, workload, cluster, prof,
+    p = max(args.workers) if cfg.name != "serial" else 1
+    extra = 1 if SCHEMES[cfg.name].extra_rank else 0
+    r = simulate(cfg, p, workload, cluster(p + extra) if callable(cluster) else cluster, prof,
                  args.seed, het, trace=True)
-    Path(args.trace).write_text(json.dumps(r.trace))
+    atomic_write_text(args.trace, json.dumps(r.trace))
     print(f"wrote {args.trace} ({len(r.trace['traceEvents'])} events)", file=sys.stderr)
 
 

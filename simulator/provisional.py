@@ -7,13 +7,23 @@ A hand-made placeholder so that ``python -m simulator.predict`` works before
 ~10 ms on 2; an MPICH allreduce of 4 MiB between 2 ranks ~3 ms; gloo slower.
 Parameter counts are those of ``real/models.py`` (1x28x28 input, 10 classes;
 vgg11 for 3x32x32), one entry per parameter tensor (weights, then bias).
+
+Imports: simulator.contracts.profile.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from .profile import ModelCost, Profile, Provenance, ServerCost, StepFit, Transport, save
+from simulator.contracts.profile import (
+    ModelCost,
+    Profile,
+    Provenance,
+    ServerCost,
+    StepFit,
+    Transport,
+    save,
+)
 
 _BN = lambda c: (c, c)  # noqa: E731  (BatchNorm weight and bias)
 

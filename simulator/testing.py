@@ -2,10 +2,19 @@
 
 ``make_profile()`` gives an idealised machine (perfect processor sharing, one
 model ``toy`` of round numbers); keyword arguments change any of it.
+
+Imports: simulator.contracts.profile.
 """
 from __future__ import annotations
 
-from .profile import ModelCost, Profile, Provenance, ServerCost, StepFit, Transport
+from simulator.contracts.profile import (
+    ModelCost,
+    Profile,
+    Provenance,
+    ServerCost,
+    StepFit,
+    Transport,
+)
 
 
 def make_profile(cores: int = 4, step_intercept_s: float = 0.002,

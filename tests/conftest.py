@@ -7,6 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The same examples on every run (CI included): a property test either fails every time or never.
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.load_profile("deterministic")
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

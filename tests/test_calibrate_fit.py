@@ -2,7 +2,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibrate import fit_comm, fit_compute
 from calibrate.linefit import fit_line, fit_segments, predict_segments, segment_edges

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from calibrate import fit
-from simulator import profile as prof
+from simulator.contracts import profile as prof
 
 
 def make_profile() -> prof.Profile:

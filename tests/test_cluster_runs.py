@@ -11,18 +11,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from real import cluster as rc
-from real import record
-from real.cluster_netns import list_namespaces
+from real.cluster.netns import list_namespaces
+from simulator.contracts import record
 
 PREFIX = "psgdruns"
 SUBNET = "10.78.0.0/24"
-REPO_ROOT = Path(rc.__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CAN_BUILD = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not CAN_BUILD, reason="needs root and iproute2 (ip, tc)")]
@@ -72,8 +72,7 @@ def test_link_calibration_finds_the_shaped_rate(tmp_path):
                                "--out", str(out), "--no-gloo", "--repeats", "3"],
                               env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    from simulator.compare import load_link_calibration
-    from simulator.config import load_cluster
+    from simulator.contracts.cluster import load_cluster, load_link_calibration
     c = load_cluster(out)
     assert c.hosts == 2 and c.shared_cores
     assert c.link.bandwidth_bytes_per_s * 8 == pytest.approx(200e6, rel=0.15)
@@ -101,3 +100,46 @@ def test_torn_down_after_a_failing_run(tmp_path):
                            capture_output=True, timeout=120, check=True)
     assert not list_namespaces(PREFIX)
     assert rc.read_state(PREFIX) is None
+
+
+SENDRECV = """
+import time, numpy as np
+from mpi4py import MPI
+comm, n = MPI.COMM_WORLD, 4 << 20
+buf = np.ones(n, dtype=np.uint8)
+times = []
+for _ in range(4):                        # the first round sets up the connection
+    comm.Barrier()
+    t = time.perf_counter()
+    if comm.rank == 0:
+        comm.Send(buf, dest=1); comm.Recv(buf[:1], source=1)
+    else:
+        comm.Recv(buf, source=0); comm.Send(buf[:1], dest=0)
+    times.append(time.perf_counter() - t)
+if comm.rank == 0:
+    print("SENDRECV_S", sorted(times[1:])[1], flush=True)
+"""
+
+
+def test_a_link_calibrated_at_one_rate_predicts_a_transfer_at_another(tmp_path):
+    """calibrate.link at 100 Mbit/s; a 4 MiB message and a 1-byte reply at 40 Mbit/s take
+    what its latency and payload share say: t = 2 latency + (n + 1) / (share x 40 Mbit/s)."""
+    toml = tmp_path / "link.toml"
+    with rc.emulated_cluster(2, "100mbit", prefix=PREFIX, subnet=SUBNET):
+        done = subprocess.run([sys.executable, "-m", "calibrate.link", "--prefix", PREFIX,
+                               "--out", str(toml), "--no-gloo", "--repeats", "3"],
+                              env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from simulator.contracts.cluster import load_link_calibration
+    cal = load_link_calibration(toml)
+    script = tmp_path / "sendrecv.py"
+    script.write_text(SENDRECV)
+    with rc.emulated_cluster(2, "40mbit", prefix=PREFIX, subnet=SUBNET) as c:
+        proc = subprocess.run(rc.mpirun_command(c, 2, [sys.executable, str(script)]),
+                              env=env() | rc.mpi_env(c), capture_output=True, text=True,
+                              timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = float(proc.stdout.split("SENDRECV_S")[1].split()[0])
+    rate = cal.payload_efficiency * 40e6 / 8
+    predicted = 2 * cal.latency_s + ((4 << 20) + 1) / rate
+    assert measured == pytest.approx(predicted, rel=0.10)

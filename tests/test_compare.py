@@ -6,10 +6,13 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from real import record
-from simulator import compare, profile as profiles
-from simulator.config import SchemeConfig, Workload, calibrated_cluster
-from simulator.simulate import simulate
+from simulator import compare
+from simulator.contracts import profile as profiles
+from simulator.contracts import record
+from simulator.contracts.cluster import calibrated_cluster
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.config import SchemeConfig
 from simulator.testing import make_profile
 from tests.conftest import py
 
@@ -73,7 +76,7 @@ def test_cli_table_and_figures(tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["/no/such/dir"], "not a folder"),
+    (["/no/such/dir"], "does not exist"),
 ])
 def test_cli_bad_input(args, says):
     r = py("simulator.compare", *args)
@@ -103,3 +106,26 @@ def test_validate_reuses_runs_and_profile_and_says_so(tmp_path):
     assert "python -m calibrate --out" in report and "(log missing)" in report
     assert "simulator.compare" in report and "compare-psgd.png" in report
     assert "held out" in report
+
+
+def test_compare_predicts_from_workload_files(tmp_path):
+    """The profile's model as a workload file gives the same predictions as the profile;
+    a workload file of another speed moves them; the column says which was used."""
+    from simulator.contracts.workload import save_workload, workload_of_cost
+    prof = true_profile()
+    runs = tmp_path / "runs"
+    write_records(runs, prof)
+    base = compare.compare(runs, prof)
+    assert set(base["workload"]) == {"the profile's model"}
+    cost = prof.model("cnn")
+    same = save_workload(workload_of_cost(cost), tmp_path / "cnn.toml")
+    again = compare.compare(runs, prof, workloads=[str(same)])
+    assert set(again["workload"]) == {str(same)}
+    assert list(again["predicted_s"]) == pytest.approx(list(base["predicted_s"]), rel=1e-9)
+    slow = dataclasses.replace(cost, steps=tuple(dataclasses.replace(
+        s, step_intercept_s=2 * s.step_intercept_s, step_s_per_sample=2 * s.step_s_per_sample)
+        for s in cost.steps))
+    folder = tmp_path / "files"
+    save_workload(workload_of_cost(slow), folder / "cnn.toml")
+    slower = compare.compare(runs, prof, workloads=[str(folder)])
+    assert (slower["predicted_s"] > 1.5 * base["predicted_s"]).all()

@@ -1,58 +1,155 @@
-"""A rank that dies mid-run: the others stop within the timeout and the run is recorded as failed.
+"""A rank that dies or hangs, under a plain launcher or in a sweep, always leaves a failed record.
 
-Faults are injected with ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` (rank r calls
-``os._exit(1)`` at iteration i; see ``real.context.fault_hook``).  Under MPICH's
-hydra a rank that exits abnormally makes mpirun kill every other rank at once,
-so no rank is left to write a record: the sweep records the failure.  With
-``mpirun -disable-auto-cleanup`` the survivors live on, and then rank 0's own
-deadline (``--timeout``, MPI) or gloo's closed connection ends the run and
-rank 0 writes the failed record itself.
+Faults are injected with ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` (rank r ends
+at iteration i with ``os._exit(1)``; ``PSGD_FAULT_SIGNAL=9`` kills it with
+SIGKILL instead, ``=hang`` stops it for good; see ``real.context.fault_hook``),
+or by a SIGKILL from outside. Under MPICH's hydra a rank that dies makes
+mpirun kill every other rank at once; the recorder of each rank
+(``real.supervise``) survives that, and rank 0's writes the record naming the
+rank that died, how, and its last iteration, within ``--timeout`` + 10 s.
 """
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
 import time
 
 import pandas as pd
 import pytest
 
-from real import record, sweep
-from tests.conftest import MPIRUN, run_cmd
-
+from real import sweep
+from simulator.contracts import record
+from tests.conftest import MPIRUN, ROOT, run_cmd
 
 TIMEOUT_S = 10
 FLAGS = ["--dataset", "synthetic", "--model", "linear", "--train-size", "512",
          "--test-size", "64", "--batch-size", "32", "--epochs", "2", "--average-every", "2",
          "--timeout", str(TIMEOUT_S)]
+LONG = ["--dataset", "synthetic", "--model", "linear", "--train-size", "20000",
+        "--test-size", "64", "--batch-size", "8", "--epochs", "3", "--timeout", str(TIMEOUT_S)]
 FAULT = {"PSGD_FAULT_RANK": "1", "PSGD_FAULT_AT_ITER": "3"}
 
 
-def faulty_run(alg: str, out, *mpirun_flags: str):
+def faulty_run(alg: str, out, *mpirun_flags: str, env=FAULT, flags=FLAGS):
     t0 = time.monotonic()
     r = run_cmd([MPIRUN, *mpirun_flags, "-n", "2", sys.executable, "-m", "real.train",
-                 "--algorithm", alg, "--run-id", "x", "--out", str(out), *FLAGS],
-                env=FAULT, timeout=120)
+                 "--algorithm", alg, "--run-id", "x", "--out", str(out), *flags],
+                env=env, timeout=120)
     return r, time.monotonic() - t0
+
+
+def failed_record(run_dir, within_s: float) -> dict:
+    """The record rank 0's recorder writes (it may finish just after mpirun returns)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            rec = record.read(run_dir)
+            if not (run_dir.parent / f".{run_dir.name}.faults").exists():
+                return rec
+        except record.RecordError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"no record in {run_dir} within {within_s} s")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("alg", ["psgd", "allreduce"])
-def test_dead_rank_ends_the_run_quickly(tmp_path, alg):
+def test_dead_rank_ends_the_run_quickly_and_is_named(tmp_path, alg):
     r, took = faulty_run(alg, tmp_path)
     assert r.returncode != 0 and took < 60
     assert "rank 1: fault injected at iteration 3" in r.stderr
+    rec = failed_record(tmp_path / "x", 10)
+    assert rec["status"] == "failed" and rec["failure"]["rank"] == 1
+    assert rec["failure"]["exit_code"] == 1 and rec["failure"]["last_iteration"] == 2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("alg, says", [("psgd", "PeerTimeout"),    # MPI deadline
                                        ("allreduce", "gloo")])     # closed connection
-def test_survivor_records_the_failure(tmp_path, alg, says):
+def test_survivor_notices_and_the_record_names_the_dead_rank(tmp_path, alg, says):
     r, took = faulty_run(alg, tmp_path, "-disable-auto-cleanup")
-    assert r.returncode != 0 and took < 60, r.stderr[-2000:]
-    rec = record.read(tmp_path / "x")
-    assert rec["status"] == "failed" and rec["failure"]["rank"] == 0
-    cause = rec["failure"]["cause"]
-    assert says in cause and "a peer rank died or hung" in cause and cause.startswith("rank 0:")
+    assert r.returncode != 0 and took < TIMEOUT_S + 30, r.stderr[-2000:]
+    rec = failed_record(tmp_path / "x", 10)
+    failure = rec["failure"]
+    assert rec["status"] == "failed" and failure["rank"] == 1, failure
+    assert failure["cause"].startswith("rank 1 exited with code 1")
+    assert any(says in n and "a peer rank died or hung" in n and n.startswith("rank 0:")
+               for n in failure["noticed_by"]), failure
+
+
+@pytest.mark.slow
+def test_sigkill_under_plain_mpirun_leaves_a_record_naming_the_rank(tmp_path):
+    """kill -9 of rank 1's training process from outside, while it trains."""
+    progress = tmp_path / "progress"
+    tag = f"faults-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
+               PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
+    proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "real.train",
+                             "--algorithm", "psgd", "--average-every", "4", "--run-id", "x",
+                             "--out", str(tmp_path), "--progress-file", str(progress), *LONG,
+                             "--epochs", "40"],    # (0.1 ms steps: long enough to be hit)
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        victim = _wait_for_rank_training(tag, 1, progress, proc)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        proc.wait(timeout=60)
+        rec = failed_record(tmp_path / "x", TIMEOUT_S + 10 - (time.monotonic() - killed_at))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    failure = rec["failure"]
+    assert rec["status"] == "failed" and failure["rank"] == 1 and failure["signal"] == "SIGKILL"
+    assert failure["kind"] == "died" and failure["last_iteration"] >= 2, failure
+    assert "rank 1 was killed by SIGKILL after iteration" in failure["cause"]
+    assert rec["config"]["algorithm"] == "psgd" and rec["environment"]["ranks"] == 2
+    assert not _processes_tagged(tag), "a rank outlived the run"
+
+
+@pytest.mark.slow
+def test_a_rank_stuck_in_a_blocking_allreduce_is_stopped_and_recorded(tmp_path):
+    """mpi_allreduce calls the blocking Allreduce: the recorder's deadline ends the hang
+    and the record names the rank within --timeout + 10 s of the moment it hung."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_FAULT_RANK="1", PSGD_FAULT_AT_ITER="3",
+               PSGD_FAULT_SIGNAL="hang",
+               PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
+    proc = subprocess.Popen([MPIRUN, "-disable-auto-cleanup", "-n", "2", sys.executable, "-m",
+                             "real.train", "--algorithm", "mpi_allreduce", "--run-id", "x",
+                             "--out", str(tmp_path), *FLAGS], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "fault injected" in line:
+                hung_at = time.monotonic()
+                break
+        else:
+            raise AssertionError("the fault never came")
+        rec = failed_record(tmp_path / "x", TIMEOUT_S + 10)
+        assert time.monotonic() - hung_at < TIMEOUT_S + 10
+        proc.stderr.read()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    failure = rec["failure"]
+    assert rec["status"] == "failed" and failure["kind"] == "hung" and failure["rank"] == 1
+    assert f"--timeout {TIMEOUT_S} s" in failure["cause"]
+
+
+@pytest.mark.slow
+def test_a_single_process_killed_by_sigkill_leaves_a_record(tmp_path):
+    env = {"PSGD_FAULT_RANK": "0", "PSGD_FAULT_AT_ITER": "5", "PSGD_FAULT_SIGNAL": "9"}
+    r = run_cmd([sys.executable, "-m", "real.train", "--algorithm", "serial", "--run-id", "s",
+                 "--out", str(tmp_path), *FLAGS], env=env, timeout=120)
+    assert r.returncode == 128 + signal.SIGKILL
+    rec = record.read(tmp_path / "s")
+    assert rec["failure"]["signal"] == "SIGKILL" and rec["failure"]["last_iteration"] == 4
+    assert rec["config"]["algorithm"] == "serial"
+    assert [p.name for p in tmp_path.iterdir()] == ["s"]          # no notes left behind
 
 
 @pytest.mark.slow
@@ -66,7 +163,86 @@ def test_sweep_records_a_dead_point_and_keeps_the_others(tmp_path, monkeypatch):
     assert code == 1                    # a failed point makes the sweep say so
     ok, dead = record.read(tmp_path / "psgd-P1-r0"), record.read(tmp_path / "psgd-P2-r0")
     assert ok["status"] == "completed"
-    assert dead["status"] == "failed" and "exit code" in dead["failure"]["cause"]
+    assert dead["status"] == "failed" and dead["failure"]["rank"] == 1
+    assert dead["failure"]["cause"].startswith("rank 1 exited with code 1")
     table = pd.read_csv(tmp_path / "results.csv")
     assert set(table["run_id"]) == {"psgd-P1-r0", "psgd-P2-r0"}
     assert set(table["status"]) == {"completed", "failed"}
+
+
+@pytest.mark.slow
+def test_sweep_timeout_stops_the_point_and_says_so(tmp_path):
+    env = {"PSGD_FAULT_RANK": "1", "PSGD_FAULT_AT_ITER": "3", "PSGD_FAULT_SIGNAL": "hang"}
+    t0 = time.monotonic()
+    r = run_cmd([sys.executable, "-m", "real.sweep", "--algorithm", "mpi_allreduce",
+                 "--workers", "2", "--out", str(tmp_path), "--timeout", "8", *FLAGS[:10],
+                 "--", "--timeout", "60"], env=env, timeout=180)
+    assert r.returncode == 1 and time.monotonic() - t0 < 60, r.stderr[-2000:]
+    rec = record.read(tmp_path / "mpi_allreduce-P2-r0")
+    assert rec["status"] == "failed"
+    assert rec["failure"]["cause"].startswith("timed out after 8 s (real.sweep --timeout)")
+    assert "after iteration" in rec["failure"]["cause"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_sweep_stops_the_point_and_records_it_interrupted(tmp_path):
+    tag = f"sweep-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
+               PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
+    proc = subprocess.Popen([sys.executable, "-m", "real.sweep", "--algorithm", "psgd",
+                             "--workers", "2", "--out", str(tmp_path), *LONG[:10], "--",
+                             "--timeout", str(TIMEOUT_S)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    progress = tmp_path / "logs" / ".psgd-P2-r0.progress"
+    try:
+        _wait_for_rank_training(tag, 1, progress, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "interrupted during psgd-P2-r0" in lines[0], err[-2000:]
+    rec = record.read(tmp_path / "psgd-P2-r0")
+    assert rec["status"] == "interrupted"
+    assert rec["failure"]["cause"].startswith("interrupted by the user")
+    assert "SIGINT" in json.dumps(rec["failure"])
+    time.sleep(1)
+    assert not _processes_tagged(tag), "the point outlived the sweep"
+
+
+def _processes_tagged(tag: str) -> list[int]:
+    mark = f"PSGD_TEST_TAG={tag}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark in f.read().split(b"\0") and int(pid) != os.getpid():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for_rank_training(tag: str, rank: int, progress, proc, within_s: float = 60) -> int:
+    """The pid of the training process of ``rank`` once rank 0 has done a few iterations."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before the fault"
+        try:
+            done = int(progress.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            done = 0
+        if done >= 20:
+            for pid in _processes_tagged(tag):
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        env = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if f"PMI_RANK={rank}".encode() in env and b"PSGD_SUPERVISED=1" in env:
+                    return pid
+        time.sleep(0.2)
+    raise AssertionError("the ranks never got going")

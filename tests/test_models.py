@@ -6,8 +6,16 @@ import torch
 import torch.nn.functional as F
 
 from real.data import DATASETS, load_dataset
-from real.models import (DEFAULT_DATASET, MODELS, PRESETS, build_model, flat_params,
-                         layer_param_counts, load_flat_params, param_count)
+from real.models import (
+    DEFAULT_DATASET,
+    MODELS,
+    PRESETS,
+    build_model,
+    flat_params,
+    layer_param_counts,
+    load_flat_params,
+    param_count,
+)
 
 MNIST_SHAPE, CIFAR_SHAPE = (1, 28, 28), (3, 32, 32)
 

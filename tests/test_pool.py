@@ -61,7 +61,7 @@ def test_cli_writes_table_and_figure(tmp_path):
 @pytest.mark.parametrize("content, says", [
     (None, "has no compare.csv"),
     ("scheme,workers\npsgd,3\n", "not a simulator.compare table"),
-    ("", "not a readable CSV"),
+    ("", "not a readable table"),
 ])
 def test_cli_bad_folder(tmp_path, content, says):
     d = tmp_path / "sweep"
@@ -85,5 +85,5 @@ def test_emulated_cluster_rows_pool_apart(tmp_path):
     cluster = df[df["held_out"]].assign(hosts=2, bandwidth_bits_per_s=1e8, rel_error=0.5)
     pd.concat([df, cluster]).to_csv(d / "compare.csv", index=False)
     out = pool.pool(pool.read_sweeps([d]))
-    assert sorted(set(out["scheme"])) == ["psgd", "psgd-2hosts-100mbit"]
+    assert sorted(set(out["scheme"])) == ["psgd", "psgd-100mbit"]
     assert out[out["scheme"] == "psgd"]["mean_error"].tolist() == pytest.approx([0.04, -0.08])

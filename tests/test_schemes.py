@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from real import record, schemes
+from real import schemes
+from simulator.contracts import record
 from tests.conftest import BIN, mpi, py, run_cmd
 
 P = 2

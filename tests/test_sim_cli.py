@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from simulator import predict
-from simulator.profile import save
+from simulator.contracts.profile import save
 from simulator.testing import make_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +58,11 @@ def test_csv_json_trace_and_a_cluster_file(tmp_path, capsys):
 
 BAD = [
     (["--workers", "0"], "--workers"),
+    (["--workers", "8-2"], "8-2"),
+    (["--workers", "2^5..1"], "2^5..1"),
+    (["--workers", "1,,4"], "1,,4"),
+    (["--workers", "100000"], "100000"),
+    (["--ranks-per-host", "0"], "ranks-per-host"),
     (["--schemes", "nope"], "nope"),
     (["--model", "resnet"], "resnet"),
     (["--schemes", "hogwild", "--hosts", "2"], "hogwild"),
@@ -65,7 +70,7 @@ BAD = [
     (["--latency=-5us", "--hosts", "2"], "-5us"),
     (["--workers", "many"], "many"),
     (["--hosts", "0"], "hosts"),
-    (["--batch-size", "-1"], "batch_per_worker"),
+    (["--batch-size", "-1"], "--batch-size"),
     (["--profile", "/nonexistent/profile.json"], "/nonexistent/profile.json"),
 ]
 
@@ -103,7 +108,7 @@ def test_a_profile_file_from_code_is_used(tmp_path, capsys):
                           "toy", "--schemes", "psgd", "--no-plot", "--format", "csv",
                           "--out", str(tmp_path)], capsys)
     assert code == 0, err
-    assert out.startswith("scheme,workers,epoch_s")
+    assert out.startswith("scheme,workers,hosts,epoch_s")
 
 
 def test_command_line_as_a_user_runs_it(tmp_path):
@@ -115,3 +120,50 @@ def test_command_line_as_a_user_runs_it(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "simulator.predict", "--workers", "-3"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "-3" in bad.stderr
+
+
+@pytest.mark.parametrize("text,counts", [
+    ("4", [1, 2, 3, 4]), ("1,8,64,512", [1, 8, 64, 512]), ("3-5", [3, 4, 5]),
+    ("2^0..4", [1, 2, 4, 8, 16]), ("1,4-5,2^3..4", [1, 4, 5, 8, 16]), ("3^1..2", [3, 9]),
+])
+def test_worker_lists_as_users_write_them(text, counts):
+    from simulator.contracts.cli import worker_counts
+    assert worker_counts(text) == counts
+
+
+def test_the_table_shows_exactly_the_points_asked_and_marks_the_fastest(tmp_path, capsys):
+    code, out, err = run(["--workers", "1,3,4", "--schemes", "psgd,allreduce", "--no-plot",
+                          "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    head = next(line for line in out.splitlines() if line.startswith("scheme"))
+    assert head.split()[1:] == ["P=1", "3", "4"]
+    allreduce = next(line for line in out.splitlines() if line.startswith("allreduce"))
+    psgd = next(line for line in out.splitlines() if line.startswith("psgd"))
+    assert psgd.split()[2].endswith("*") and not allreduce.split()[2].endswith("*")
+    assert "fastest: psgd" in out
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "predictions.csv").read_text())))
+    assert sorted({int(r["workers"]) for r in rows}) == [1, 3, 4]
+
+
+def test_full_table_explains_its_columns(tmp_path, capsys):
+    code, out, _ = run(["--workers", "2", "--schemes", "ps_async", "--full", "--no-plot",
+                        "--out", str(tmp_path)], capsys)
+    assert code == 0 and "compute_s" in out and "stale" in out
+    assert "eng " in predict.build_parser().format_help().replace("\n", " ")
+
+
+def test_hosts_grow_with_p_when_ranks_per_host_is_given(tmp_path, capsys):
+    code, out, err = run(["--workers", "1,4,8,9", "--ranks-per-host", "4", "--cores-per-host", "4",
+                          "--schemes", "mpi_allreduce,ps_sync", "--no-plot", "--format", "csv",
+                          "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    hosts = {(r["scheme"], int(r["workers"])): int(r["hosts"]) for r in rows}
+    assert [hosts["mpi_allreduce", p] for p in (1, 4, 8, 9)] == [1, 1, 2, 3]
+    assert [hosts["ps_sync", p] for p in (1, 4, 8, 9)] == [1, 2, 3, 3]   # + the server rank
+
+
+def test_help_shows_each_default_once_and_no_raw_lists():
+    text = predict.build_parser().format_help()
+    assert "(default: None)" not in text and "['all']" not in text
+    assert text.count("(default: 16)") == 1

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from simulator import closed_form as cf
 from simulator.compare import cluster_of
-from simulator.config import Cluster, ConfigError, Link, SchemeConfig, Workload, load_cluster
-from simulator.simulate import simulate
+from simulator.contracts import closed_forms as cf
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import Cluster, Link, load_cluster
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.config import SchemeConfig
 from simulator.testing import make_profile
 
 LINK = Link(bandwidth_bytes_per_s=1e9, latency_s=1e-5)

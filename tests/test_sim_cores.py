@@ -6,10 +6,12 @@ import pytest
 import simpy
 
 from calibrate.sched_probe import balance_delay_s
-from simulator.config import Cluster, SchemeConfig, Workload
-from simulator.cores import CoreHost
-from simulator.profile import ProfileError, from_dict, to_dict
-from simulator.simulate import simulate
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import ProfileError, from_dict, to_dict
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.config import SchemeConfig
+from simulator.model.hardware.cores import CoreHost
 from simulator.testing import make_profile
 
 W = 0.01                      # seconds of work of one job

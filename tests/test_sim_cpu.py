@@ -5,11 +5,15 @@ import pandas as pd
 import pytest
 
 from calibrate.fit_comm import cpu_fractions
-from simulator.closed_form import ring_allreduce_s
-from simulator.comm import call_cpu_s
-from simulator.config import Cluster, SchemeConfig, Workload
-from simulator.profile import ProfileError, Transport, from_dict, to_dict
-from simulator.simulate import handoffs, resolve_scheme, simulate
+from simulator.contracts.closed_forms import ring_allreduce_s
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import ProfileError, Transport, from_dict, to_dict
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.engine.placement import handoffs
+from simulator.engine.run import resolve_scheme
+from simulator.model.comm import call_cpu_s
+from simulator.model.config import SchemeConfig
 from simulator.testing import make_profile
 
 F = 0.6

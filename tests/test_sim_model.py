@@ -1,20 +1,22 @@
 """The simulator against closed forms and invariants (deterministic, small, fast)."""
 from __future__ import annotations
 
-
 import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import closed_form as cf
-from simulator.comm import MessageComm
-from simulator.config import Cluster, ConfigError, Heterogeneity, Link, SchemeConfig, Workload
-from simulator.host import Host
-from simulator.network import Routes
-from simulator.profile import Transport
-from simulator.recorder import Recorder
-from simulator.simulate import simulate
+from simulator.contracts import closed_forms as cf
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import Cluster, Link
+from simulator.contracts.profile import Transport
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.comm import MessageComm
+from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.hardware.host import Host
+from simulator.model.network import Routes
+from simulator.model.recorder import Recorder
 from simulator.testing import make_profile
 
 ALPHA, BETA = 1e-5, 1e-9
@@ -173,7 +175,7 @@ def test_auto_allreduce_is_release_gather_on_one_host_only():
 def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_level():
     """Four polling ranks on one oversubscribed host: MPICH's shared-memory allreduce is
     two levels, so a call waits 2 h for its ranks' turns, not 2 log2(4) h."""
-    from simulator.comm import AnalyticComm
+    from simulator.model.comm import AnalyticComm
     h, n, p = 1e-3, 4e4, 4
 
     def call_s(placement, link):
@@ -187,7 +189,9 @@ def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_level():
         return env.now
     assert call_s((0,) * p, None) == pytest.approx(2 * (ALPHA + h) + 2 * (p - 1) * n * BETA)
     across = call_s((0, 0, 1, 1), LINK)
-    assert across == pytest.approx(cf.rabenseifner_allreduce_s(p, n, ALPHA + h, BETA))
+    # Rabenseifner across two hosts: the distance-2 rounds (n/2 bytes each way) send two
+    # messages through each NIC at once; the distance-1 rounds (n/4) stay in shared memory
+    assert across == pytest.approx(4 * (ALPHA + h) + (2 * n / 2 + 2 * n / 4) * BETA + n * BETA)
 
 
 @pytest.mark.parametrize("kind,closed", [("gather", cf.gather_s), ("scatter", cf.scatter_s),
@@ -253,8 +257,8 @@ def test_fast_path_agrees_with_the_event_models(scheme, p):
 def test_fast_path_shares_cores_like_the_event_model():
     prof = make_profile(cores=2, spread_cv=0.3, sharing_slowdown={1: 1.0, 2: 1.1, 6: 3.6})
     for scheme in ("mpi_allreduce", "psgd", "gather_scatter"):
-        f = simulate(SchemeConfig(scheme, engine="fast"), 6, wl(), None, prof, seed=1)
-        d = simulate(SchemeConfig(scheme, engine="des"), 6, wl(), None, prof, seed=1)
+        f = simulate(SchemeConfig(scheme, engine="fast", fidelity="analytic"), 6, wl(), None, prof, seed=1)
+        d = simulate(SchemeConfig(scheme, engine="des", fidelity="analytic"), 6, wl(), None, prof, seed=1)
         assert f.time_s == pytest.approx(d.time_s, rel=1e-9)
 
 
@@ -274,7 +278,8 @@ def test_ps_async_staleness_is_about_p_minus_one():
 def test_async_avg_holder_serves_only_between_rank0s_steps():
     """Rank 0 at half speed, exchange every step: each request of rank 1 waits for the end
     of rank 0's step, so rank 1 is paced by rank 0: per iteration a step 2s, rank 0's own
-    mix m, then receive c, mix m, send c; at the end the last weights: c + m."""
+    mix m, then receive c, mix m, send c; at the end rank 0 mixes its last weights in (m, as
+    real.train does after its last exchange) and receives rank 1's last ones: c + m."""
     prof, n = make_profile(), 6
     het = Heterogeneity(speed_factors=(0.5, 1.0))
     r = simulate(SchemeConfig("async_avg", avg_every=1), 2, wl(n), Cluster(1, 2), prof,
@@ -282,7 +287,7 @@ def test_async_avg_holder_serves_only_between_rank0s_steps():
     s = prof.models[0].step_fit(1).step_s(64)
     m = prof.server.update_s(prof.models[0].param_count)
     c = ALPHA + BETA * 4 * prof.models[0].param_count
-    assert r.time_s == pytest.approx(n * (2 * s + 2 * m + 2 * c) + c + m, rel=1e-9)
+    assert r.time_s == pytest.approx(n * (2 * s + 2 * m + 2 * c) + m + c + m, rel=1e-9)
     # rank 1 spends the rest of every rank-0 step waiting; it is done before the last mix
     assert r.comm_s_per_worker[1] == pytest.approx(r.time_s - n * s - m, rel=1e-9)
     assert sum(r.staleness.values()) == n
@@ -290,7 +295,7 @@ def test_async_avg_holder_serves_only_between_rank0s_steps():
 
 def test_async_avg_default_every_is_the_real_schemes():
     from real.schemes import async_avg as real_async_avg
-    from simulator.schemes import holder
+    from simulator.model.schemes import holder
     assert holder.DEFAULT_K == real_async_avg.DEFAULT_K
 
 
@@ -346,9 +351,12 @@ def test_time_accounts_for_every_worker(scheme, p, hosts, fidelity, cv, seed):
 
 
 @settings(max_examples=25, deadline=None)
-@given(scheme=st.sampled_from(ALL), p=st.integers(2, 6),
+@given(scheme=st.sampled_from(SYNC), p=st.integers(2, 6),
        gbit=st.floats(0.01, 10), factor=st.floats(1.0, 100.0), seed=st.integers(0, 3))
 def test_more_bandwidth_is_never_slower(scheme, p, gbit, factor, seed):
+    """Lock-step schemes only: in async_avg a faster link changes the order in which the
+    holder serves its workers, and a different order can end a little later (a scheduling
+    anomaly of the real scheme too: async_avg at P = 3, 8 against 16 Gbit/s, +0.5%)."""
     prof = make_profile(spread_cv=0.1)
     slow, fast = (Cluster(p + 1, 2, Link(gbit * 1.25e8 * f, ALPHA)) for f in (1.0, factor))
     cfg = SchemeConfig(scheme, fidelity="message", avg_every=2)
@@ -359,7 +367,7 @@ def test_more_bandwidth_is_never_slower(scheme, p, gbit, factor, seed):
 
 def test_default_threads_follow_real_train():
     """threads_per_worker=None: cores // ranks on the host (the parameter server counts)."""
-    from simulator.simulate import default_threads, resolve_scheme
+    from simulator.engine.run import default_threads, resolve_scheme
     cl = Cluster(hosts=1, cores_per_host=4)
     assert default_threads(resolve_scheme("psgd")[0], cl, 1) == 4
     assert default_threads(resolve_scheme("psgd")[0], cl, 2) == 2

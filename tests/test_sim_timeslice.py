@@ -5,14 +5,17 @@ import pytest
 import simpy
 
 from calibrate.fit_comm import collective_alphas
-from calibrate.sched_probe import main as sched_check, off_core_rows, quantum_s, synced_step_w
-from simulator.closed_form import ring_allreduce_s, steps
-from simulator.config import Cluster, SchemeConfig, Workload
-from simulator.host import Host
-from simulator.profile import ProfileError, from_dict, to_dict
-from simulator.simulate import simulate
+from calibrate.sched_probe import main as sched_check
+from calibrate.sched_probe import off_core_rows, quantum_s, synced_step_w
+from simulator.contracts.closed_forms import ring_allreduce_s, steps
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import ProfileError, from_dict, to_dict
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.config import SchemeConfig
+from simulator.model.hardware.host import Host
+from simulator.model.hardware.timeslice import handoff_s
 from simulator.testing import make_profile
-from simulator.timeslice import handoff_s
 
 Q = 0.004
 
@@ -100,7 +103,8 @@ def test_collective_alpha_multiplies_the_steps():
 
 def test_collective_alphas_are_recovered_from_probe_means():
     import pandas as pd
-    from simulator.profile import Transport
+
+    from simulator.contracts.profile import Transport
     t = Transport("gloo", 1e-4, 1e-9)
     a_step = 6e-4
     rows = [{"backend": "gloo", "op": "allreduce", "algorithm": "-", "workers": 2, "bytes": n,
@@ -146,10 +150,10 @@ def test_synchronous_step_check_refuses_bad_flags(argv, capsys):
 
 @pytest.mark.parametrize("fidelity", ["analytic", "message"])
 def test_a_rendezvous_message_waits_three_times(fidelity):
-    from simulator.comm import make_comm
-    from simulator.network import Routes
-    from simulator.profile import Transport
-    from simulator.recorder import Recorder
+    from simulator.contracts.profile import Transport
+    from simulator.model.comm import make_comm
+    from simulator.model.network import Routes
+    from simulator.model.recorder import Recorder
     t = Transport("mpi", 1e-5, 1e-9, eager_max_bytes=4096)
     h = 1e-3
     times = {}

@@ -8,10 +8,11 @@ import pytest
 import simpy
 
 from calibrate.sched_probe import _placements, balance_delays_s, wake_wait_s
-from simulator.config import Cluster, Workload
-from simulator.cores import CoreHost
-from simulator.profile import ProfileError, from_dict, to_dict
-from simulator.simulate import simulate
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import ProfileError, from_dict, to_dict
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.model.hardware.cores import CoreHost
 from simulator.testing import make_profile
 
 D = 0.004                       # wake wait (seconds)

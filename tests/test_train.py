@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from real import record
+from simulator.contracts import record
 from tests.conftest import mpi, py
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
@@ -46,7 +46,7 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     assert r.returncode == 0, r.stderr
     rec, it = one_record(tmp_path / "runs")
     assert rec["status"] == "completed"
-    assert rec["environment"]["ranks"] == 2 and rec["environment"]["launcher"] == "mpi"
+    assert rec["environment"]["ranks"] == 2 and rec["environment"]["launcher"] == "mpirun"
     assert rec["extra"]["start_weights_identical"] is True
     assert rec["extra"]["final_weights_identical"] is True
     assert sorted(it["rank"].unique()) == [0, 1]
@@ -89,3 +89,11 @@ def test_record_write_is_atomic_and_replaces(tmp_path):
     record.write(rec, tmp_path)
     assert json.loads((tmp_path / "x" / "record.json").read_text())["config"] == {"a": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["x"]
+
+
+def test_help_gives_every_flag_a_meaning_and_each_default_once():
+    from real.train import build_parser
+    parser = build_parser()
+    text = parser.format_help()
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert all(a.help for a in parser._actions), "a flag without help"

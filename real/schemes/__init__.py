@@ -15,6 +15,9 @@ How each scheme lays out its ranks and data:
   with their own shuffle.
 * ``TORCH_DISTRIBUTED``: need a torch.distributed (gloo) group; under mpirun it
   is set up from MPI.  ``MPI_ONLY``: talk through mpi4py and run under mpirun only.
+
+Imports: nothing at load (the scheme modules are imported by name when run); they import
+torch, mpi4py for the MPI schemes, and real (step, dist, models, data, context, timing).
 """
 from __future__ import annotations
 

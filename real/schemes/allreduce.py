@@ -4,6 +4,8 @@ After backward, each parameter tensor's gradient is summed over ranks with
 ``all_reduce(SUM)`` and divided by P (gloo has no average), one call per
 tensor, as the sheet asks.  Same data split as ``gather_scatter``, so with
 the same seed both give the same losses.
+
+Imports: torch, real.step.
 """
 from __future__ import annotations
 

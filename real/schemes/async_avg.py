@@ -21,6 +21,12 @@ contributing the progress it made since it last read v, the result is close to
 the synchronous mean v = (1/P) sum_i w_i of method 1, which is why 1/P is the
 weight.  Rank 0 mixes its own weights the same way (locally).  The final
 model is the holder's v after every worker's last weights are mixed in.
+
+With ``--target-accuracy``, rank 0 scores v at the end of each of its epochs;
+once it is reached, rank 0 stops and answers every further push with STOP
+(unmixed): that worker stops too and sends its last weights as usual.
+
+Imports: mpi4py, numpy, torch, real (dist, models, step).
 """
 from __future__ import annotations
 
@@ -32,17 +38,20 @@ from ..models import flat_params, load_flat_params
 from ..step import local_epochs
 
 DEFAULT_K = 10
-PUSH, DONE, REPLY = 1, 2, 3       # message tags
+PUSH, DONE, REPLY, STOP = 1, 2, 3, 4      # message tags; STOP: the target accuracy is reached
 
 
 class Holder:
     """The shared weights v on rank 0 and the mixing rule."""
 
-    def __init__(self, v: np.ndarray, workers: int, world, timeout_s: float):
+    def __init__(self, v: np.ndarray, workers: int, world, timeout_s: float,
+                 alive=lambda: None):
         self.v, self.alpha = v, 1.0 / workers
         self.world, self.timeout_s = world, timeout_s
+        self.alive = alive             # tells the recorder (real.supervise) a push came in
         self.buf = np.empty_like(v)
         self.done, self.mixes = 0, 0
+        self.stopping = False             # --target-accuracy reached: answer pushes with STOP
 
     def mix(self, w: np.ndarray) -> None:
         self.v *= 1.0 - self.alpha
@@ -61,13 +70,16 @@ class Holder:
                 wait(req, self.timeout_s, "async_avg: holder waiting for workers", status)
             else:
                 self.world.Recv(self.buf, status.Get_source(), status.Get_tag())
-            self.mix(self.buf)
+            self.alive()
             if status.Get_tag() == DONE:
+                self.mix(self.buf)
                 self.done += 1
-            else:
-                wait(self.world.Isend(self.v, status.Get_source(), REPLY), self.timeout_s,
-                     "async_avg: reply to a worker")
-                sent += self.v.nbytes
+                continue
+            if not self.stopping:
+                self.mix(self.buf)
+            wait(self.world.Isend(self.v, status.Get_source(), STOP if self.stopping else REPLY),
+                 self.timeout_s, "async_avg: reply to a worker")
+            sent += self.v.nbytes
 
 
 def train(ctx) -> list[float]:
@@ -75,8 +87,11 @@ def train(ctx) -> list[float]:
     world, log = MPI.COMM_WORLD, ctx.log
     k = ctx.cfg.average_every or DEFAULT_K
     rank = world.Get_rank()
-    holder = Holder(flat_params(ctx.model).numpy(), ctx.workers, world, ctx.cfg.timeout) \
+    holder = Holder(flat_params(ctx.model).numpy(), ctx.workers, world, ctx.cfg.timeout,
+                    ctx.heartbeat.alive if ctx.heartbeat else (lambda: None)) \
         if rank == 0 else None
+    if holder is not None and ctx.curve is not None:
+        ctx.curve.weights = lambda: holder.v          # the point scores the holder's mix
 
     def exchange(epoch, it):
         """Rank 0: mix own weights every K and serve requests; others: push/pull every K."""
@@ -88,15 +103,24 @@ def train(ctx) -> list[float]:
         if (it + 1) % k:
             return None
         w = flat_params(ctx.model).numpy()
-        v = np.empty_like(w)
-        reply = world.Irecv(v, 0, REPLY)
+        v, status = np.empty_like(w), MPI.Status()
+        reply = world.Irecv(v, 0, MPI.ANY_TAG)
         wait(world.Isend(w, 0, PUSH), ctx.cfg.timeout, "async_avg: push to the holder")
-        wait(reply, ctx.cfg.timeout, "async_avg: waiting for the holder")
-        load_flat_params(ctx.model, torch.from_numpy(v))
+        wait(reply, ctx.cfg.timeout, "async_avg: waiting for the holder", status)
+        if status.Get_tag() == STOP:          # the holder reached the target: stop here
+            ctx.curve.stop = True
+        else:
+            load_flat_params(ctx.model, torch.from_numpy(v))
         return w.nbytes, False
 
+    def holder_reached() -> bool:
+        """Rank 0's epoch end: with a target, score the holder's mix now."""
+        if holder is not None and ctx.curve is not None and ctx.curve.reached():
+            holder.stopping = True
+        return holder is not None and holder.stopping
+
     epoch_s, t = [], log.now()
-    for _ in local_epochs(ctx, log, exchange):
+    for _ in local_epochs(ctx, log, exchange, stop_check=holder_reached):
         epoch_s.append(log.now() - t)
         t = log.now()
     # The end: workers send their last weights; the holder mixes everyone's in.
@@ -111,6 +135,6 @@ def train(ctx) -> list[float]:
         load_flat_params(ctx.model, torch.from_numpy(holder.v))
         ctx.extra.update(async_avg_every=k, async_avg_mixes=holder.mixes,
                          async_avg_mixing="v <- (1 - 1/P) v + (1/P) w_i; worker continues from v")
-    log.add(ctx.cfg.epochs - 1, -1, 0, t0, t0, log.now(), sent, None, sync=False)
+    log.add(len(epoch_s) - 1, -1, 0, t0, t0, log.now(), sent, None, sync=False)
     epoch_s[-1] += log.now() - t
     return epoch_s

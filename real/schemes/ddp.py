@@ -5,6 +5,8 @@ communication cannot be timed apart from compute: a row's ``compute_s`` holds
 forward + backward (with the overlapped all-reduce) + update and ``comm_s`` is
 zero.  A communication hook counts the bytes of every bucket it all-reduces.
 Same data split as ``gather_scatter`` / ``allreduce``.
+
+Imports: torch, real.step.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from ..step import synchronous_epochs
 
 
 def train(ctx) -> list[float]:
-    ddp = DistributedDataParallel(ctx.model)
+    device = next(ctx.model.parameters()).device
+    ddp = DistributedDataParallel(ctx.model,
+                                  device_ids=[device.index] if device.type == "cuda" else None)
     counter = {"bytes": 0}
 
     def counting_hook(state, bucket):

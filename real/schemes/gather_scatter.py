@@ -8,6 +8,8 @@ so with the same seed the losses equal single-process training at that batch.
 
 Bytes sent are the payload this rank hands to the calls: its gradient to
 ``gather`` and, on rank 0, the P mean copies to ``scatter``.
+
+Imports: torch, real.step.
 """
 from __future__ import annotations
 

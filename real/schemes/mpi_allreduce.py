@@ -9,6 +9,8 @@ set before MPI starts (``real.dist.select_mpi_allreduce``).
 The call is the blocking ``Allreduce`` because the CVAR governs it (the
 non-blocking one has its own algorithms); a dead peer is therefore ended by
 mpirun, which kills every rank when one exits abnormally.
+
+Imports: mpi4py, torch, real.step.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ..step import flat_grads, load_flat_grads, synchronous_epochs
 
 
 def mpi_allreduce_mean(model, world) -> int:
-    buf = flat_grads(model).numpy()
+    buf = flat_grads(model).cpu().numpy()       # host memory: MPI here is not CUDA-aware
     world.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
     buf /= world.Get_size()
     load_flat_grads(model, torch.from_numpy(buf))

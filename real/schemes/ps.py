@@ -25,6 +25,12 @@ the per-epoch learning-rate decay behave as in every other scheme.
   (``Recv`` from ``ANY_SOURCE``) and answers that worker with the current w;
   workers train on their own 1/P shard at their own pace.  The staleness of
   every applied gradient goes into the record as a histogram.
+
+With ``--target-accuracy`` the server scores w at the end of each of its
+epochs; once the target is reached it answers every worker's next push with
+``done`` instead of w, and the workers stop.
+
+Imports: mpi4py, numpy, torch, real (data, dist, models, step).
 """
 from __future__ import annotations
 
@@ -85,21 +91,27 @@ def _worker(ctx, batches_of_epoch, sync: bool) -> list[float]:
     log, it, epoch_s = ctx.log, 0, []
     _, version, _ = link.recv(SERVER, w)
     load_flat_params(ctx.model, torch.from_numpy(w))
+    stop = False                # the server reached --target-accuracy: it answers "done"
     for epoch in range(ctx.cfg.epochs):
         t_epoch = log.now()
         for x, y, scale in batches_of_epoch(epoch):
             t0 = log.now()
             loss = forward_backward(ctx.model, x, y, scale)
-            g = flat_grads(ctx.model).numpy()
+            g = flat_grads(ctx.model).cpu().numpy()
             t1 = log.now()
             sent = link.send(SERVER, version, g)
-            _, version, _ = link.recv(SERVER, w)
-            load_flat_params(ctx.model, torch.from_numpy(w))
+            _, version, stop = link.recv(SERVER, w)
+            if not stop:
+                load_flat_params(ctx.model, torch.from_numpy(w))
             log.add(epoch, it, len(y), t0, t1, log.now(), sent, loss, sync=sync)
             ctx.progress(it, loss)
             it += 1
+            if stop:
+                break
         epoch_s.append(log.now() - t_epoch)
-    if not sync:
+        if stop:
+            break
+    if not sync and not stop:
         link.send(SERVER, version, None, done=True)
     return epoch_s
 
@@ -139,8 +151,17 @@ class Server:
         self.version += 1
         self.update_s.append(self.ctx.log.now() - t0)
 
-    def broadcast(self) -> int:
-        return sum(self.link.send(r, self.version, self.w)
+    def curve_point(self, per_epoch: int, every: int) -> None:
+        """An evaluation point of the server's weights after ``version`` updates, if it is
+        one: every ``every`` updates and each ``per_epoch`` (``real.curve``)."""
+        if self.ctx.curve is None:
+            return
+        self.ctx.curve.weights = lambda: self.w
+        self.ctx.curve.after_step(self.version, per_epoch, per_epoch * self.ctx.cfg.epochs, every)
+
+    def broadcast(self, done: bool = False) -> int:
+        """The new w to every worker, or (``done``: the target is reached) the end."""
+        return sum(self.link.send(r, self.version, None if done else self.w, done)
                    for r in range(1, self.world.Get_size()))
 
     def record(self, extra: dict) -> None:
@@ -159,7 +180,7 @@ def serve_sync(ctx) -> list[float]:
     workers, per_epoch = ctx.workers, ctx.shard.global_batches_per_epoch(ctx.global_batch,
                                                                           ctx.workers)
     acc, grad = np.zeros_like(s.w), np.empty_like(s.w)
-    epoch_s, t = [], log.now()
+    epoch_s, t, stop = [], log.now(), False
     sent = s.broadcast()                                # the first w: a communication-only row
     log.add(0, -1, 0, t, t, log.now(), sent, None)
     for epoch in range(ctx.cfg.epochs):
@@ -173,7 +194,9 @@ def serve_sync(ctx) -> list[float]:
             t1 = log.now()
             s.apply(acc / workers)
             t2 = log.now()
-            sent = s.broadcast()
+            s.curve_point(per_epoch, ctx.cfg.eval_every)
+            stop = i == per_epoch - 1 and ctx.curve is not None and ctx.curve.reached()
+            sent = s.broadcast(done=stop)
             # compute_s = the update; comm_s = receiving pushes + sending w
             log.add(epoch, epoch * per_epoch + i, 0, t1, t2, t2 + (t1 - t0) + (log.now() - t2),
                     sent, None)
@@ -181,6 +204,8 @@ def serve_sync(ctx) -> list[float]:
         decay_lr(ctx.optimizer, ctx.cfg.lr_decay)
         epoch_s.append(log.now() - t)
         t = log.now()
+        if stop:
+            break
     s.record(ctx.extra)
     return epoch_s
 
@@ -195,17 +220,24 @@ def serve_async(ctx) -> list[float]:
     epoch_s, t, done = [], log.now(), 0
     sent = s.broadcast()                                # the first w: a communication-only row
     log.add(0, -1, 0, t, t, log.now(), sent, None)
+    stop = False                # --target-accuracy reached: every later push is answered "done"
     while done < ctx.workers:
         t0 = log.now()
         src, version, finished = s.link.recv(_any(), grad)
-        if finished:
+        if finished or stop:
+            if stop and not finished:
+                s.link.send(src, s.version, None, done=True)
             done += 1
             continue
         s.staleness[s.version - version] += 1
         t1 = log.now()
         s.apply(grad)
         t2 = log.now()
-        sent = s.link.send(src, s.version, s.w)
+        s.curve_point(per_epoch, ctx.cfg.eval_every * ctx.workers)
+        stop = (s.version % per_epoch == 0 and ctx.curve is not None
+                and ctx.curve.reached())
+        sent = s.link.send(src, s.version, None if stop else s.w, done=stop)
+        done += stop
         epoch = min((s.version - 1) // per_epoch, ctx.cfg.epochs - 1)
         log.add(epoch, s.version - 1, 0, t1, t2, t2 + (t1 - t0) + (log.now() - t2), sent, None)
         ctx.progress(s.version, 0.0)
@@ -213,7 +245,7 @@ def serve_async(ctx) -> list[float]:
             decay_lr(ctx.optimizer, ctx.cfg.lr_decay)
             epoch_s.append(log.now() - t)
             t = log.now()
-    if len(epoch_s) < ctx.cfg.epochs:
+    if len(epoch_s) < ctx.cfg.epochs and not stop:
         epoch_s.append(log.now() - t)
     s.record(ctx.extra)
     return epoch_s

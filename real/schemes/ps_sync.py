@@ -1,2 +1,5 @@
-"""Synchronous parameter server (seed 003, algorithm 1); see ``ps.py``."""
+"""Synchronous parameter server (seed 003, algorithm 1); see ``ps.py``.
+
+Imports: real.schemes.ps.
+"""
 from .ps import train_sync as train  # noqa: F401

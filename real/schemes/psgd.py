@@ -4,11 +4,14 @@ Every rank starts from the same weights, runs SGD on its own disjoint 1/P shard,
 and the weights are averaged with an MPI Allreduce, v = (1/P) * sum_i w_i:
 once at the end (``--average-every 0``, the exercise's one-shot PSGD) or every
 K local iterations (``--average-every K``).
+
+Imports: torch, real (models, step).
 """
 from __future__ import annotations
 
 import torch
 
+from ..curve import psgd_agreed_stop
 from ..models import flat_params, load_flat_params
 from ..step import local_epochs
 
@@ -32,12 +35,12 @@ def train(ctx) -> list[float]:
         return None
 
     epoch_s, t = [], log.now()
-    for epoch in local_epochs(ctx, log, every_k):
+    for epoch in local_epochs(ctx, log, every_k, stop_check=lambda: psgd_agreed_stop(ctx)):
         epoch_s.append(log.now() - t)
         t = log.now()
     # One-shot (or final) averaging: a communication-only row, iteration -1.
     t0 = log.now()
     sent = average_weights(ctx)
-    log.add(ctx.cfg.epochs - 1, -1, 0, t0, t0, log.now(), sent, None, sync=True)
+    log.add(len(epoch_s) - 1, -1, 0, t0, t0, log.now(), sent, None, sync=True)
     epoch_s[-1] += log.now() - t
     return epoch_s

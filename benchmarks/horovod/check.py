@@ -1,0 +1,178 @@
+"""Predict Horovod's published benchmark and set it against the published scaling efficiency.
+
+    python -m benchmarks.horovod.check --out docs/horovod
+
+The benchmark (Horovod's docs, benchmarks page; README versions of 2017-2018):
+tf_cnn_benchmarks with ``--variable_update horovod``, batch 64 per GPU,
+synthetic ImageNet data, on servers of 4 Pascal GPUs (PCIe) with one
+RoCE-capable 25 Gbit/s NIC each, NCCL 2 rings. Scaling efficiency is images
+per second on P GPUs over P times one GPU's.
+
+Inputs, each with its source (nothing is fitted to the published efficiency):
+
+* per-GPU throughput at batch 64 (``THROUGHPUT``) and the network's tensors in
+  gradient-ready order with their FLOPs per layer (``benchmarks/horovod/*-cpu.toml``,
+  written by ``python -m calibrate.workload`` from ``benchmarks/horovod/models.py``):
+  together the workload files ``*-p100.toml`` this command writes (backward 2/3 of
+  a step, split over the layers by their FLOPs);
+* the cluster: preset ``pascal-pcie-25gbe`` (every number sourced in the file);
+* Horovod 0.12: fusion threshold 64 MiB, cycle 5 ms, NCCL ring (no tree, no
+  hierarchical allreduce then), fp32 gradients.
+
+Writes ``horovod.csv`` (predicted efficiency at 1 ... 512 GPUs and the published
+points) and ``horovod.png``, and prints the table of published points.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from simulator.contracts.cluster import load_preset
+from simulator.contracts.files import atomic_write_text, save_figure
+from simulator.contracts.profile import load_default
+from simulator.contracts.workload import ModelWorkload, Workload, load_workload, save_workload
+from simulator.describe import growing
+from simulator.engine import simulate
+from simulator.engine.machine import machine
+from simulator.model.config import SchemeConfig
+
+HERE = Path(__file__).resolve().parent
+README_2017_09 = ("Horovod README, 2017-09-05 (commit d54e3a88): 4 servers x 4 Pascal GPUs, "
+                  "RoCE-capable 25 Gbit/s; baseline single-GPU images/sec at batch 64, and on "
+                  "16 GPUs with 'RDMA Horovod (allreduce on GPU with NCCL)'")
+# images per second of one GPU at batch 64 (the README's "baseline single-GPU")
+THROUGHPUT = {"inception3": 134.4, "resnet101": 119.4, "vgg16": 130.9}
+# published scaling efficiency (%) on RoCE 25 Gbit/s, by GPUs
+PUBLISHED = {
+    16: ({"inception3": 100 * 2022.6 / (16 * 134.4), "resnet101": 100 * 1746.2 / (16 * 119.4),
+          "vgg16": 100 * 1787.4 / (16 * 130.9)}, README_2017_09),
+    128: ({"inception3": 90.0, "resnet101": 90.0, "vgg16": 79.0},
+          ("Horovod README, 2017-10-17 (commit 6bb6a2db): 32 servers x 4 Pascal GPUs, RoCE 25 "
+           "Gbit/s: 90% for Inception V3 and ResNet-101, 79% for VGG-16")),
+    512: ({"inception3": 90.0, "resnet101": 90.0, "vgg16": 68.0},
+          ("Horovod docs, benchmarks page (2018-05, commit 8318a898): 128 servers x 4 Pascal "
+           "GPUs, RoCE 25 Gbit/s: 90% for Inception V3 and ResNet-101, 68% for VGG-16")),
+}
+NAMES = {"inception3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
+BATCH = 64
+PRESET = "pascal-pcie-25gbe"
+
+
+def p100_workload(name: str) -> ModelWorkload:
+    """The P100 workload: the CPU file's tensors and per-layer FLOPs, the published
+    throughput, backward 2/3 of a step split by FLOPs."""
+    cpu = load_workload(HERE / f"{name}-cpu.toml")
+    layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
+    step_s = BATCH / THROUGHPUT[name]
+    return ModelWorkload(
+        name=name, layers=layers, device="Tesla P100 PCIe", batch_size=BATCH, step_s=step_s,
+        backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
+        input_shape=cpu.input_shape,
+        provenance={"source": "numbers",
+                    "throughput": f"{THROUGHPUT[name]} images/sec at batch {BATCH}: "
+                                  + README_2017_09,
+                    "tensors": f"benchmarks/horovod/{name}-cpu.toml (python -m calibrate.workload)",
+                    "backward": "2/3 of a step (backward FLOPs twice the forward's), split over "
+                                "the layers by their FLOPs",
+                    "command": "python -m benchmarks.horovod.check"})
+
+
+def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: SchemeConfig,
+               preset: str = PRESET) -> dict[int, float]:
+    """Predicted scaling efficiency (%) at each GPU count: time per step at 1 GPU over
+    time per step at P (every GPU takes BATCH images per step)."""
+    cluster = growing(load_preset(preset))
+    mach = machine(load_default(), "embedded", cluster(1), [(workload, name)])
+    work = Workload(model=name, batch_per_worker=BATCH, iterations=20)
+    times = {p: simulate(cfg, p, work, cluster(p), mach.profile).time_s
+             for p in sorted(set(counts) | {1})}
+    return {p: 100 * times[1] / times[p] for p in counts}
+
+
+def table(results: dict[str, dict[int, float]]) -> str:
+    lines = ["| GPUs | model | published | predicted | predicted - published |",
+             "|---:|---|---:|---:|---:|"]
+    for p, (values, _source) in PUBLISHED.items():
+        for name, pub in values.items():
+            pred = results[name][p]
+            lines.append(f"| {p} | {NAMES[name]} | {pub:.1f}% | {pred:.1f}% | "
+                         f"{pred - pub:+.1f} |")
+    return "\n".join(lines)
+
+
+def figure(results: dict[str, dict[int, float]], path: Path) -> Path:
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    for (name, eff), color in zip(results.items(), ("C0", "C1", "C2")):
+        ps = sorted(eff)
+        ax.plot(ps, [eff[p] for p in ps], "-", color=color, label=f"{NAMES[name]} predicted")
+        pub = [(p, v[0][name]) for p, v in PUBLISHED.items()]
+        ax.plot([p for p, _ in pub], [e for _, e in pub], "o", color=color, mfc="none",
+                label=f"{NAMES[name]} published")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("GPUs (4 per server, 25 Gbit/s RoCE)")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    ax.set_title("Horovod benchmark: predicted (python -m benchmarks.horovod.check) "
+                 "vs published", fontsize=8)
+    import matplotlib
+    matplotlib.use("Agg")
+    return save_figure(fig, path)
+
+
+def sensitivity(costs_us: list[float]) -> str:
+    """Predicted efficiency at the published points when rank 0's negotiation costs
+    ``costs_us`` per other rank and cycle (Horovod's coordination, not in the main table)."""
+    lines = ["| negotiation per rank | " + " | ".join(
+        f"{NAMES[n]} {p}" for p in PUBLISHED for n in THROUGHPUT) + " |",
+        "|---:|" + "---:|" * (len(PUBLISHED) * len(THROUGHPUT))]
+    published = " | ".join(f"{PUBLISHED[p][0][n]:.1f}" for p in PUBLISHED for n in THROUGHPUT)
+    lines.append(f"| published | {published} |")
+    for us in costs_us:
+        cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring", negotiation_s=us * 1e-6)
+        eff = {n: efficiency(n, p100_workload(n), list(PUBLISHED), cfg) for n in THROUGHPUT}
+        lines.append(f"| {us:g} us | " + " | ".join(f"{eff[n][p]:.1f}" for p in PUBLISHED
+                                                     for n in THROUGHPUT) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.horovod.check",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="docs/horovod", help="folder for horovod.csv and .png")
+    ap.add_argument("--negotiation-us", default="",
+                    help="also print the published points predicted with these costs of "
+                         "Horovod's negotiation per rank and cycle, e.g. 0,2,5,10")
+    args = ap.parse_args(argv)
+    counts = [2 ** k for k in range(10)]
+    cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring")
+    results = {}
+    for name in THROUGHPUT:
+        w = p100_workload(name)
+        save_workload(w, HERE / f"{name}-p100.toml",
+                      comment=f"{NAMES[name]} on a Tesla P100 PCIe, made by "
+                              "python -m benchmarks.horovod.check")
+        results[name] = efficiency(name, w, counts, cfg)
+    out = Path(args.out)
+    rows = ["gpus,model,predicted_efficiency_pct,published_efficiency_pct"]
+    for name, eff in results.items():
+        for p in counts:
+            pub = PUBLISHED.get(p, ({}, ""))[0].get(name)
+            rows.append(f"{p},{name},{eff[p]:.2f},{'' if pub is None else f'{pub:.2f}'}")
+    atomic_write_text(out / "horovod.csv", "\n".join(rows) + "\n")
+    figure(results, out / "horovod.png")
+    print(table(results))
+    if args.negotiation_us:
+        print()
+        print(sensitivity([float(x) for x in args.negotiation_us.split(",")]))
+    print(f"\nwrote {out / 'horovod.csv'}, {out / 'horovod.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

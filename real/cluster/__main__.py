@@ -1,0 +1,192 @@
+"""``python -m real.cluster up|down|status|check``: the emulated cluster from the shell.
+
+Bad input and a missing tool or privilege are one line on stderr; an
+interrupted ``up`` leaves nothing behind.
+
+Imports: real.cluster (check, lifecycle, netns, state), simulator.contracts.cli.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import signal
+import sys
+
+from real.cluster import netns
+from real.cluster.check import measure_bandwidth
+from real.cluster.lifecycle import AlreadyUp, Terminated, _sigterm_raises, down, up
+from real.cluster.netns import ClusterUnavailable
+from real.cluster.state import (
+    DEFAULT_PREFIX,
+    DEFAULT_SUBNET,
+    parse_bandwidth,
+    parse_size,
+    read_state,
+    state_path,
+)
+from simulator.contracts import cli
+from simulator.contracts.cli import HelpFormatter, Parser
+from simulator.contracts.units import parse_duration
+
+
+def _print_status(prefix: str) -> int:
+    cluster, live = read_state(prefix), netns.list_namespaces(prefix)
+    if cluster is None:
+        print(f"no cluster up with prefix '{prefix}'"
+              + (f" (stray namespaces: {', '.join(live)}; run down)" if live else ""))
+        return 1
+    print(f"cluster '{prefix}': {cluster.n_hosts} hosts, "
+          f"{cluster.bandwidth_bits_per_s / 1e6:g} Mbit/s per link and direction, "
+          f"burst {cluster.burst_bytes} B, queue {cluster.queue_s * 1e3:g} ms, "
+          f"bridge {cluster.bridge} in {cluster.bridge_namespace}")
+    for i, (ns, addr) in enumerate(zip(cluster.namespaces, cluster.addresses)):
+        state = "up" if ns in live else "MISSING"
+        print(f"  host {i}: {ns:<10} {addr:<15} {cluster.interface}  [{state}]  "
+              f"{netns.qdisc_summary(ns, cluster.interface) if ns in live else ''}")
+    print(f"  state: {state_path(prefix)}")
+    return 0
+
+
+def _arg(parse):
+    """An argparse type from a parser: its ValueError message becomes the usage error."""
+    def convert(text: str):
+        if text == "auto":
+            return None
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _subnet(text: str) -> str:
+    """A private IPv4 range written as a network (10.77.0.0/24), with room for 2 hosts."""
+    try:
+        net = ipaddress.ip_network(text, strict=True)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a network like 10.77.0.0/24 ({e})") \
+            from None
+    if net.version != 4 or not net.is_private or net.num_addresses < 4:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a private IPv4 range with room for "
+                                         "2 hosts (e.g. 10.77.0.0/24)")
+    return text
+
+
+def _burst(text: str):
+    value = _arg(parse_size)(text)
+    if value is not None and not MIN_BURST_BYTES <= value <= MAX_BURST_BYTES:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside {MIN_BURST_BYTES} B "
+                                         f"(a full-size frame) .. 1gb")
+    return value
+
+
+MIN_BURST_BYTES, MAX_BURST_BYTES = 2048, 2**30
+MAX_HOSTS = 254                         # addresses of a /24; a larger --subnet may hold more
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = HelpFormatter
+    p = Parser(prog="python -m real.cluster", formatter_class=fmt,
+                                description="An emulated cluster of network namespaces.")
+    sub = p.add_subparsers(dest="command", required=True)
+    common = Parser(add_help=False, formatter_class=fmt)
+    common.add_argument("--prefix", default=DEFAULT_PREFIX, type=cli.cluster_prefix,
+                        help="names of everything created start with this")
+    u = sub.add_parser("up", parents=[common], formatter_class=fmt, help="bring a cluster up")
+    u.add_argument("--hosts", type=cli.int_in(2, 4094), default=2,
+                   help="number of hosts (namespaces)")
+    u.add_argument("--bandwidth", default="100mbit", type=_arg(parse_bandwidth),
+                   help="per link and direction, tc units (100mbit, 1gbit, 500kbit)")
+    u.add_argument("--queue", default="5ms", type=_arg(parse_duration),
+                   help="how long a packet may wait in a link's shaper (tc tbf latency): the "
+                        "port's buffer, in time")
+    u.add_argument("--burst", default="auto", type=_burst,
+                   help="token-bucket depth, tc units (64kb); auto: 2 ms of traffic, >= 16kb")
+    u.add_argument("--subnet", default=DEFAULT_SUBNET, type=_subnet,
+                   help="private range, used only inside the namespaces")
+    sub.add_parser("down", parents=[common], formatter_class=fmt, help="tear it down")
+    sub.add_parser("status", parents=[common], formatter_class=fmt, help="describe it")
+    c = sub.add_parser("check", parents=[common], formatter_class=fmt,
+                       help="measure TCP throughput between two hosts")
+    c.add_argument("--src", type=cli.nonnegative_int, default=0, help="sending host")
+    c.add_argument("--dst", type=cli.nonnegative_int, default=1, help="receiving host")
+    c.add_argument("--seconds", type=cli.float_in(0.1, 3600), default=1.5,
+                   help="how long to send")
+    return p
+
+
+def _problem(args) -> str | None:
+    """What the parser cannot see alone: a subnet too small for the hosts, a check between
+    hosts the cluster does not have, a cluster that is (or is not) up."""
+    if args.command == "up":
+        room = ipaddress.ip_network(args.subnet).num_addresses - 2
+        if args.hosts > room:
+            return f"--subnet {args.subnet} has room for {room} hosts, not --hosts {args.hosts}"
+    if args.command == "check":
+        cluster = read_state(args.prefix)
+        if cluster is None:
+            return f"no cluster up with prefix '{args.prefix}'; run 'python -m real.cluster up'"
+        for flag, host in (("--src", args.src), ("--dst", args.dst)):
+            if host >= cluster.n_hosts:
+                return f"{flag} {host}: the cluster has hosts 0..{cluster.n_hosts - 1}"
+        if args.src == args.dst:
+            return f"--src and --dst are both host {args.src}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        netns.require_tools()
+        problem = _problem(args)
+    except ClusterUnavailable as e:
+        problem = str(e)
+    except ValueError as e:                     # a state file this code cannot read
+        problem = str(e)
+    if problem:
+        print(f"python -m real.cluster {args.command}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        netns.require_tools()
+        if args.command == "down":
+            removed = down(args.prefix)
+            print(f"removed {', '.join(removed)}" if removed else "nothing to remove")
+            return 0
+        if args.command == "up":
+            with _sigterm_raises():
+                cluster = up(args.hosts, args.bandwidth, args.burst, args.prefix, args.subnet,
+                             args.queue)
+            return _print_status(cluster.prefix)
+        if args.command == "status":
+            return _print_status(args.prefix)
+        if args.command == "check":
+            return _check(args)
+    except (ClusterUnavailable, AlreadyUp) as e:
+        print(f"real.cluster: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as e:
+        print(f"real.cluster: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("real.cluster: interrupted; nothing left behind", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print("real.cluster: terminated; nothing left behind", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    return 1
+
+
+def _check(args) -> int:
+    cluster = read_state(args.prefix)
+    m = measure_bandwidth(cluster, args.src, args.dst, seconds=args.seconds)
+    asked = cluster.bandwidth_bits_per_s
+    print(f"host {args.src} -> host {args.dst}: asked {asked / 1e6:.1f} Mbit/s, "
+          f"measured {m.goodput_bits_per_s / 1e6:.1f} Mbit/s TCP payload "
+          f"({m.goodput_bits_per_s / asked:.1%}; on the wire ~{m.wire_bits_per_s / 1e6:.1f} Mbit/s) "
+          f"over {m.seconds:.2f} s, {m.bytes} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

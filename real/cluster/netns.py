@@ -1,0 +1,206 @@
+"""Plumbing of the emulated cluster: Linux network namespaces, a bridge, veth pairs, tc.
+
+Topology for ``prefix="psgd"`` and three hosts::
+
+    netns psgd-h0          netns psgd-br             netns psgd-h1
+    [psgd0 10.77.0.1] ---- [h0]--+                +--[h1] ---- [psgd1 ...]
+      tbf egress            tbf  |  br0 (bridge)  |  tbf          tbf egress
+                                 +------[h2]------+
+                                          |
+                                 [psgd0 10.77.0.3]  netns psgd-h2
+
+Every host link is shaped in both directions with a token bucket (``tbf``):
+the host's own veth end limits what it sends, the bridge-side end limits what
+it receives, so each link is full duplex at the asked rate.  The bridge lives in
+its own namespace and nothing is attached to the root namespace: the machine's
+own network is never touched and no packet can leave the namespaces.
+
+Everything this module creates carries the prefix, so ``destroy(prefix)`` can
+find and remove all of it, whatever state a failed bring-up left behind.
+Only ``ip`` and ``tc`` (iproute2) are called; no state is kept here.
+
+Imports: the standard library only (it runs ``ip`` and ``tc``).
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+
+# The veth end inside every host namespace has this name, so one setting
+# (FI_TCP_IFACE, GLOO_SOCKET_IFNAME) fits every rank.
+HOST_IFACE = "psgd0"
+BRIDGE = "br0"
+# How long a packet may wait in a token bucket before it is dropped (tbf's
+# "latency"): the shaper's queue, in time like a switch port's buffer. A deep
+# queue (50 ms) at a low rate delays the ACKs of one direction behind the data
+# of the other, and two-way exchanges lose 5-20% of the link at 20 Mbit/s
+# (docs/cluster.md); 5 ms keeps TCP at the rate in both directions.
+DEFAULT_QUEUE_S = 0.005
+
+
+class ClusterUnavailable(RuntimeError):
+    """This machine cannot host the emulated cluster (not root, no iproute2)."""
+
+
+def require_tools() -> None:
+    """Raise ClusterUnavailable with a one-line reason unless we can build a cluster."""
+    if os.geteuid() != 0:
+        raise ClusterUnavailable("the emulated cluster needs root (network namespaces); "
+                                 "run as root, e.g. with sudo")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise ClusterUnavailable(f"'{tool}' not found; install iproute2 "
+                                     "(apt-get install iproute2)")
+
+
+def bridge_namespace(prefix: str) -> str:
+    return f"{prefix}-br"
+
+
+def host_namespace(prefix: str, i: int) -> str:
+    return f"{prefix}-h{i}"
+
+
+def host_addresses(subnet: str, n_hosts: int) -> tuple[str, ...]:
+    """The first n usable addresses of a private subnet, host i gets the (i+1)-th."""
+    net = ipaddress.ip_network(subnet, strict=True)
+    if net.version != 4 or not net.is_private:
+        raise ValueError(f"subnet {subnet} must be a private IPv4 range (e.g. 10.77.0.0/24)")
+    if n_hosts > net.num_addresses - 2:
+        raise ValueError(f"subnet {subnet} has room for {net.num_addresses - 2} hosts, "
+                         f"not {n_hosts}")
+    return tuple(str(net.network_address + 1 + i) for i in range(n_hosts))
+
+
+def list_namespaces(prefix: str) -> list[str]:
+    """Namespaces that belong to a cluster with this prefix (bridge and hosts)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                         check=False).stdout
+    pattern = re.compile(rf"^{re.escape(prefix)}-(br|h\d+)$")
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return sorted((n for n in names if pattern.match(n)), key=_host_order)
+
+
+def _host_order(name: str) -> tuple[int, int]:
+    m = re.search(r"-h(\d+)$", name)
+    return (0, int(m.group(1))) if m else (1, 0)
+
+
+def _run(*argv: str) -> None:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate()
+    except BaseException:
+        # Interrupted: reap the child before tear-down lists what exists, or an
+        # ``ip netns add`` still in flight could create a namespace after the list.
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {err.strip() or proc.returncode}")
+
+
+def _shape(ns: str, dev: str, bandwidth_bits_per_s: int, burst_bytes: int,
+           queue_s: float) -> None:
+    _run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
+         "rate", f"{bandwidth_bits_per_s}bit", "burst", str(burst_bytes),
+         "latency", f"{queue_s * 1e6:.0f}us")
+
+
+def _no_ipv6(ns: str) -> None:
+    # IPv6 router solicitations and DAD would be stray traffic on shaped links.
+    for key in ("all", "default"):
+        with open(os.devnull, "w") as null:
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                            f"net.ipv6.conf.{key}.disable_ipv6=1"],
+                           stdout=null, stderr=null, check=False)
+
+
+def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
+           bandwidth_bits_per_s: int, burst_bytes: int, queue_s: float = DEFAULT_QUEUE_S) -> None:
+    """Build bridge, hosts, links and shaping.  On any failure the caller must destroy()."""
+    br = bridge_namespace(prefix)
+    _run("ip", "netns", "add", br)
+    _no_ipv6(br)
+    _run("ip", "-n", br, "link", "set", "lo", "up")
+    _run("ip", "-n", br, "link", "add", BRIDGE, "type", "bridge", "stp_state", "0")
+    _run("ip", "-n", br, "link", "set", BRIDGE, "up")
+    for i, addr in enumerate(addresses):
+        ns, port = host_namespace(prefix, i), f"h{i}"
+        _run("ip", "netns", "add", ns)
+        _no_ipv6(ns)
+        _run("ip", "-n", ns, "link", "set", "lo", "up")
+        # Both ends are born in their namespaces: nothing appears in the root namespace.
+        _run("ip", "-n", br, "link", "add", port, "type", "veth",
+             "peer", "name", HOST_IFACE, "netns", ns)
+        _run("ip", "-n", br, "link", "set", port, "master", BRIDGE)
+        _run("ip", "-n", br, "link", "set", port, "up")
+        _run("ip", "-n", ns, "addr", "add", f"{addr}/{prefixlen}", "dev", HOST_IFACE)
+        _run("ip", "-n", ns, "link", "set", HOST_IFACE, "up")
+        _shape(ns, HOST_IFACE, bandwidth_bits_per_s, burst_bytes, queue_s)   # host -> switch
+        _shape(br, port, bandwidth_bits_per_s, burst_bytes, queue_s)         # switch -> host
+
+
+@contextmanager
+def signals_deferred():
+    """Hold SIGINT/SIGTERM until the block is done, so a second Ctrl-C can't cut a tear-down short."""
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def destroy(prefix: str) -> list[str]:
+    """Remove every namespace with the prefix (and with it every veth and qdisc).
+
+    Processes still running inside them are terminated first: a namespace with a
+    live process outlives ``ip netns del``.  Idempotent; returns what was removed.
+    """
+    removed: list[str] = []
+    with signals_deferred():
+        for _ in range(5):
+            names = list_namespaces(prefix)
+            if not names:
+                break
+            _terminate_processes(names)
+            for ns in names:
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+            removed += [n for n in names if n not in removed]
+        else:
+            raise RuntimeError(f"could not remove {', '.join(names)}")
+        return removed
+
+
+def _terminate_processes(namespaces: list[str], grace_s: float = 1.0) -> None:
+    pids = set()
+    for ns in namespaces:
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
+                             check=False).stdout
+        pids.update(int(p) for p in out.split() if p.isdigit() and int(p) != os.getpid())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in list(pids):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pids.discard(pid)
+        deadline = time.monotonic() + grace_s
+        while pids and time.monotonic() < deadline:
+            pids = {p for p in pids if os.path.exists(f"/proc/{p}")}
+            time.sleep(0.05)
+        if not pids:
+            return
+
+
+def qdisc_summary(ns: str, dev: str) -> str:
+    """One line of ``tc qdisc show`` for a device, for status output."""
+    out = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    return out.splitlines()[0] if out else "(no qdisc)"

@@ -1,0 +1,143 @@
+"""How ``real.sweep`` starts a point's ranks beyond this machine, and what it checks first.
+
+* ``--hostfile FILE``: ``mpirun -f FILE -n R`` (MPICH hydra reaches the hosts by ssh;
+  with ``--cluster``, through the emulated cluster's namespace launcher). Every
+  host named in the file must resolve (on the emulated cluster: be one of its
+  addresses) before anything starts.
+* ``--launcher srun``: ``srun -n R`` inside a Slurm allocation (``sbatch`` or
+  ``salloc``); the MPI schemes with ``--mpi=pmi2`` (MPICH reads its PMI from srun),
+  the torch.distributed schemes meet at the first node (``real.launchers``).
+* Inside a Slurm allocation, whichever launcher: a point that needs more ranks
+  than the allocation has tasks is refused before the sweep starts.
+
+Threads per rank (``threads_for``): ``--threads T`` for every point; else each
+point's ranks take cores // ranks on the host (``real.train``'s default), and
+``--baseline-threads`` gives the P = 1 runs the threads of the ranks they are
+compared with, so that a speedup compares ranks and not thread counts.
+
+Imports: real (dist, launchers, schemes).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from real import schemes
+
+from .dist import threads_per_rank
+from .launchers import allocation_tasks
+
+
+@dataclass(frozen=True)
+class HostfileEntry:
+    host: str
+    slots: int
+    line: int
+
+
+def read_hostfile(path: str | Path, cluster=None) -> list[HostfileEntry]:
+    """The hosts of an MPICH hostfile (``host[:slots]`` per line, ``#`` comments);
+    ValueError naming the line of an unknown host."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise ValueError(f"--hostfile {path}: {e.strerror or e}") from None
+    entries = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        host, _, slots = text.partition(":")
+        host = host.strip()
+        if not slots.strip().isdigit() and slots.strip():
+            raise ValueError(f"--hostfile {path} line {number}: {text!r} is not host[:slots]")
+        entries.append(HostfileEntry(host, int(slots or 1), number))
+        problem = _unknown_host(host, cluster)
+        if problem:
+            raise ValueError(f"--hostfile {path} line {number}: {problem}")
+    if not entries:
+        raise ValueError(f"--hostfile {path} names no host")
+    return entries
+
+
+def _unknown_host(host: str, cluster) -> str | None:
+    if cluster is not None:
+        if host in cluster.addresses:
+            return None
+        return (f"{host!r} is not a host of the emulated cluster '{cluster.prefix}' "
+                f"(its hosts: {', '.join(cluster.addresses)})")
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return f"unknown host {host!r} (it does not resolve; fix the name or /etc/hosts)"
+    return None
+
+
+def srun() -> str:
+    found = shutil.which("srun")
+    if not found:
+        raise FileNotFoundError("--launcher srun: srun not found (run the sweep inside a Slurm "
+                                "allocation: sbatch or salloc)")
+    return found
+
+
+def srun_command(alg: str, ranks: int, argv: list[str]) -> list[str]:
+    mpi = ["--mpi=pmi2"] if alg not in schemes.TORCH_DISTRIBUTED else []
+    return [srun(), *mpi, "-n", str(ranks), *argv]
+
+
+def allocation_problem(points, environ=os.environ) -> str | None:
+    """Inside a Slurm allocation: the first point that needs more ranks than it has tasks."""
+    if "SLURM_JOB_ID" not in environ:
+        return None
+    tasks = allocation_tasks(environ)
+    if tasks is None:
+        return None
+    for alg, p, _ in points:
+        if alg in schemes.RANK_BASED and schemes.ranks_for(alg, p) > tasks:
+            ranks = schemes.ranks_for(alg, p)
+            return (f"the Slurm allocation has {tasks} task(s) but {alg} at P = {p} needs "
+                    f"{ranks} ranks: ask for sbatch -n {ranks} (or more), or sweep fewer workers")
+    return None
+
+
+def ranks_on_this_host(alg: str, p: int, ranks_per_host: int | None) -> int:
+    """Processes of a point that share this machine's cores (all of them, unless spread)."""
+    if alg == "serial":
+        return 1
+    if alg == "hogwild":
+        return p
+    return ranks_per_host or schemes.ranks_for(alg, p)
+
+
+def threads_for(args, alg: str, p: int, sweep_points, cores: int | None = None) -> int | None:
+    """Threads per rank for one point: None leaves real.train's default (cores // ranks)."""
+    if args.threads:
+        return args.threads
+    if not args.baseline_threads or p != 1:
+        return None
+    cores = cores or os.cpu_count() or 1
+    spread = args.ranks_per_host if args.cluster else None
+    others = [ranks_on_this_host(a, q, spread) for a, q, _ in sweep_points if q > 1]
+    return threads_per_rank(cores, max(others)) if others else None
+
+
+def thread_note(args, sweep_points, cores: int | None = None) -> str | None:
+    """A note when the sweep's points run different threads per rank (their speedups then
+    mix threads with ranks)."""
+    cores = cores or os.cpu_count() or 1
+    spread = args.ranks_per_host if args.cluster else None
+    seen = {}
+    for alg, p, _ in sweep_points:
+        t = threads_for(args, alg, p, sweep_points, cores) or threads_per_rank(
+            cores, ranks_on_this_host(alg, p, spread))
+        seen.setdefault(p, t)
+    if len(set(seen.values())) < 2:
+        return None
+    where = ", ".join(f"P={p}: {t}" for p, t in sorted(seen.items()))
+    return (f"threads per rank differ across the sweep ({where}): a speedup then compares "
+            "thread counts as well as ranks; fix them with --threads T or --baseline-threads")

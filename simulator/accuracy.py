@@ -1,0 +1,240 @@
+"""Predicted accuracy over predicted time: simulate the schedule, replay it, read the curve.
+
+For each scheme, P and seed, ``replay_point``
+
+1. simulates the run with its update schedule on (``engine.schedule``) and
+   writes it to ``OUT/schedules/<scheme>-P<p>-s<seed>.jsonl``;
+2. runs ``python -m real.replay`` on it in a subprocess (the simulator itself
+   never imports torch or ``real``), which trains the real model along the
+   schedule and writes ``OUT/replays/<scheme>-P<p>-s<seed>/replay.json``;
+3. reads the curve back: test accuracy against simulated training time.
+
+The replay depends on the order of the schedule's events, not on their
+times. The global-batch schemes (``SAME_TRAINING``) apply the same updates
+in the same order on the same samples, so one replay per P and seed serves
+them all: the others take its accuracies at their own evaluation times
+(``retimed``). A replay whose result is already in OUT for the same schedule
+and settings is not run again, so an interrupted campaign resumes.
+
+Imports: numpy, simulator.contracts.checks, simulator.contracts.cli,
+simulator.contracts.curve, simulator.contracts.schedule, simulator.contracts.workload,
+simulator.engine.schedule, simulator.model.config, simulator.model.schemes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simulator.contracts import cli
+from simulator.contracts import curve as curves
+from simulator.contracts import schedule as schedules
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.workload import Workload
+from simulator.engine.schedule import simulate_schedule
+from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.schemes import SCHEMES
+
+# Every worker takes its slice of the same global batch and one averaged step follows
+# (real.schemes.GLOBAL_BATCH): identical training, different times.
+SAME_TRAINING = ("serial", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
+REPLAY_TIMEOUT_S = 6 * 3600
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How the replay trains: real.train's training flags, and where the data are."""
+    seed: int = 1
+    lr: float = 0.05
+    momentum: float = 0.0
+    lr_decay: float = 0.0
+    test_size: int | None = None
+    data_dir: str | None = None
+    threads: int | None = None
+
+    def flags(self) -> list[str]:
+        out = ["--seed", str(self.seed), "--lr", repr(self.lr), "--momentum", repr(self.momentum),
+               "--lr-decay", repr(self.lr_decay)]
+        for flag, value in (("--test-size", self.test_size), ("--data-dir", self.data_dir),
+                            ("--threads", self.threads)):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+def eval_every_at(every_at_1: int, workers: int) -> int:
+    """Evaluation interval at P workers for points every ``every_at_1`` iterations at P = 1:
+    the same number of samples between points (0 stays 0: epoch ends only)."""
+    return 0 if every_at_1 == 0 else max(1, round(every_at_1 / workers))
+
+
+def replay_point(cfg: SchemeConfig, workers: int, workload: Workload, dataset: str,
+                 train_size: int | None, cluster, profile, seed: int, eval_every: int,
+                 settings: ReplaySettings, out: Path, done: dict | None = None,
+                 heterogeneity: Heterogeneity = Heterogeneity()) -> dict:
+    """One scheme at P: simulate, replay (or retime a replay in ``done``), return its row.
+
+    ``done`` maps a training key to replay results already made in this campaign."""
+    name = f"{cfg.name}-P{workers}-s{seed}"
+    result, sched = simulate_schedule(cfg, workers, workload, dataset, train_size=train_size,
+                                      cluster=cluster, profile=profile, seed=seed,
+                                      heterogeneity=heterogeneity, eval_every=eval_every)
+    path = schedules.write(out / "schedules" / f"{name}.jsonl", sched)
+    key = _training_key(cfg.name, workers, seed, eval_every)
+    if done is not None and key in done:
+        replayed = retimed(done[key], sched)
+    else:
+        replayed = run_replay(path, out / "replays" / name, sched, settings)
+        if done is not None and key is not None:
+            done[key] = replayed
+    return {"scheme": cfg.name, "workers": workers, "seed": seed, "epoch_s": result.epoch_s,
+            "time_s": result.time_s, "mean_staleness": result.mean_staleness,
+            "points": replayed["points"], "replay_wall_s": replayed["cost"]["wall_s"],
+            "peak_versions_held": replayed["cost"]["peak_versions_held"]}
+
+
+def _training_key(scheme: str, workers: int, seed: int, eval_every: int):
+    return ("global-batch", workers, seed, eval_every) if scheme in SAME_TRAINING else None
+
+
+def retimed(replayed: dict, sched: schedules.Schedule) -> dict:
+    """The same training at another schedule's times: its evaluation points' ``t``."""
+    times = [0.0] + [e["t"] for e in sched.events if e["kind"] == "eval"] + [sched.header.time_s]
+    points = replayed["points"]
+    if len(times) != len(points):
+        raise ConfigError(f"cannot retime a replay of {len(points)} points to a schedule of "
+                          f"{len(times)}")
+    return {**replayed, "points": [{**p, "train_s": t} for p, t in zip(points, times)],
+            "cost": {**replayed["cost"], "wall_s": 0.0}}
+
+
+def run_replay(schedule_path: Path, out: Path, sched: schedules.Schedule,
+               settings: ReplaySettings) -> dict:
+    """``python -m real.replay`` on one schedule, unless OUT holds its result already."""
+    result_path = out / "replay.json"
+    try:
+        old = curves.read_replay(result_path)
+        if old["schedule"] == json.loads(json.dumps(sched.header.to_json())) and \
+                _same_settings(old["settings"], settings):
+            return old
+    except curves.CurveError:
+        pass
+    wl = sched.header.workload
+    cmd = [sys.executable, "-m", "real.replay", "--schedule", str(schedule_path),
+           "--out", str(out), "--model", wl["model"], "--dataset", wl["dataset"],
+           *settings.flags()] + (["--train-size", str(wl["train_size"])]
+                                 if wl["train_size"] else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(),
+                          timeout=REPLAY_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        raise ConfigError(f"replay of {schedule_path.name} failed: "
+                          f"{lines[-1] if lines else f'exit code {proc.returncode}'}")
+    return curves.read_replay(result_path)
+
+
+def _same_settings(recorded: dict, settings: ReplaySettings) -> bool:
+    return all(recorded.get(k) == getattr(settings, k)
+               for k in ("seed", "lr", "momentum", "lr_decay", "test_size"))
+
+
+def _env() -> dict:
+    """The ``real`` package next to this ``simulator`` comes first on the path."""
+    root = str(Path(__file__).resolve().parents[1])
+    return os.environ | {"PYTHONPATH": os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+
+
+# --- reading the curves ----------------------------------------------------------
+
+def with_target(row: dict, target: float | None, epochs_marks=(1, 3, 10)) -> dict:
+    """A row's final accuracy, accuracy after 1, 3, 10 epochs, and time to ``target``."""
+    pts = row["points"]
+    out = {k: v for k, v in row.items() if k != "points"}
+    out["final_accuracy"] = pts[-1]["test_accuracy"]
+    for e in epochs_marks:
+        out[f"accuracy_after_{e}"] = (curves.accuracy_after(pts, e)
+                                      if pts[-1]["epoch"] >= e - 1e-9 else None)
+    if target is not None:
+        out["time_to_target_s"] = curves.time_to_target(pts, target)
+    return out
+
+
+def summarize(rows: list[dict], epochs: float) -> list[dict]:
+    """Mean over seeds per (scheme, P); a time to target counts only if every seed reaches it."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["scheme"], r["workers"]), []).append(r)
+    out = []
+    for (scheme, p), g in groups.items():
+        s = {"scheme": scheme, "workers": p, "seeds": len(g),
+             "epoch_s": float(np.mean([r["epoch_s"] for r in g])),
+             "final_accuracy": float(np.mean([r["final_accuracy"] for r in g]))}
+        for key in [k for k in g[0] if k.startswith("accuracy_after_")]:
+            vals = [r[key] for r in g if r[key] is not None]
+            s[key] = float(np.mean(vals)) if len(vals) == len(g) else None
+        if "time_to_target_s" in g[0]:
+            times = [r["time_to_target_s"] for r in g]
+            s["time_to_target_s"] = float(np.mean(times)) if None not in times else None
+            s["target_reached_seeds"] = sum(t is not None for t in times)
+        out.append(s)
+    return out
+
+
+def format_table(summary: list[dict], target: float | None, epochs: float, title: str) -> str:
+    marks = [k for k in summary[0] if k.startswith("accuracy_after_")
+             and any(s[k] is not None for s in summary)] if summary else []
+    head = f"{'scheme':<15}{'P':>4}{'epoch_s':>10}" + "".join(
+        f"{'acc@' + k.rsplit('_', 1)[1]:>9}" for k in marks) + f"{'final':>8}"
+    if target is not None:
+        head += f"  time to {target:g}"
+    lines = [title, head]
+    for s in summary:
+        line = f"{s['scheme']:<15}{s['workers']:>4}{s['epoch_s']:>10.3f}" + "".join(
+            f"{s[k]:>9.4f}" if s[k] is not None else f"{'-':>9}" for k in marks)
+        line += f"{s['final_accuracy']:>8.4f}"
+        if target is not None:
+            line += "  " + curves.describe_time(s["time_to_target_s"], epochs)
+            if s["time_to_target_s"] is None and s["target_reached_seeds"]:
+                line += f" (in {s['target_reached_seeds']} of {s['seeds']} seeds)"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# --- simulator.predict --target-accuracy ----------------------------------------------
+
+def add_target_arguments(parser) -> None:
+    """``--target-accuracy`` and the replay's evaluation interval, for ``simulator.predict``."""
+    g = parser.add_argument_group("time to accuracy (replays every point on the real model "
+                                  "and data: needs torch and the dataset, and takes about one "
+                                  "serial training run per point)")
+    g.add_argument("--target-accuracy", type=cli.accuracy, default=None, metavar="A",
+                   help="also predict the training time to test accuracy A within --epochs "
+                        "(python -m simulator.replay has more options)")
+    g.add_argument("--eval-every", type=cli.nonnegative_int, default=0, metavar="N",
+                   help="with --target-accuracy: evaluation points every N iterations at P = 1 "
+                        "(N/P at P), besides every epoch end")
+
+
+def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het) -> None:
+    """Replay every scheme and P of a prediction; print time per epoch and time to target."""
+    target = args.target_accuracy
+    out = Path(args.out) / "accuracy"
+    done, rows = {}, []
+    for cfg in cfgs:
+        for p in sorted(set(args.workers) | {1}) if cfg.name != "serial" else [1]:
+            extra = 1 if SCHEMES[cfg.name].extra_rank else 0
+            one = cluster(p + extra) if callable(cluster) else cluster
+            row = replay_point(cfg, p, workload, args.dataset, args.dataset_size, one, prof,
+                               args.seed, eval_every_at(args.eval_every, p),
+                               ReplaySettings(seed=1), out, done, het)
+            rows.append(with_target(row, target))
+    print()
+    print(format_table(summarize(rows, workload.epochs), target, workload.epochs,
+                       f"time to {target:g} test accuracy (simulator + replay of the real model, "
+                       f"training seed 1; schedules and replays in {out})"))

@@ -1,0 +1,275 @@
+"""Closed forms of the collectives (Hockney alpha-beta-gamma), for P ranks and n bytes.
+
+Each equation is the contention-free time of the algorithm that ``model.comm.collectives``
+runs message by message; the tests check that both agree. ``alpha_s`` is the
+per-message latency, ``beta_s_per_byte`` the inverse bandwidth and
+``gamma_s_per_byte`` the cost of adding one byte in a reduction. For P that is
+not a power of two, recursive doubling and Rabenseifner first fold the
+``rem = P - pof2`` extra ranks in and send the result back (MPICH)::
+
+    ring                  2(P-1) a + 2(P-1)/P n b + (P-1)/P n g
+    recursive doubling    log2(pof2) (a + n b + n g)              [+ 2a + 2nb + ng if rem]
+    Rabenseifner          2 log2(pof2) a + 2(pof2-1)/pof2 n b + (pof2-1)/pof2 n g   [+ same]
+    release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
+    gather / scatter      a + (P-1) n b            (root's port carries all P-1 messages)
+    binomial broadcast    ceil(log2 P) (a + n b)
+
+Release/gather is what MPICH's ``auto`` runs when every rank is on one host
+(ch4's POSIX collectives): the ranks reduce up a k-ary tree of radix 4 into
+shared memory (``d_r`` levels, a parent reducing ``c = min(4, P-1)`` children)
+and the root releases the result down a k-ary tree of radix 64 (``d_b``
+levels, ``c_b = min(64, P-1)`` readers). Its latency is a few *levels*, not
+the log2 P or 2(P-1) message steps of the point-to-point algorithms, which
+matters where each step waits for a rank's turn on a core. The form is exact
+for one-level trees (P <= 5) and an upper bound beyond (a level's parents do
+not all wait for full subtrees).
+
+Imports: the standard library only.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+MPICH_SHORT_ALLREDUCE_BYTES = 2048   # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE
+
+
+RELEASE_GATHER_REDUCE_RADIX = 4     # MPIR_CVAR_REDUCE_INTRANODE_TREE_KVAL (k-ary tree)
+RELEASE_GATHER_BCAST_RADIX = 64     # MPIR_CVAR_BCAST_INTRANODE_TREE_KVAL
+
+
+def choose_allreduce(algorithm: str, n_bytes: float, workers: int, one_host: bool = False) -> str:
+    """'auto' picks like MPICH: release/gather in shared memory when all ranks share a
+    host (ch4's POSIX collective selection); across hosts, recursive doubling for short
+    messages and Rabenseifner otherwise."""
+    if algorithm != "auto":
+        return algorithm
+    if one_host and workers >= 2:
+        return "release_gather"
+    if n_bytes <= MPICH_SHORT_ALLREDUCE_BYTES or workers < 2:
+        return "recursive_doubling"
+    return "reduce_scatter_allgather"
+
+
+def _pof2(p: int) -> int:
+    return 1 << (p.bit_length() - 1)
+
+
+def _fold_s(p: int, n: float, a: float, b: float, g: float) -> float:
+    """Extra steps for the ranks beyond the largest power of two: fold in, send back."""
+    return 2 * a + 2 * n * b + n * g if p != _pof2(p) else 0.0
+
+
+def ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    if p <= 1:
+        return 0.0
+    return 2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g
+
+
+def recursive_doubling_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    if p <= 1:
+        return 0.0
+    q = _pof2(p)
+    return math.log2(q) * (a + n * b + n * g) + _fold_s(p, n, a, b, g)
+
+
+def rabenseifner_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    if p <= 1:
+        return 0.0
+    q = _pof2(p)
+    return (2 * math.log2(q) * a + 2 * (q - 1) / q * n * b + (q - 1) / q * n * g
+            + _fold_s(p, n, a, b, g))
+
+
+def kary_depth(p: int, k: int) -> int:
+    """Levels below the root of a k-ary tree of p ranks (rank i's parent is (i-1)//k)."""
+    depth, last = 0, 0                  # ``last``: the highest rank within ``depth`` levels
+    while last < p - 1:
+        last = last * k + k
+        depth += 1
+    return depth
+
+
+def release_gather_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    if p <= 1:
+        return 0.0
+    c, c_b = min(RELEASE_GATHER_REDUCE_RADIX, p - 1), min(RELEASE_GATHER_BCAST_RADIX, p - 1)
+    return (kary_depth(p, RELEASE_GATHER_REDUCE_RADIX) * (a + c * n * (b + g))
+            + kary_depth(p, RELEASE_GATHER_BCAST_RADIX) * (a + c_b * n * b))
+
+
+def gather_s(p: int, n: float, a: float, b: float) -> float:
+    return 0.0 if p <= 1 else a + (p - 1) * n * b
+
+
+scatter_s = gather_s
+
+
+def binomial_bcast_s(p: int, n: float, a: float, b: float) -> float:
+    return 0.0 if p <= 1 else math.ceil(math.log2(p)) * (a + n * b)
+
+
+ALLREDUCE = {
+    "ring": ring_allreduce_s,
+    "recursive_doubling": recursive_doubling_allreduce_s,
+    "reduce_scatter_allgather": rabenseifner_allreduce_s,
+    "release_gather": release_gather_allreduce_s,
+    "tree": lambda p, n, a, b, g=0.0: tree_allreduce_s(p, n, a, b, g),
+}
+
+
+def steps(kind: str, p: int, n: float, algorithm: str = "ring") -> float:
+    """How many latencies (alphas) one call of the collective pays in a row."""
+    return collective_s(kind, p, n, 1.0, 0.0, 0.0, algorithm)
+
+
+def collective_s(kind: str, p: int, n: float, a: float, b: float, g: float,
+                 algorithm: str = "ring") -> float:
+    """The closed form of one collective ``kind`` (allreduce, gather, scatter, bcast)."""
+    if kind == "allreduce":
+        return ALLREDUCE[choose_allreduce(algorithm, n, p)](p, n, a, b, g)
+    if kind == "gather":
+        return gather_s(p, n, a, b)
+    if kind == "scatter":
+        return scatter_s(p, n, a, b)
+    if kind == "bcast":
+        return binomial_bcast_s(p, n, a, b)
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+# ---------------------------------------------------------------- NCCL-style algorithms
+#
+#   nccl ring             as ring above (channels split a message, they share its links)
+#   hierarchical          2(L-1)(a_i + n/L b_i) + 2(H-1)(a_n + n/(L H) b_n)
+#                         + (L-1)/L n g + (H-1)/H n/L g
+#                         (L ranks per host, H hosts: reduce-scatter inside each host,
+#                         allreduce of each 1/L across hosts, allgather inside each host)
+#   double binary tree    sum over rounds r of (a + m_r c b)  (see tree_rounds; NCCL adds
+#                         up in its copy kernel: no g)
+#
+# Bus bandwidth as nccl-tests defines it: algbw = n / t, busbw = algbw * 2(P-1)/P for an
+# allreduce (what each rank's link carries per second, comparable across P).
+
+TREE_CHUNK_BYTES = 256 * 1024     # NCCL tuning.cc: Tree/Simple latency is that of a 256 kB chunk
+TREE_MAX_CHUNKS = 32              # pipeline depth cap (keeps the schedule small)
+
+
+def bus_bandwidth(n_bytes: float, time_s: float, p: int) -> float:
+    """nccl-tests' bus bandwidth of an allreduce of ``n_bytes`` that took ``time_s``."""
+    return 0.0 if p <= 1 or time_s <= 0 else n_bytes / time_s * 2 * (p - 1) / p
+
+
+def hierarchical_allreduce_s(p: int, n: float, local: int, a_intra: float, b_intra: float,
+                             a_inter: float, b_inter: float, g: float = 0.0) -> float:
+    """Contention free: each host's L ranks and each cross-host ring on its own links."""
+    if p <= 1:
+        return 0.0
+    hosts = p // local
+    intra = 2 * (local - 1) * (a_intra + n / local * b_intra) + (local - 1) / local * n * g
+    inter = 2 * (hosts - 1) * (a_inter + n / p * b_inter) + (hosts - 1) / hosts * n / local * g
+    return intra + (inter if hosts > 1 else 0.0)
+
+
+def tree_chunks(n_bytes: float) -> int:
+    """Chunks each half of the data is pipelined in (NCCL's 256 kB, at most TREE_MAX_CHUNKS)."""
+    return max(1, min(TREE_MAX_CHUNKS, math.ceil(n_bytes / 2 / TREE_CHUNK_BYTES)))
+
+
+def _inorder_parents(p: int) -> list[int]:
+    """Parent index of each of p ranks in an in-order binary tree (rank x + 1's height is
+    its number of trailing zero bits; the root is the largest power of two <= p), -1 at
+    the root. Odd ranks (x + 1 even) are its inner nodes, even ranks its leaves."""
+    parents = []
+    for r in range(p):
+        x = r + 1
+        while True:
+            h = (x & -x).bit_length() - 1
+            x = x + (1 << h) if not (x >> (h + 1)) & 1 else x - (1 << h)
+            if x <= p or x > 2 * p:
+                break
+        root = 1 << (p.bit_length() - 1)
+        parents.append(-1 if r + 1 == root else (x - 1 if 0 < x <= p else root - 1))
+    return parents
+
+
+def double_tree(p: int) -> tuple[list[int], list[int]]:
+    """Two binary trees over p ranks (parents by index): the second is the first
+    mirrored (p even) or shifted by one rank (p odd), as NCCL builds them, so a rank is
+    inside one tree and a leaf of the other (but for one rank when p is odd), and each
+    link carries about n in each phase (NCCL's double binary tree)."""
+    first = _inorder_parents(p)
+    if p % 2 == 0:
+        move = lambda r: p - 1 - r          # noqa: E731  (an involution)
+        back = move
+    else:
+        move = lambda r: (r + 1) % p        # noqa: E731
+        back = lambda r: (r - 1) % p        # noqa: E731
+    second = [-1 if first[back(r)] < 0 else move(first[back(r)]) for r in range(p)]
+    return first, second
+
+
+def _heights(parents: list[int]) -> list[int]:
+    height = [0] * len(parents)
+    for r in range(len(parents)):
+        h, x = 0, r
+        while parents[x] >= 0:
+            h += 1
+            x = parents[x]
+            height[x] = max(height[x], h)
+    return height
+
+
+def _depths(parents: list[int]) -> list[int]:
+    out = []
+    for r in range(len(parents)):
+        d, x = 0, r
+        while parents[x] >= 0:
+            d, x = d + 1, parents[x]
+        out.append(d)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def tree_rounds(p: int, k: int) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """The double binary tree's schedule: ("up" | "down", (src, dst) index pairs) per
+    round, both trees together, each half of the data in ``k`` chunks. Up: a rank of
+    height h sends chunk j to its parent in round j + h (its children's chunk j came in
+    earlier rounds). Down: a rank at depth d sends chunk j to its children in round
+    j + d. Every message is one chunk of n / (2k) bytes."""
+    trees = double_tree(p)
+    rounds = []
+    up = [(_heights(t), t) for t in trees]
+    last_up = max(h[r] for h, t in up for r in range(p) if t[r] >= 0) + k - 1
+    for rnd in range(last_up + 1):
+        rounds.append(("up", tuple((r, t[r]) for h, t in up for r in range(p)
+                                   if t[r] >= 0 and 0 <= rnd - h[r] < k)))
+    down = [(_depths(t), t) for t in trees]
+    senders = [(d[t[r]], t[r], r) for d, t in down for r in range(p) if t[r] >= 0]
+    last_down = max(d for d, _, _ in senders) + k - 1
+    for rnd in range(last_down + 1):
+        rounds.append(("down", tuple((par, r) for d, par, r in senders if 0 <= rnd - d < k)))
+    return [(kind, pairs) for kind, pairs in rounds if pairs]
+
+
+def tree_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    """Contention free (every rank on its own host, full-duplex NICs): each round takes
+    one latency and the chunks of its busiest NIC direction. NCCL adds up in its copy
+    kernel, at device memory speed: ``g`` is not charged. Exact for P a power of two;
+    otherwise subtrees of different heights let ranks run ahead of a round, and this is
+    an upper bound (within 10% in the tests)."""
+    if p <= 1:
+        return 0.0
+    k = tree_chunks(n)
+    c = n / 2 / k
+    total = 0.0
+    for _kind, pairs in tree_rounds(p, k):
+        outs, ins = _count([s for s, _ in pairs]), _count([d for _, d in pairs])
+        total += a + max(max(outs.values()), max(ins.values())) * c * b
+    return total
+
+
+def _count(items) -> dict:
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out

@@ -1,0 +1,438 @@
+"""The cluster contract: hosts, their cores, the links between them, where ranks sit.
+
+* ``Cluster``: hosts of ``cores_per_host`` cores; hosts talk over full-duplex
+  links (``Link``) through a non-blocking switch; processes on one host talk
+  through shared memory (the profile's transport of the scheme's backend).
+  Ranks are placed ``round_robin`` (rank r on host r mod H) or ``packed``
+  (fill a host with ``ranks_per_host`` ranks, by default its cores, before
+  the next one). ``shared_cores`` describes an
+  *emulated* cluster (``real.cluster``: hosts are network namespaces of one
+  machine): every host keeps its own link, but all processes of all hosts
+  draw compute from ONE pool of ``cores_per_host`` cores.
+* ``LinkCalibration``: what ``python -m calibrate.link`` measured on one
+  emulated link, to price links at other rates.
+
+The cluster can be read from a small TOML file (``load_cluster``)::
+
+    [cluster]
+    hosts = 16
+    cores_per_host = 8
+    placement = "round_robin"   # or "packed"
+    shared_cores = false        # true: all hosts share one pool of cores_per_host cores
+    [link]
+    bandwidth = "10gbit"
+    latency = "20us"            # one-way, end to end, per message
+    socket_buffer = "6MiB"      # optional: what crosses before a receive is posted (default 0)
+
+Accelerator hosts and the network between hosts (``Hardware``, all optional)::
+
+    [cluster]
+    hosts = 128
+    devices_per_host = 4        # accelerators (one rank each); instead of cores_per_host
+    [device]
+    name = "Tesla P100 PCIe"
+    flops = "9.3TFLOP/s"        # sustained compute rate (scales a workload measured elsewhere)
+    [intra]                     # between two devices of one host (NVLink, PCIe)
+    bandwidth = "10GB/s"
+    latency = "5.7us"
+    [link]                      # each NIC into the network
+    bandwidth = "25gbit"        # line rate
+    payload_efficiency = 0.93   # share of it that carries data (headers)
+    latency = "6.6us"
+    nics = 1                    # NICs per host; rank r uses NIC (r mod ranks per host) mod nics
+    [topology]
+    kind = "two_tier"           # or "switch" (non-blocking, the default)
+    hosts_per_leaf = 16         # hosts under one leaf switch
+    oversubscription = 2.0      # leaf downlinks : uplinks
+    [nccl]
+    call_latency = "8.4us"      # NCCL's base latency per collective call
+    channels = 2                # rings (or trees) a collective is split over
+
+Every value may be written as ``{ value = ..., source = "..." }``: presets
+(``simulator/data/presets/*.toml``, ``load_preset``) give each number its
+source, and ``Cluster.sources`` keeps them for the prediction's provenance.
+
+Imports: ``contracts.checks`` and ``contracts.units`` only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from simulator.contracts.checks import ConfigError, nonnegative, positive, whole
+from simulator.contracts.units import parse_bandwidth, parse_bytes, parse_duration, parse_flop_rate
+
+PLACEMENTS = ("round_robin", "packed")
+MAX_HOSTS = 65536                 # as many hosts as the simulator takes workers
+MAX_CORES_PER_HOST = 4096
+# every key a cluster file may hold, by section: a key nobody reads is a typo, named
+SECTION_KEYS = {
+    "cluster": ("hosts", "cores_per_host", "devices_per_host", "placement", "shared_cores",
+                "ranks_per_host"),
+    "link": ("bandwidth", "latency", "payload_efficiency", "socket_buffer", "ack_share", "nics",
+             "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
+    "intra": ("bandwidth", "latency", "payload_efficiency"),
+    "device": ("name", "flops"),
+    "topology": ("kind", "hosts_per_leaf", "oversubscription"),
+    "nccl": ("call_latency", "channels", "channel_bandwidth"),
+    "fit": None,                  # calibrate.link's provenance: not read
+}
+TOP_KEYS = ("name", "source")
+# TCP over Ethernet with delayed ACKs: one 66-byte ACK frame (14 Ethernet + 20 IP + 32 TCP
+# with timestamps) for every two full 1514-byte frames of data
+ACK_SHARE = 66 / (2 * 1514)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One full-duplex host link: t_msg(n) = latency_s + n / bandwidth_bytes_per_s.
+
+    ``socket_buffer_bytes``: how much of a message crosses before its receive is
+    posted. TCP moves the first bytes into the receiver's (and sender's) kernel
+    buffers whatever the application does; only the rest waits for the receive
+    (MPI's and gloo's rendezvous). 0: all of it waits (the receive is posted first).
+
+    ``ack_share``: TCP acknowledges every second full segment with a frame of its
+    own on the reverse direction (66 bytes with timestamps per 2 x 1514 on the
+    wire: ``ACK_SHARE`` = 0.0218 of the link). Alone on a link it takes idle
+    capacity; when both directions carry data it is taken from the data.
+
+    ``cpu_s_per_message`` and ``cpu_s_per_byte``: the CPU a rank spends on one message it
+    sends or receives over this link, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n``
+    (TCP through the kernel in segments of the link's MTU; measured by ``calibrate.link``
+    from the process time of gloo's ping-pong). 0: not measured (a sleeping rank's calls
+    then cost their transport's ``cpu_fraction`` of their local time)."""
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    socket_buffer_bytes: float = 0.0
+    ack_share: float = 0.0              # reverse-direction capacity a payload byte's ACKs take
+    cpu_s_per_message: float = 0.0
+    cpu_s_per_byte: float = 0.0
+
+    def __post_init__(self):
+        positive("link bandwidth", self.bandwidth_bytes_per_s)
+        nonnegative("link latency", self.latency_s)
+        nonnegative("link socket_buffer_bytes", self.socket_buffer_bytes)
+        nonnegative("link cpu_s_per_message", self.cpu_s_per_message)
+        nonnegative("link cpu_s_per_byte", self.cpu_s_per_byte)
+        if not 0.0 <= self.ack_share < 1.0:
+            raise ConfigError(f"link ack_share must be in [0, 1) (got {self.ack_share!r})")
+
+
+TOPOLOGIES = ("switch", "two_tier")
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator: its name and sustained compute rate (FLOP/s)."""
+    name: str
+    flops_per_s: float
+
+    def __post_init__(self):
+        positive("device flops", self.flops_per_s)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a cluster of accelerator hosts adds to cores and one link per host.
+
+    * ``device``: each compute slot of a host is one accelerator (one rank each);
+    * ``intra``: the link between two devices of a host (each device has its own
+      port of that bandwidth); None: the profile's shared memory;
+    * ``nics``: NICs per host, each of the cluster link's bandwidth;
+    * ``topology``: ``switch`` (non-blocking) or ``two_tier``: leaf switches of
+      ``hosts_per_leaf`` hosts whose uplinks carry ``1 / oversubscription`` of
+      what their hosts' NICs can send;
+    * NCCL: ``call_latency_s`` per collective call, ``channels`` rings or trees
+      a collective is split over, each moving at most ``channel_bytes_per_s``
+      (0: no cap).
+    """
+    device: Device | None = None
+    intra: Link | None = None
+    nics: int = 1
+    topology: str = "switch"
+    hosts_per_leaf: int = 0
+    oversubscription: float = 1.0
+    call_latency_s: float = 0.0
+    channels: int = 1
+    channel_bytes_per_s: float = 0.0
+
+    def __post_init__(self):
+        positive("nics", self.nics)
+        positive("channels", self.channels)
+        positive("oversubscription", self.oversubscription)
+        if self.topology not in TOPOLOGIES:
+            raise ConfigError(f"unknown topology {self.topology!r} "
+                              f"(choose from {', '.join(TOPOLOGIES)})")
+        if self.topology == "two_tier":
+            positive("hosts_per_leaf", self.hosts_per_leaf)
+        if self.call_latency_s < 0 or self.channel_bytes_per_s < 0:
+            raise ConfigError("NCCL call latency and channel bandwidth must not be negative")
+
+    def leaf_of(self, host: int) -> int:
+        return host // self.hosts_per_leaf if self.topology == "two_tier" else 0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    hosts: int
+    cores_per_host: int                # compute slots: cores, or the accelerators of a host
+    link: Link | None = None           # needed as soon as hosts > 1
+    placement: str = "round_robin"
+    shared_cores: bool = False         # True: one pool of cores_per_host cores for ALL hosts
+                                       # (emulated hosts on one machine); links stay per host
+    ranks_per_host: int | None = None  # packed: ranks on a host before the next (None: its cores)
+    hardware: Hardware | None = None   # accelerators, intra-host link, NICs, topology, NCCL
+    name: str = ""                     # a preset's name, or the file it came from
+    sources: tuple[tuple[str, str], ...] = ()   # (field, where its value came from)
+
+    def __post_init__(self):
+        whole("hosts", self.hosts, 1, MAX_HOSTS)
+        whole("cores_per_host", self.cores_per_host, 1, MAX_CORES_PER_HOST)
+        if self.ranks_per_host is not None:
+            whole("ranks_per_host", self.ranks_per_host, 1)
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"unknown placement {self.placement!r} "
+                              f"(choose from {', '.join(PLACEMENTS)})")
+        if self.hosts > 1 and self.link is None:
+            raise ConfigError("a cluster of several hosts needs a link (bandwidth and latency)")
+        if not isinstance(self.shared_cores, bool):
+            raise ConfigError(f"shared_cores must be true or false (got {self.shared_cores!r})")
+
+    def host_of(self, rank: int) -> int:
+        if self.placement == "packed":
+            return (rank // (self.ranks_per_host or self.cores_per_host)) % self.hosts
+        return rank % self.hosts
+
+    def placement_of(self, ranks: int) -> tuple[int, ...]:
+        return tuple(self.host_of(r) for r in range(ranks))
+
+    def core_pool_of(self, host: int) -> int:
+        """Which pool of cores a host computes on: its own, or the one shared pool (0)."""
+        return 0 if self.shared_cores else host
+
+    @property
+    def core_pools(self) -> int:
+        return 1 if self.shared_cores else self.hosts
+
+    @property
+    def device(self) -> Device | None:
+        """The accelerator of every host, or None where the cores compute."""
+        return self.hardware.device if self.hardware else None
+
+    def source_of(self, field: str) -> str:
+        return dict(self.sources).get(field, "")
+
+
+def calibrated_cluster(cores: int) -> Cluster:
+    """The machine the profile was measured on: one host, shared memory only."""
+    return Cluster(hosts=1, cores_per_host=cores)
+
+
+@dataclass(frozen=True)
+class LinkCalibration:
+    """What ``python -m calibrate.link`` measured on one emulated link, for links at any rate.
+
+    A record names the rate tc shaped its links to; the payload rate a message
+    sees is ``payload_efficiency`` of it (the shaper counts headers too), and a
+    message pays ``latency_s`` more. Both are measured at one shaped rate and
+    applied at every other: ``t(n) = latency_s + n / (payload_efficiency * shaped)``.
+    """
+    latency_s: float
+    payload_efficiency: float
+    shaped_bits_per_s: float            # the rate it was measured at
+    source: str = ""
+    socket_buffer_bytes: float = 0.0    # crosses before the receive is posted (0: not measured)
+    ack_share: float = 0.0              # the reverse direction's share an ACK stream takes
+    cpu_s_per_message: float = 0.0      # a rank's CPU per message sent or received (gloo)
+    cpu_s_per_byte: float = 0.0
+
+
+def load_link_calibration(path: str | Path) -> LinkCalibration:
+    """Read the cluster TOML of ``calibrate.link`` (needs link.shaped_bandwidth)."""
+    cluster = load_cluster(path)
+    raw = tomllib.loads(Path(path).read_text())
+    shaped = raw.get("link", {}).get("shaped_bandwidth")
+    if cluster.link is None or shaped is None:
+        raise ConfigError(f"cluster file {path}: value link.shaped_bandwidth is missing "
+                          f"(write the file with python -m calibrate.link)")
+    try:
+        shaped_bytes = parse_bandwidth(shaped)
+    except ValueError as e:
+        raise ConfigError(f"cluster file {path}: link.shaped_bandwidth: {e}") from None
+    return LinkCalibration(latency_s=cluster.link.latency_s,
+                           payload_efficiency=cluster.link.bandwidth_bytes_per_s / shaped_bytes,
+                           shaped_bits_per_s=8 * shaped_bytes, source=str(path),
+                           socket_buffer_bytes=cluster.link.socket_buffer_bytes,
+                           ack_share=cluster.link.ack_share,
+                           cpu_s_per_message=cluster.link.cpu_s_per_message,
+                           cpu_s_per_byte=cluster.link.cpu_s_per_byte)
+
+
+# ---------------------------------------------------------------- cluster files
+
+def load_cluster(path: str | Path, origin: str | None = None) -> Cluster:
+    """Read a cluster TOML file; a missing, negative or unit-less value raises
+    ConfigError naming the file, the field and what to write. Values without a
+    ``source`` of their own are attributed to ``origin`` (default: the file)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"cluster file {path} does not exist") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cluster file {path} is not a text file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"cluster file {path} is a folder") from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cluster file {path} cannot be read: {e}") from None
+    try:
+        return cluster_from_dict(raw, origin or f"user: {path}")
+    except ConfigError as e:
+        raise ConfigError(f"cluster file {path}: {e}") from None
+
+
+PRESETS_DIR = Path(__file__).resolve().parents[1] / "data" / "presets"
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml") if p.stem != "devices")
+
+
+def load_preset(name: str) -> Cluster:
+    """A cluster preset shipped in ``simulator/data/presets`` (every number sourced)."""
+    path = PRESETS_DIR / f"{name}.toml"
+    if name not in preset_names():
+        raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(preset_names())})")
+    return load_cluster(path, origin=f"preset {name}")
+
+
+class _Reader:
+    """Values of one file section by section; each value's source is noted."""
+
+    def __init__(self, raw: dict, origin: str):
+        self.raw, self.origin = raw, origin
+        self.sources: list[tuple[str, str]] = []
+
+    def section(self, name: str) -> dict | None:
+        v = self.raw.get(name)
+        if v is not None and not isinstance(v, dict):
+            raise ConfigError(f"[{name}] must be a table")
+        return v
+
+    def get(self, section: str, key: str, default=None):
+        d = self.section(section) or {}
+        if key not in d:
+            if default is None:
+                raise ConfigError(f"value {section}.{key} is missing")
+            return default
+        v = d[key]
+        source = self.origin
+        if isinstance(v, dict):
+            if "value" not in v:
+                raise ConfigError(f"value {section}.{key} is a table without 'value'")
+            source = f"{self.origin}: {v['source']}" if v.get("source") else self.origin
+            v = v["value"]
+        self.sources.append((f"{section}.{key}", source))
+        return v
+
+    def integer(self, section: str, key: str, default=None) -> int:
+        v = self.get(section, key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"value {section}.{key} must be a positive integer (got {v!r})")
+        return v
+
+    def number(self, section: str, key: str, default=None) -> float:
+        v = self.get(section, key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ConfigError(f"value {section}.{key} must be a positive number (got {v!r})")
+        return float(v)
+
+    def parsed(self, section: str, key: str, parse, default=None):
+        v = self.get(section, key, default)
+        try:
+            return parse(v)
+        except ValueError as e:
+            raise ConfigError(f"value {section}.{key}: {e}") from None
+
+    def link(self, section: str) -> Link:
+        bandwidth = self.parsed(section, "bandwidth", parse_bandwidth)
+        efficiency = self.number(section, "payload_efficiency", 1.0)
+        if efficiency > 1:
+            raise ConfigError(f"value {section}.payload_efficiency must be at most 1 "
+                              f"(got {efficiency})")
+        return Link(bandwidth * efficiency, self.parsed(section, "latency", parse_duration),
+                    self.parsed(section, "socket_buffer", parse_bytes, "0B"),
+                    self.get(section, "ack_share", 0.0),
+                    self.parsed(section, "cpu_per_message", parse_duration, "0s"),
+                    self.parsed(section, "cpu_per_byte", parse_duration, "0s"))
+
+
+def _known(raw: dict) -> None:
+    """Every section and key of a cluster file is one this module reads (or [fit])."""
+    for key, value in raw.items():
+        if key in TOP_KEYS:
+            continue
+        if key not in SECTION_KEYS:
+            raise ConfigError(f"unknown section [{key}] (known: "
+                              f"{', '.join(SECTION_KEYS)})")
+        if not isinstance(value, dict):
+            raise ConfigError(f"[{key}] must be a table")
+        unknown = [k for k in value if SECTION_KEYS[key] is not None
+                   and k not in SECTION_KEYS[key]]
+        if unknown:
+            raise ConfigError(f"unknown key(s) in [{key}]: {', '.join(map(repr, unknown))} "
+                              f"(known: {', '.join(SECTION_KEYS[key])})")
+
+
+def cluster_from_dict(raw: dict, origin: str = "user") -> Cluster:
+    _known(raw)
+    r = _Reader(raw, origin)
+    if r.section("cluster") is None:
+        raise ConfigError("section [cluster] is missing")
+    hosts = r.integer("cluster", "hosts")
+    devices = "devices_per_host" in r.section("cluster")
+    slots = r.integer("cluster", "devices_per_host" if devices else "cores_per_host")
+    placement = r.get("cluster", "placement", "packed" if devices else "round_robin")
+    shared_cores = r.get("cluster", "shared_cores", False)
+    link = None
+    if r.section("link") is not None:
+        link = r.link("link")
+    elif hosts > 1:
+        raise ConfigError("section [link] is missing (needed for more than one host)")
+    hardware = _hardware(r, devices)
+    per_host = r.integer("cluster", "ranks_per_host") if "ranks_per_host" in r.section(
+        "cluster") else None
+    return Cluster(hosts=hosts, cores_per_host=slots, link=link, placement=placement,
+                   shared_cores=shared_cores, hardware=hardware, ranks_per_host=per_host,
+                   name=str(raw.get("name", "")), sources=tuple(r.sources))
+
+
+def _hardware(r: _Reader, devices: bool) -> Hardware | None:
+    """The accelerator, intra-host, NIC, topology and NCCL parts, where the file has any."""
+    parts = ("device", "intra", "topology", "nccl")
+    nics = (r.section("link") or {}).get("nics")
+    if not devices and nics is None and all(r.section(s) is None for s in parts):
+        return None
+    device = None
+    if r.section("device") is not None:
+        device = Device(str(r.get("device", "name")),
+                        r.parsed("device", "flops", parse_flop_rate))
+    elif devices:
+        raise ConfigError("section [device] is missing (name and flops of the accelerator)")
+    topo = r.section("topology") or {}
+    kind = r.get("topology", "kind", "switch") if topo else "switch"
+    return Hardware(
+        device=device,
+        intra=r.link("intra") if r.section("intra") is not None else None,
+        nics=r.integer("link", "nics", 1) if nics is not None else 1,
+        topology=kind,
+        hosts_per_leaf=r.integer("topology", "hosts_per_leaf") if kind == "two_tier" else 0,
+        oversubscription=r.number("topology", "oversubscription", 1.0) if topo else 1.0,
+        call_latency_s=(r.parsed("nccl", "call_latency", parse_duration, "0us")
+                        if r.section("nccl") is not None else 0.0),
+        channels=r.integer("nccl", "channels", 1) if r.section("nccl") is not None else 1,
+        channel_bytes_per_s=(r.parsed("nccl", "channel_bandwidth", parse_bandwidth)
+                             if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0))

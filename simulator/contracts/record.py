@@ -1,0 +1,279 @@
+"""Run records: one directory per run, written atomically, read by calibrate and compare.
+
+Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
+
+``record.json``
+    ``schema_version``, ``run_id``, ``status`` (``completed`` | ``failed`` |
+    ``interrupted``), ``failure`` (``{"cause": str, "rank": int | null}`` or
+    null; a record written by the launcher wrapper, ``real.supervise``, adds
+    ``signal`` or ``exit_code`` of the rank that died, ``last_iteration`` it
+    reached and ``noticed_by``, what a surviving rank saw),
+    ``config`` (every flag of ``real.train``), ``environment`` (host, cores,
+    ranks, ranks per host, threads per rank, launcher, library versions),
+    ``timings`` (``startup_s``, ``data_load_s``, ``train_wall_s`` apart from
+    both, ``epoch_s`` list, ``eval_s``), ``results`` (``final_loss``,
+    ``test_accuracy``, ``test_loss``, ``loss_curve`` as [iteration, loss]
+    pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``), ``resources``
+    (``cpu_util_percent_per_rank``, ``peak_rss_bytes_per_rank``) and
+    ``extra`` (scheme-specific: staleness histogram, server update time, ...).
+    ``environment`` also names the ``launcher`` (``mpirun``, ``torchrun``, ``srun``,
+    ``python``) and every host with its ranks (``hosts``: [{"host", "ranks"}]; on the
+    emulated cluster ``name/namespace``), and the ``device`` (``cpu`` or a GPU
+    with its driver, CUDA and NCCL versions).
+
+    ``disturbed`` (bool; absent in older records: not judged) and ``load``: whether
+    other processes took CPU the run asked for (``real.load``). ``load`` holds
+    ``before.load_avg`` (1, 5, 15 min, rank 0 at start), ``during`` (``load_avg_max``,
+    ``load_avg_end``), ``per_rank`` (``host``, ``threads``, ``cpu_percent``,
+    ``cpu_percent_of_threads``, ``served``: run time / (run + run-queue wait) of the
+    rank's threads), ``machines`` (per kernel: ``cores``, ``ranks``, ``run_cores``,
+    ``demand_cores``, ``served``, ``expected_served`` = min(1, cores / demand),
+    ``others_cores``: CPU other processes used, in cores; ``disturbed``) and ``rule``
+    (the criterion in words). Readers leave disturbed runs out of timing comparisons
+    unless asked (``is_disturbed``).
+
+``iterations.csv``
+    one row per rank and iteration: ``rank, epoch, iteration, batch_size,
+    compute_s, comm_s, wait_s, bytes_sent, loss`` (loss empty when not logged).
+    ``compute_s`` is forward + backward + update. Rows with ``batch_size`` 0 are
+    not training steps: ``iteration`` -1 is a communication-only phase (psgd's
+    final weight averaging, the parameter server's first broadcast); with
+    ``iteration`` >= 0 they are the parameter server's updates (compute = the
+    update, comm = its messages). For hogwild, ``rank`` is the process index;
+    for ddp ``comm_s`` is 0 because communication overlaps backward; ``wait_s`` is the part of a
+    synchronising call spent waiting for the slowest rank to arrive (estimated
+    from arrival times on the host's monotonic clock); ``comm_s`` is the rest.
+
+The accuracy curve in ``results`` (``real.curve``; absent in older records):
+``curve`` is a list of points ``{step, epoch, train_s, test_loss, test_accuracy}``
+(``simulator.contracts.curve``): the initial weights at ``train_s`` 0, every
+``eval_every`` iterations of the evaluating process and every epoch end, and the
+final model; ``train_s`` is training time, evaluation kept out. ``curve_model``
+says which model was scored (the common weights, the average of the workers'
+weights, the holder's mix, the server's weights, the shared model);
+``curve_eval_s`` is the scoring after training and ``curve_snapshot_s`` the
+copies during it (and, with a target, the epoch-end scoring). With a target
+(``--target-accuracy``): ``target_accuracy``, ``time_to_target_s`` (null when not
+reached), ``target_reached``, ``target_note`` ("not reached in E epochs") and
+``epochs_trained`` (the run stops at the end of the epoch in which it reached it).
+
+Only this module decides the layout; everything else calls ``write`` and ``read``.
+
+Both files are checked whole when read (``check_record``, ``read_iterations``):
+a field of the wrong kind, a NaN or an infinity, a truncated table raise
+``RecordError`` naming the file and the field or line, so a reader drops the
+record and says why instead of loading half of it. A record is replaced by
+swapping the new folder with the old one in one step (``renameat2``'s
+``RENAME_EXCHANGE``, where the file system has it), then removing the old.
+
+Imports: pandas.
+"""
+from __future__ import annotations
+
+import csv
+import ctypes
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.contracts.checks import non_finite_field
+from simulator.contracts.tables import TableError, read_table
+
+SCHEMA_VERSION = 1
+RECORD_FILE = "record.json"
+ITER_FILE = "iterations.csv"
+ITER_COLUMNS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s",
+                "wait_s", "bytes_sent", "loss")
+REQUIRED_KEYS = ("schema_version", "run_id", "status", "config", "environment",
+                 "timings", "results", "comm", "resources")
+STATUSES = ("completed", "failed", "interrupted")
+SECTIONS = ("config", "environment", "timings", "results", "comm", "resources")
+ITER_KINDS = {"rank": "count", "epoch": "count", "iteration": "int", "batch_size": "count",
+              "compute_s": "seconds", "comm_s": "seconds", "wait_s": "seconds",
+              "bytes_sent": "count", "loss": "number?"}
+
+
+class RecordError(ValueError):
+    """A directory that is not a (readable) run record."""
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    status: str = "completed"
+    failure: dict[str, Any] | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    comm: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+    load: dict[str, Any] | None = None
+    disturbed: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": self.status,
+                "failure": self.failure, "config": self.config,
+                "environment": self.environment, "timings": self.timings,
+                "results": self.results, "comm": self.comm, "resources": self.resources,
+                "extra": self.extra, "disturbed": self.disturbed, "load": self.load}
+
+
+def write(record: RunRecord, runs_dir: str | os.PathLike) -> Path:
+    """Write ``runs_dir/<run_id>/`` atomically: build it in a temporary sibling, then rename.
+
+    An existing record with the same id is replaced only once the new one is complete.
+    """
+    runs_dir = Path(runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    final = runs_dir / record.run_id
+    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{record.run_id}.", suffix=".tmp"))
+    try:
+        with open(tmp / ITER_FILE, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=ITER_COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            for row in record.iterations:
+                w.writerow({k: _csv_value(row.get(k)) for k in ITER_COLUMNS})
+        (tmp / RECORD_FILE).write_text(json.dumps(_jsonable(record.to_json()), indent=1))
+        replace_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def replace_dir(new: Path, final: Path) -> None:
+    """Put folder ``new`` in place of ``final``: swap the two in one step, then remove the
+    old one, so a reader always finds a complete record at ``final``."""
+    if not final.exists():
+        os.replace(new, final)
+        return
+    if _exchange(new, final):
+        shutil.rmtree(new, ignore_errors=True)       # ``new`` now holds the old record
+        return
+    old = final.with_name(f".{final.name}.old")     # no RENAME_EXCHANGE: two renames
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(final, old)
+    os.replace(new, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 95):          # EINVAL, ENOSYS, EOPNOTSUPP: this file system can't
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
+
+
+def read(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The record.json of a run directory, checked; raises RecordError naming what is wrong."""
+    run_dir = Path(run_dir)
+    path = run_dir / RECORD_FILE
+    if not path.is_file():
+        raise RecordError(f"{run_dir} is not a run record (no {RECORD_FILE})")
+    try:
+        rec = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RecordError(f"{path} is not valid JSON") from None
+    except OSError as e:
+        raise RecordError(f"{path} cannot be read: {e.strerror or e}") from None
+    try:
+        check_record(rec)
+    except RecordError as e:
+        raise RecordError(f"{path}: {e}") from None
+    return rec
+
+
+def is_disturbed(rec: dict[str, Any]) -> bool:
+    """Was this run slowed by other processes (``disturbed``)? False where not judged."""
+    return bool(rec.get("disturbed"))
+
+
+def check_record(rec: Any) -> None:
+    """A record.json's content, whole: every section of the right kind, every number finite.
+    Raises RecordError naming the field."""
+    if not isinstance(rec, dict):
+        raise RecordError("not a JSON object")
+    missing = [k for k in REQUIRED_KEYS if k not in rec]
+    if missing:
+        raise RecordError(f"lacks field(s): {', '.join(missing)}")
+    version = rec["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordError(f"field schema_version is {version!r}, not a version number")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"has schema_version {version}, newer than this program reads "
+                          f"({SCHEMA_VERSION})")
+    if not isinstance(rec["run_id"], str) or not rec["run_id"]:
+        raise RecordError(f"field run_id is {rec['run_id']!r}, not a name")
+    if rec["status"] not in STATUSES:
+        raise RecordError(f"field status is {rec['status']!r}, not one of {', '.join(STATUSES)}")
+    for key in SECTIONS + (("extra",) if "extra" in rec else ()):
+        if not isinstance(rec[key], dict):
+            raise RecordError(f"field {key} is a {type(rec[key]).__name__}, not an object")
+    failure = rec.get("failure")
+    if failure is not None and not (isinstance(failure, dict) and "cause" in failure):
+        raise RecordError("field failure is neither null nor an object with a cause")
+    bad = non_finite_field(rec)
+    if bad:
+        raise RecordError(f"field {bad[0]} is {bad[1]!r}, not a finite number")
+    if rec["status"] == "completed":
+        wall = rec["timings"].get("train_wall_s")
+        if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not wall > 0:
+            raise RecordError(f"field timings.train_wall_s is {wall!r}, not a positive "
+                              "number of seconds")
+
+
+def read_iterations(run_dir: str | os.PathLike):
+    """Per-iteration, per-rank timings as a pandas DataFrame, checked whole
+    (``contracts.tables``): every column there, every row complete, whole numbers where
+    counts are, finite times of at least 0 (``loss`` may be empty, never infinite).
+    RecordError names the file, the line and the column."""
+    path = Path(run_dir) / ITER_FILE
+    if not path.is_file():
+        raise RecordError(f"{run_dir} is not a run record (no {ITER_FILE})")
+    try:
+        return read_table(path, ITER_KINDS)
+    except TableError as e:
+        raise RecordError(str(e)) from None
+
+
+def find_runs(runs_dir: str | os.PathLike) -> list[Path]:
+    """Run directories below ``runs_dir`` (temporary and hidden ones skipped)."""
+    runs_dir = Path(runs_dir)
+    return sorted(p.parent for p in runs_dir.rglob(RECORD_FILE)
+                  if not any(part.startswith(".") for part in p.relative_to(runs_dir).parts))
+
+
+def _csv_value(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return v
+
+
+def _jsonable(obj):
+    """JSON cannot hold NaN or infinity portably; write null instead."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj

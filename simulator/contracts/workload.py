@@ -1,0 +1,454 @@
+"""The workload contract: which model, what one step of it costs, how long to train.
+
+Two parts:
+
+* ``Workload``: what the engines take for one prediction: the model's name,
+  the **per-worker** batch (each of P workers takes ``batch_per_worker``
+  samples per step, so one synchronous step consumes ``P * batch_per_worker``
+  samples), the dataset size and how long to train. An epoch is
+  ``ceil(dataset_samples / (P * batch_per_worker))`` iterations per worker
+  for every data-parallel scheme (the dataset is split over the workers).
+* ``ModelWorkload``: a model's workload *file* (TOML), written by ``python -m
+  calibrate.workload`` from a real ``nn.Module`` or by hand from a few
+  numbers: the parameter tensors in the order their gradients become ready in
+  backward (with their element counts and dtypes), grouped in layers, the
+  forward and backward time of each layer and of a whole step on a named
+  device, the spread of single steps, FLOPs per sample and provenance.
+
+The measured form (every time a value with a unit)::
+
+    schema_version = 1
+    [model]
+    name = "cnn"
+    input_shape = [1, 28, 28]
+    flops_per_sample = 2.4e6        # forward + backward, torch.utils.flop_counter
+    [measured]
+    device = "cpu"                  # the device the times are for (a name)
+    threads = 1                     # threads of the process that measured them
+    batch_size = 32
+    step = "5.1ms"                  # median forward + backward + update
+    forward = "1.2ms"
+    backward = "3.4ms"
+    update = "0.5ms"
+    spread_cv = 0.02                # std / mean of single steps
+    [[layers]]                      # in gradient-ready order: the last layer first
+    name = "fc2"
+    forward = "0.05ms"
+    backward = "0.1ms"
+    flops_per_sample = 3000
+    tensors = [
+      { name = "fc2.weight", params = 500, dtype = "float32" },
+      { name = "fc2.bias", params = 10, dtype = "float32" },
+    ]
+    [provenance]
+    source = "measured"             # or "numbers"
+    command = "python -m calibrate.workload --model cnn ..."
+
+The few-numbers form, for a model that cannot be run here: ``[model]`` with
+``params`` (one tensor) or ``tensor_params`` (a list in gradient-ready order,
+one layer each), optional ``dtype``, and ``[measured]`` with ``device``,
+``batch_size`` and either ``step`` or ``samples_per_second``;
+``backward_fraction`` (default 2/3: backward costs about twice the forward)
+splits the step, and layers without times share the backward by their
+``flops_per_sample`` where given, else by their parameters. Optional
+``[[measured.lines]]`` (``threads``, ``intercept``, ``per_sample``,
+``spread_cv``) give the step time against the batch per thread count (a CPU
+model of this project's profile); without them a step is taken proportional
+to the batch. ``device_flops`` (e.g. ``"9.3TFLOP/s"``) names the measuring
+device's sustained compute rate, which scales the step to other devices.
+
+Imports: ``contracts.checks``, ``contracts.units``, ``contracts.tomlw``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+from simulator.contracts.checks import ConfigError, positive, whole
+from simulator.contracts.units import duration_text, parse_duration, parse_flop_rate
+
+SCHEMA_VERSION = 1
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+DEFAULT_BACKWARD_FRACTION = 2 / 3      # backward: about twice the forward's FLOPs
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: str = "cnn"
+    batch_per_worker: int = 64         # samples per step on EACH worker
+    dataset_samples: int = 60000
+    epochs: float = 1.0
+    iterations: int | None = None      # per worker; overrides epochs when set
+    threads_per_worker: int | None = 1   # None: cores // ranks on the host, as real.train does
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"model must be a name (got {self.model!r})")
+        whole("batch_per_worker", self.batch_per_worker)
+        whole("dataset_samples", self.dataset_samples)
+        positive("epochs", self.epochs)
+        if self.threads_per_worker is not None:
+            whole("threads_per_worker", self.threads_per_worker)
+        if self.iterations is not None:
+            whole("iterations", self.iterations)
+
+    def iterations_per_epoch(self, workers: int) -> int:
+        return max(1, math.ceil(self.dataset_samples / (workers * self.batch_per_worker)))
+
+    def iterations_per_worker(self, workers: int) -> int:
+        if self.iterations is not None:
+            return self.iterations
+        return max(1, math.ceil(self.epochs * self.iterations_per_epoch(workers)))
+
+
+# ---------------------------------------------------------------- workload files
+
+@dataclass(frozen=True)
+class Tensor:
+    """One parameter tensor: its gradient has ``params`` elements of ``dtype``."""
+    name: str
+    params: int
+    dtype: str = "float32"
+
+    @property
+    def bytes(self) -> int:
+        return self.params * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Tensors whose gradients become ready together, with the layer's own times
+    (at the workload's batch on its device; 0 = not measured)."""
+    name: str
+    tensors: tuple[Tensor, ...]
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    flops_per_sample: float = 0.0      # forward + backward
+
+    @property
+    def params(self) -> int:
+        return sum(t.params for t in self.tensors)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors)
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """t_step(batch) = intercept_s + s_per_sample * batch, with ``threads`` threads."""
+    threads: int
+    intercept_s: float
+    s_per_sample: float
+    spread_cv: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelWorkload:
+    """A model's workload file: tensors in gradient-ready order and step costs."""
+    name: str
+    layers: tuple[Layer, ...]          # gradient-ready order (backward finishes them so)
+    device: str                        # the device the times were measured on
+    batch_size: int                    # samples per step of the measurement
+    step_s: float                      # forward + backward + update (median)
+    backward_s: float
+    forward_s: float = 0.0
+    update_s: float = 0.0
+    spread_cv: float = 0.0
+    threads: int = 1
+    lines: tuple[StepLine, ...] = ()   # step time against batch, per thread count
+    flops_per_sample: float = 0.0      # forward + backward of one sample (0: unknown)
+    device_flops_per_s: float = 0.0    # the device's sustained rate (0: unknown)
+    input_shape: tuple[int, ...] = ()
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    @property
+    def grad_bytes(self) -> int:
+        return sum(layer.bytes for layer in self.layers)
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        """Every tensor in gradient-ready order."""
+        return tuple(t for layer in self.layers for t in layer.tensors)
+
+    @property
+    def backward_fraction(self) -> float:
+        return self.backward_s / self.step_s if self.step_s > 0 else DEFAULT_BACKWARD_FRACTION
+
+    def backward_shares(self) -> tuple[float, ...]:
+        """Each layer's share of the backward, in gradient-ready order: its measured
+        backward time where every layer has one, else its FLOPs where the file counts
+        them (a layer torch counts none for, a batch norm, gets none), else its
+        parameters."""
+        how = self.shares_from()
+        key = {"measured per-layer backward times": lambda l: l.backward_s,
+               "per-layer FLOPs": lambda l: l.flops_per_sample}.get(how, lambda l: l.params)
+        weights = [key(layer) for layer in self.layers]
+        total = sum(weights) or 1
+        return tuple(w / total for w in weights)
+
+    def shares_from(self) -> str:
+        """What the backward shares were taken from (said in a prediction's provenance)."""
+        if self.layers and all(layer.backward_s > 0 for layer in self.layers):
+            return "measured per-layer backward times"
+        if sum(layer.flops_per_sample for layer in self.layers) > 0:
+            return "per-layer FLOPs"
+        return "per-layer parameter counts"
+
+    def achieved_flops_per_s(self) -> float:
+        """The rate this model reached on its device (0 where FLOPs are unknown)."""
+        if self.flops_per_sample <= 0 or self.step_s <= 0:
+            return 0.0
+        return self.flops_per_sample * self.batch_size / self.step_s
+
+
+class WorkloadError(ConfigError):
+    """A workload file that cannot be used; the message names file, field and fix."""
+
+
+def load_workload(path: str | Path) -> ModelWorkload:
+    """Read a workload TOML file; a missing, negative or unit-less value raises
+    WorkloadError naming the file, the field and what to write."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise WorkloadError(f"workload file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise WorkloadError(f"workload file {path} cannot be read: {e}") from None
+    try:
+        return workload_from_dict(raw)
+    except (ConfigError, ValueError) as e:
+        raise WorkloadError(f"workload file {path}: {e}") from None
+
+
+def _section(raw: dict, key: str) -> dict:
+    v = raw.get(key)
+    if not isinstance(v, dict):
+        raise ConfigError(f"section [{key}] is missing")
+    return v
+
+
+def _number(d: dict, key: str, where: str, default=None, integer: bool = False,
+            allow_zero: bool = False):
+    if key not in d:
+        if default is not None:
+            return default
+        raise ConfigError(f"value {where}.{key} is missing")
+    v = d[key]
+    ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+    if isinstance(v, bool) or not ok or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        kind = "a whole number" if integer else "a number"
+        raise ConfigError(f"value {where}.{key} must be {kind} above 0"
+                          f"{' (or 0)' if allow_zero else ''} (got {v!r})")
+    return v
+
+
+def _time(d: dict, key: str, where: str, default: float | None = None) -> float:
+    if key not in d:
+        if default is not None:
+            return default
+        raise ConfigError(f"value {where}.{key} is missing (a time like \"12ms\")")
+    try:
+        return parse_duration(d[key])
+    except ValueError as e:
+        raise ConfigError(f"value {where}.{key}: {e}") from None
+
+
+def _tensor(t, where: str) -> Tensor:
+    if not isinstance(t, dict):
+        raise ConfigError(f"{where} must be a table like {{ name = \"w\", params = 10 }}")
+    dtype = t.get("dtype", "float32")
+    if dtype not in DTYPE_BYTES:
+        raise ConfigError(f"value {where}.dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    return Tensor(str(t.get("name", "")), _number(t, "params", where, integer=True), dtype)
+
+
+def _layers(raw: dict, model: dict) -> tuple[Layer, ...]:
+    """[[layers]] of the measured form, or the few numbers' params / tensor_params."""
+    if "layers" in raw:
+        layers = []
+        for i, lay in enumerate(raw["layers"]):
+            where = f"layers[{i}]"
+            if not isinstance(lay, dict) or not lay.get("tensors"):
+                raise ConfigError(f"value {where}.tensors is missing (a list of "
+                                  "{ name, params, dtype } tables)")
+            tensors = tuple(_tensor(t, f"{where}.tensors[{j}]")
+                            for j, t in enumerate(lay["tensors"]))
+            layers.append(Layer(str(lay.get("name", f"layer{i}")), tensors,
+                                _time(lay, "forward", where, 0.0),
+                                _time(lay, "backward", where, 0.0),
+                                _number(lay, "flops_per_sample", where, 0.0, allow_zero=True)))
+        return tuple(layers)
+    dtype = model.get("dtype", "float32")
+    if dtype not in DTYPE_BYTES:
+        raise ConfigError(f"value model.dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    if "tensor_params" in model:
+        counts = model["tensor_params"]
+        if not isinstance(counts, list) or not counts:
+            raise ConfigError("value model.tensor_params must be a list of element counts")
+        return tuple(Layer(f"tensor{i}", (Tensor(f"tensor{i}", _number(
+            {"n": c}, "n", f"model.tensor_params[{i}]", integer=True), dtype),))
+            for i, c in enumerate(counts))
+    if "params" not in model:
+        raise ConfigError("value model.params is missing (the parameter count), or give "
+                          "model.tensor_params or [[layers]]")
+    return (Layer("all", (Tensor("all", _number(model, "params", "model", integer=True),
+                                 dtype),)),)
+
+
+def _lines(measured: dict) -> tuple[StepLine, ...]:
+    out = []
+    for i, line in enumerate(measured.get("lines", [])):
+        where = f"measured.lines[{i}]"
+        if not isinstance(line, dict):
+            raise ConfigError(f"{where} must be a table (threads, intercept, per_sample)")
+        out.append(StepLine(_number(line, "threads", where, integer=True),
+                            _time(line, "intercept", where),
+                            _time(line, "per_sample", where),
+                            _number(line, "spread_cv", where, 0.0, allow_zero=True)))
+    return tuple(out)
+
+
+def workload_from_dict(raw: dict) -> ModelWorkload:
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ConfigError(f"schema_version {version!r} is newer than this program reads "
+                          f"({SCHEMA_VERSION}): upgrade the package")
+    model, measured = _section(raw, "model"), _section(raw, "measured")
+    name = model.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("value model.name is missing (the model's name)")
+    if not isinstance(measured.get("device"), str) or not measured["device"]:
+        raise ConfigError("value measured.device is missing (the device the times are for, "
+                          "e.g. \"cpu\" or \"Tesla P100\")")
+    batch = _number(measured, "batch_size", "measured", integer=True)
+    if "step" in measured:
+        step_s = _time(measured, "step", "measured")
+    elif "samples_per_second" in measured:
+        step_s = batch / _number(measured, "samples_per_second", "measured")
+    else:
+        raise ConfigError("value measured.step is missing: give the step time (\"250ms\") or "
+                          "measured.samples_per_second")
+    if step_s <= 0:
+        raise ConfigError("value measured.step must be above 0")
+    fraction = _number(measured, "backward_fraction", "measured", DEFAULT_BACKWARD_FRACTION)
+    if fraction >= 1:
+        raise ConfigError(f"value measured.backward_fraction must be below 1 (got {fraction})")
+    backward_s = _time(measured, "backward", "measured", fraction * step_s)
+    device_flops = 0.0
+    if "device_flops" in measured:
+        try:
+            device_flops = parse_flop_rate(measured["device_flops"])
+        except ValueError as e:
+            raise ConfigError(f"value measured.device_flops: {e}") from None
+    shape = model.get("input_shape", [])
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise ConfigError("value model.input_shape must be a list of positive sizes")
+    provenance = raw.get("provenance", {})
+    if not isinstance(provenance, dict):
+        raise ConfigError("[provenance] must be a table")
+    return ModelWorkload(
+        name=name, layers=_layers(raw, model), device=measured["device"], batch_size=batch,
+        step_s=step_s, backward_s=backward_s,
+        forward_s=_time(measured, "forward", "measured", 0.0),
+        update_s=_time(measured, "update", "measured", 0.0),
+        spread_cv=_number(measured, "spread_cv", "measured", 0.0, allow_zero=True),
+        threads=_number(measured, "threads", "measured", 1, integer=True),
+        lines=_lines(measured),
+        flops_per_sample=_number(model, "flops_per_sample", "model", 0.0, allow_zero=True),
+        device_flops_per_s=device_flops, input_shape=tuple(shape),
+        provenance={str(k): v for k, v in provenance.items()})
+
+
+def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -> dict:
+    """The measured form of ``w`` as plain values (``contracts.tomlw.dumps`` writes it)."""
+    measured = {"device": w.device, "threads": w.threads, "batch_size": w.batch_size,
+                "step": duration_text(w.step_s), "forward": duration_text(w.forward_s),
+                "backward": duration_text(w.backward_s), "update": duration_text(w.update_s),
+                "spread_cv": float(w.spread_cv)}
+    if w.device_flops_per_s > 0:
+        measured["device_flops"] = f"{w.device_flops_per_s:.9g}FLOP/s"
+    if w.lines:
+        measured["lines"] = [{"threads": s.threads, "intercept": duration_text(s.intercept_s),
+                              "per_sample": duration_text(s.s_per_sample),
+                              "spread_cv": float(s.spread_cv)} for s in w.lines]
+    model = {"name": w.name, "input_shape": list(w.input_shape) or None,
+             "flops_per_sample": float(w.flops_per_sample) if w.flops_per_sample else None}
+    layers = [{"name": layer.name,
+               "forward": duration_text(layer.forward_s) if layer.forward_s else None,
+               "backward": duration_text(layer.backward_s) if layer.backward_s else None,
+               "flops_per_sample": float(layer.flops_per_sample) or None,
+               "tensors": [{"name": t.name, "params": t.params, "dtype": t.dtype}
+                           for t in layer.tensors]} for layer in w.layers]
+    return {"#": comment, "schema_version": SCHEMA_VERSION, "model": model,
+            "measured": measured, "layers": layers, "provenance": dict(w.provenance) or None}
+
+
+def save_workload(w: ModelWorkload, path: str | Path, comment=None) -> Path:
+    """Write ``w`` atomically as a workload TOML file."""
+    from simulator.contracts.files import atomic_write_text
+    from simulator.contracts.tomlw import dumps
+    return atomic_write_text(path, dumps(workload_to_dict(w, comment)))
+
+
+# ---------------------------------------------------------------- the profile's terms
+
+def model_cost(w: ModelWorkload):
+    """The workload as the profile's ``ModelCost`` (what the engines read): layers and
+    tensors in forward order, each layer's share of the backward, the step time against
+    the batch (the file's lines, else proportional to the batch it was measured at)."""
+    from simulator.contracts.profile import ModelCost, StepFit
+    forward = tuple(reversed(w.layers))
+    if w.lines:
+        steps = tuple(StepFit(threads=s.threads, step_intercept_s=s.intercept_s,
+                              step_s_per_sample=s.s_per_sample, spread_cv=s.spread_cv)
+                      for s in w.lines)
+    else:
+        steps = (StepFit(threads=w.threads, step_intercept_s=0.0,
+                         step_s_per_sample=w.step_s / w.batch_size, spread_cv=w.spread_cv,
+                         batches=(w.batch_size,)),)
+    return ModelCost(
+        model=w.name, param_count=w.params,
+        layer_param_counts=tuple(layer.params for layer in forward), steps=steps,
+        backward_fraction=w.backward_fraction,
+        eval_s_per_sample=w.forward_s / w.batch_size,
+        tensor_param_counts=tuple(t.params for layer in forward for t in reversed(layer.tensors)),
+        layer_backward_shares=tuple(reversed(w.backward_shares())),
+        bytes_per_param=w.grad_bytes / max(1, w.params))
+
+
+def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,
+                     provenance: dict | None = None) -> ModelWorkload:
+    """A profile's model as a workload file (the built-in models are workloads like any
+    other): its tensors grouped into its layers, in gradient-ready order, and its step
+    lines; the step at ``batch_size`` on the fewest threads measured."""
+    tensors = list(cost.tensor_param_counts or cost.layer_param_counts)
+    layers, k = [], 0
+    for i, layer_params in enumerate(cost.layer_param_counts):
+        group, total = [], 0
+        while k < len(tensors) and (total < layer_params or not group):
+            group.append(Tensor(f"layer{i}.t{len(group)}", int(tensors[k])))
+            total += tensors[k]
+            k += 1
+        layers.append((f"layer{i}", group))
+    shares = cost.backward_shares()
+    fit = min(cost.steps, key=lambda s: s.threads)
+    step_s = fit.step_s(batch_size)
+    backward_s = cost.backward_fraction * step_s
+    ready = [Layer(name, tuple(reversed(group)), backward_s=backward_s * share)
+             for (name, group), share in zip(layers, shares)]
+    lines = tuple(StepLine(s.threads, s.step_intercept_s, s.step_s_per_sample, s.spread_cv)
+                  for s in cost.steps)
+    return ModelWorkload(
+        name=cost.model, layers=tuple(reversed(ready)), device=device, batch_size=batch_size,
+        step_s=step_s, backward_s=backward_s, forward_s=cost.eval_s_per_sample * batch_size,
+        spread_cv=fit.spread_cv, threads=fit.threads, lines=lines,
+        provenance=dict(provenance or {}))

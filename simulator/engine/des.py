@@ -1,0 +1,99 @@
+"""The SimPy engine: hosts, workers, network and server as simulated resources.
+
+One ``simpy.Environment`` per run; each rank is a SimPy process running its
+scheme's loop (``model.schemes``); compute shares the hosts' cores
+(``model.hardware``), messages cross the routes at the chosen fidelity
+(``model.comm``). Handles every scheme and fidelity.
+
+Imports: SimPy, simulator.contracts, simulator.model, engine (placement, result).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import simpy
+
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import Profile
+from simulator.contracts.workload import Workload
+from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.result import Result, build_result
+from simulator.engine.steady import extrapolate, window
+from simulator.model.comm import make_comm
+from simulator.model.fabric import make_routes
+from simulator.model.hardware.cores import CoreHost
+from simulator.model.hardware.host import Host
+from simulator.model.recorder import Recorder
+from simulator.model.schedule_log import ScheduleLog
+from simulator.model.schemes.base import Setup
+from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_K
+from simulator.model.server import ParameterServer
+from simulator.model.worker import Worker
+
+
+def events_scheduled(env: simpy.Environment) -> int:
+    """How many events SimPy has scheduled so far (its event id counter)."""
+    return next(env._eid)            # noqa: SLF001  (SimPy keeps no public counter)
+
+
+def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profile):
+    """Per-core run queues where measured and every process has one thread; else fluid."""
+    if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
+        return CoreHost(env, index, cluster.cores_per_host, profile.sharing_efficiency,
+                        profile.balance_delay_s, profile.wake_wait_s, profile.balance_delays_s)
+    return Host(env, index, cluster.cores_per_host, profile.sharing_efficiency)
+
+
+def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                 steady: bool = False, eval_every: int | None = None) -> Result:
+    """The SimPy run; with ``steady``, a long run of a scheme whose ranks meet every
+    iteration is simulated for a window of its iterations and extrapolated
+    (``engine.steady``; asynchronous schemes drift too slowly into their steady state).
+    ``eval_every`` not None: keep the update schedule too, with evaluation points every
+    ``eval_every`` iterations of the evaluating worker (0: at epoch ends only); a
+    schedule has every iteration, so such a run is simulated whole."""
+    period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
+    lock_step = spec.synchronous or spec.name == "ps_sync"
+    whole = trace or eval_every is not None or not (steady and lock_step)
+    n = None if whole else window(plan.iterations, period)
+    if n is None:
+        return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                    eval_every=eval_every)[0]
+    short = replace(plan, iterations=n)
+    result, recorder = _run(spec, cfg, short, workload, cluster, profile, seed,
+                            [s[:n] for s in steps], trace, watch=(n // 2, n))
+    return extrapolate(result, recorder, n, plan.iterations)
+
+
+def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=(),
+         eval_every: int | None = None):
+    env = simpy.Environment()
+    placement = placement_of_ranks(spec, cluster, plan.workers)
+    pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
+    hosts = [pools[cluster.core_pool_of(h)] for h in range(cluster.hosts)]   # compute side
+    log = None if eval_every is None else ScheduleLog(
+        workload.iterations_per_epoch(plan.workers), plan.iterations, eval_every, plan.workers)
+    recorder = Recorder(placement, trace=trace, schedule=log)
+    recorder.watch = watch
+    routes = make_routes(placement, cluster, profile.transport(spec.backend),
+                    handoffs(spec, cluster, placement, plan.workers, profile))
+    comm = make_comm(cfg.fidelity, env, routes, profile.transport(spec.backend), recorder)
+    workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r], spec.polls)
+               for r in range(plan.workers)]
+    if not spec.polls and cluster.device is None:   # sleeping ranks take cores for their
+        comm.hosts = {w.rank: w.host for w in workers}  # calls' CPU (devices: none)
+    server = None
+    if plan.server_rank is not None:
+        server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
+                                 profile.server, plan.param_count,
+                                 polls=spec.polls)
+    spec.start(env, Setup(plan, workers, comm, recorder, server))
+    env.run()
+    p = plan.workers
+    bytes_sent = sum(comm.network.bytes_sent) if hasattr(comm, "network") else 0.0
+    meta = {"scheme": spec.name, "workers": p, "seed": seed, "fidelity": cfg.fidelity}
+    return build_result(spec, cfg, plan, workload, seed, "des", env.now,
+                        recorder.compute_s[:p], recorder.comm_s[:p], recorder.wait_s[:p],
+                        dict(sorted(recorder.staleness.items())), events_scheduled(env),
+                        bytes_sent, recorder.chrome_trace(meta) if trace else None,
+                        log.sorted_events() if log else None), recorder

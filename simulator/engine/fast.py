@@ -1,0 +1,208 @@
+"""The fast path: synchronous schemes with analytic communication, without events.
+
+In a synchronous scheme with analytic collectives every worker leaves each
+collective at the same instant, so a run is a sequence of *segments*: all
+workers start computing together, and the segment ends with a collective.
+Processor sharing of jobs that start together has a closed form: sort the
+works ``w_1 <= ... <= w_k`` of the k jobs on a host; while n jobs remain each
+runs at ``speed(n) = min(1, C / (n T)) * sharing_efficiency(n)``, so::
+
+    finish_j = finish_{j-1} + (w_j - w_{j-1}) / speed(k - j + 1)
+
+A worker that keeps computing through a segment is one job of the summed
+work. The segment's time is the slowest finish plus the collective's closed
+form. This is what the SimPy model computes with events, vectorised with
+numpy over hosts and segments; the tests check that both agree. (``ddp`` is
+exact only when speeds stay constant: no host oversubscribed.) With
+``Cluster.shared_cores`` the jobs of all hosts share one pool of cores.
+The cores are a fluid here: with a profile's ``balance_delay_s`` (per-core run
+queues, ``model.hardware.cores``) ``engine="auto"`` takes the SimPy model for an
+oversubscribed host, and a forced ``engine="fast"`` ignores the delay.
+
+Imports: numpy, simulator.contracts.closed_forms, simulator.model (comm, network), engine
+(placement, result).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.contracts.closed_forms import steps as step_count
+from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.result import build_result
+from simulator.model.comm import call_cpu_s
+from simulator.model.comm.choice import resolve_algorithm
+from simulator.model.comm.costs import collective_time_s
+from simulator.model.fabric import make_routes
+from simulator.model.schemes.fusion import cycles
+
+
+def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
+                    efficiency, polls: bool = False) -> np.ndarray:
+    """Finish times (S, P) of jobs (S segments x P workers) that start together on their hosts.
+
+    ``polls``: workers busy-wait once their job is done (see ``Host``), so a host's
+    runnable count stays ``k`` and only the threads change."""
+    segments, workers = work_s.shape
+    counts = np.bincount(host_of)
+    kmax = int(counts.max())
+    slot = np.zeros(workers, dtype=int)
+    seen = np.zeros(len(counts), dtype=int)
+    for p, h in enumerate(host_of):
+        slot[p] = seen[h]
+        seen[h] += 1
+    grid = np.zeros((segments, len(counts), kmax))
+    grid[:, host_of, slot] = work_s                # zero padding finishes at once, first
+    order = np.argsort(grid, axis=2, kind="stable")
+    w = np.take_along_axis(grid, order, axis=2)
+    speed = np.ones((len(counts), kmax))
+    for h, k in enumerate(counts):
+        for j in range(kmax - k, kmax):            # the pads of host h come first
+            n = kmax - j                           # jobs still computing
+            idle = k - n if polls else 0           # done, and polling
+            speed[h, j] = min(1.0, cores / (n * threads + idle)) * efficiency(int(n + idle))
+    finish_sorted = np.cumsum(np.diff(w, axis=2, prepend=0.0) / speed[None], axis=2)
+    finish = np.empty_like(finish_sorted)
+    np.put_along_axis(finish, order, finish_sorted, axis=2)
+    return finish[:, host_of, slot]
+
+
+def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.ndarray):
+    placement = placement_of_ranks(spec, cluster, plan.workers)
+    transport = profile.transport(spec.backend)
+    routes = make_routes(placement, cluster, transport,
+                    handoffs(spec, cluster, placement, plan.workers, profile))
+    g = transport.gamma_s_per_byte
+    # compute contends per pool of cores (a host's own, or the machine's with shared_cores)
+    host_of = np.asarray([cluster.core_pool_of(h) for h in placement[:plan.workers]])
+    finish = lambda work: shared_finish_s(work, host_of, cluster.cores_per_host,  # noqa: E731
+                                          workload.threads_per_worker, profile.sharing_efficiency,
+                                          spec.polls)
+
+    def coll(kind, ranks, n, algorithm="ring"):
+        if kind == "allreduce":
+            algorithm = resolve_algorithm(transport.backend, algorithm, ranks, n, routes)
+        t = collective_time_s(kind, ranks, n, routes, g, algorithm)
+        if transport.step_extra_s(kind) > 0:
+            t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm)
+        if len(ranks) > 1:
+            t += transport.call_latency_s
+        if spec.polls:
+            return t
+        spans = len({placement[r] for r in ranks}) > 1
+        return max(t, _cpu_s(transport, kind, ranks, n, algorithm, host_of, cluster,
+                             profile.sharing_efficiency, spans))
+
+    ranks, n, p = plan.worker_ranks, plan.param_bytes, plan.workers
+    grads, alg = plan.grad_bytes, plan.gradient_algorithm
+    if spec.name in ("ddp", "horovod"):
+        counts = np.bincount(host_of)[host_of]
+        speed = np.array([min(1.0, cluster.cores_per_host / (k * workload.threads_per_worker))
+                          * profile.sharing_efficiency(int(k)) for k in counts])
+        cost = lambda nb: coll("allreduce", ranks, nb, alg)  # noqa: E731
+        parts = (_ddp(plan, steps, cost, speed) if spec.name == "ddp"
+                 else _horovod(plan, steps, cost, speed))
+    elif spec.name in ("serial", "psgd"):
+        k = plan.avg_every or plan.iterations
+        bounds = list(range(0, plan.iterations, k)) + [plan.iterations]
+        work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
+        parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
+    else:
+        per_iter = {  # (only the scheme's own is priced)
+            "gather_scatter": lambda: coll("gather", ranks, grads) + coll("scatter", ranks, grads),
+            "allreduce": lambda: sum(coll("allreduce", ranks, tb, alg) for tb in plan.tensor_bytes),
+            "mpi_allreduce": lambda: coll("allreduce", ranks, grads, plan.algorithm),
+        }[spec.name]()
+        parts = _segments(finish(steps.T), per_iter)
+        if spec.name == "gather_scatter" and p > 1:
+            average_s = g * (p - 1) * grads * plan.iterations
+            parts = _root_average(parts, average_s)
+    time_s, compute, comm, wait = parts
+    return build_result(spec, cfg, plan, workload, seed, "fast", time_s, compute, comm, wait,
+                   {}, 0, 0.0, None)
+
+
+def _cpu_s(transport, kind, ranks, n, algorithm, host_of, cluster, efficiency,
+           spans: bool) -> float:
+    """When the last rank's CPU for a call is done, every rank having started together
+    (``comm.call_cpu_s``): a sleeping backend's calls need cores too; ``spans``: its ranks
+    are on several hosts (the link's CPU per message applies where it was measured)."""
+    link = cluster.link
+    over = link if spans and link is not None and (
+        link.cpu_s_per_message > 0 or link.cpu_s_per_byte > 0) else None
+    work = np.array([[call_cpu_s(transport, kind, len(ranks), n, algorithm, i == 0, over)
+                      for i in range(len(ranks))]])
+    if not work.any():
+        return 0.0
+    return float(shared_finish_s(work, host_of, cluster.cores_per_host, 1, efficiency).max())
+
+
+def _segments(finish: np.ndarray, comm_s: float):
+    """Each segment: compute until the slowest finishes, then a collective of ``comm_s``."""
+    slowest = finish.max(axis=1)
+    time_s = float(slowest.sum() + comm_s * len(slowest))
+    comm = np.full(finish.shape[1], comm_s * len(slowest)) if comm_s > 0 else np.zeros(finish.shape[1])
+    wait = (slowest[:, None] - finish).sum(axis=0) if finish.shape[1] > 1 else np.zeros(1)
+    return time_s, finish.sum(axis=0), comm, wait
+
+
+def _root_average(parts, average_s: float):
+    """gather_scatter: rank 0 adds the gradients up while the others wait for the scatter."""
+    time_s, compute, comm, wait = parts
+    compute, wait = compute.copy(), wait.copy()
+    compute[0] += average_s
+    wait[1:] += average_s
+    return time_s + average_s, compute, comm, wait
+
+
+def _ddp(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
+    """Buckets become ready during the backward; one allreduce stream per iteration.
+    Exact while every worker keeps one speed (``speed``, per worker) through a step."""
+    bf = plan.backward_fraction
+    shares = np.cumsum([s for _, s in plan.buckets])
+    cost = [allreduce_s(nb) for nb, _ in plan.buckets]
+    busy = steps / speed[:, None]                                          # (P, I)
+    ready = busy.T[:, :, None] * ((1 - bf) + bf * shares)[None, None, :]   # (I, P, J)
+    iterations, workers = ready.shape[0], ready.shape[1]
+    end = np.zeros(iterations)
+    comm = np.zeros(workers)
+    wait = np.zeros(workers)
+    for j, c in enumerate(cost):
+        arrive = np.maximum(ready[:, :, j], end[:, None])
+        start = arrive.max(axis=1)
+        if workers > 1:
+            wait += (start[:, None] - arrive).sum(axis=0)
+            comm += c * iterations
+        end = start + c
+    return float(end.sum()), busy.sum(axis=1), comm, wait
+
+
+FAST_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
+                "horovod")
+
+
+def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
+    """Horovod's cycles (``schemes.fusion``) iteration by iteration: every rank starts a
+    step when the last allreduce of the one before is over, its layers are ready through
+    its backward, and the stream runs each cycle's fused buffers one after another.
+    Exact while every worker keeps one speed through a step."""
+    bf = plan.backward_fraction
+    sizes = [b for b, _ in plan.layers]
+    cum = np.cumsum([sh for _, sh in plan.layers])
+    busy = steps / speed[:, None]                                        # (P, I)
+    cost: dict[int, float] = {}
+    start, comm_s = 0.0, 0.0
+    for i in range(busy.shape[1]):
+        backward_at = start + busy[:, i] * (1 - bf)
+        ready_all = (backward_at[:, None] + busy[:, i, None] * bf * cum[None, :]).max(axis=0)
+        end = start
+        for tick, buffers in cycles(list(ready_all), sizes, plan.cycle_period_s,
+                                    plan.fusion_bytes):
+            for size in buffers:
+                if size not in cost:
+                    cost[size] = allreduce_s(size)
+                end = max(end, tick) + cost[size]
+                comm_s += cost[size]
+        start = max(end, float((start + busy[:, i]).max()))
+    workers = busy.shape[0]
+    comm = np.full(workers, comm_s if workers > 1 else 0.0)
+    return start, busy.sum(axis=1), comm, np.zeros(workers)

@@ -1,0 +1,38 @@
+"""Which fidelity of communication a run gets when the user leaves it to ``auto``.
+
+``analytic`` (a barrier, then the collective's closed form on the placement,
+``model.comm.costs``) is the message model wherever every rank meets each
+collective together and leaves it together, and no two transfers of
+different calls share a link. It is chosen unless:
+
+* a collective of the scheme does not run in lock step on this placement
+  (recursive doubling or Rabenseifner with a fold, or hops of different
+  speeds): its ranks leave one by one and the next call starts staggered;
+* transfers of different workers overlap on a shared port: the parameter
+  server's pushes and replies (``ps_async``), and ``ps_sync``'s incast of
+  gradients from workers that got their weights one after the other.
+
+Then ``message`` runs every message. (On an oversubscribed host with ranks
+that sleep in their calls, the two fidelities also differ in the order ranks
+leave a call and queue for the cores; that is a scheduling effect, and the
+analytic model is the one validated there, so it stays.)
+
+Imports: model.comm.costs, model.network.
+"""
+from __future__ import annotations
+
+from simulator.model.comm.costs import in_lock_step
+from simulator.model.network import Routes
+
+
+def auto_fidelity(scheme: str, plan, routes: Routes) -> str:
+    """``analytic`` or ``message`` for a run of ``scheme`` with ``plan`` on ``routes``."""
+    if scheme in ("ps_async", "ps_sync"):
+        return "message"
+    ranks, n = plan.worker_ranks, plan.param_bytes
+    calls = {"psgd": [("allreduce", n, plan.algorithm)],
+             "mpi_allreduce": [("allreduce", plan.grad_bytes, plan.algorithm)]}.get(scheme, [])
+    if all(in_lock_step(kind, ranks, size, routes, algorithm) for kind, size, algorithm in calls):
+        return "analytic"
+    return "message"
+

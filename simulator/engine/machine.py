@@ -1,0 +1,237 @@
+"""What a prediction runs on: the profile, the cluster's hardware and the workload files.
+
+A profile holds what ``calibrate`` measured on one machine: its cores' step
+times, how they share, its shared-memory transports, its scheduler. A
+cluster with accelerators (``Cluster.hardware.device``) replaces every one of
+those that the hardware decides:
+
+* each device is a compute slot of its host, one rank each: no core sharing,
+  no scheduler delays (``sharing_slowdown``, quantum, balance and wake delays
+  are dropped);
+* messages inside a host cross the cluster's intra-host link, between hosts
+  its NICs (``model.fabric``); the ``nccl`` and ``mpi`` transports are built
+  from those links, with NCCL's call latency; the reduction is the device's
+  (not modelled: ``gamma = 0``);
+* a workload measured on another device is scaled to this one by the ratio
+  of their sustained compute rates (``scaled_cost``).
+
+``machine(profile, cluster, workloads)`` returns the profile the engines run on
+and the provenance of every number in it: measured (a profile or a workload
+file), preset (with the preset's source), or the user's.
+Imports: ``simulator.contracts`` and ``model.config``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import tomllib
+
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import PRESETS_DIR, Cluster
+from simulator.contracts.profile import Profile, Transport
+from simulator.contracts.units import format_rate, parse_flop_rate
+from simulator.contracts.workload import ModelWorkload, model_cost
+from simulator.model.config import BACKEND_ALGORITHMS, SchemeConfig
+
+GRADIENT_SCHEMES = ("allreduce", "ddp", "horovod")       # backend chosen by the user
+NOT_ON_DEVICES = ("hogwild",)                            # shared memory of CPU processes
+
+
+@dataclass(frozen=True)
+class Machine:
+    profile: Profile
+    provenance: tuple[dict, ...]          # {"quantity", "value", "origin"}, one per number
+
+
+def resolve_backend(spec, cfg: SchemeConfig, cluster: Cluster | None):
+    """The scheme with the library that moves its data: the user's choice for the
+    gradient schemes (``nccl`` by default on accelerator hosts), else its own."""
+    on_devices = cluster is not None and cluster.device is not None
+    backend = cfg.backend or ("nccl" if on_devices and spec.name in GRADIENT_SCHEMES
+                              else spec.backend)
+    if cfg.backend and cfg.backend != spec.backend and spec.name not in GRADIENT_SCHEMES:
+        raise ConfigError(f"scheme {spec.name!r} runs on {spec.backend} only "
+                          f"(--backend applies to {', '.join(GRADIENT_SCHEMES)})")
+    if backend == "nccl" and not on_devices:
+        raise ConfigError(f"{spec.name} with nccl needs accelerator hosts: describe them "
+                          "(devices_per_host and [device] in a cluster file, or a --preset)")
+    if on_devices and backend == "gloo":
+        raise ConfigError(f"{spec.name} with gloo on accelerator hosts is not modelled: "
+                          "use --backend nccl")
+    if on_devices and spec.name in NOT_ON_DEVICES:
+        raise ConfigError(f"scheme {spec.name!r} shares CPU memory and does not run on "
+                          "accelerator hosts")
+    valid = BACKEND_ALGORITHMS[backend]
+    if cfg.algorithm not in valid:
+        raise ConfigError(f"{backend} has no allreduce algorithm {cfg.algorithm!r} "
+                          f"(choose from {', '.join(valid)})")
+    return replace(spec, backend=backend, polls=spec.polls and not on_devices)
+
+
+def on_hardware(profile: Profile, cluster: Cluster) -> Profile:
+    """The profile with what the cluster's accelerator hosts decide instead (see above)."""
+    hw = cluster.hardware
+    if hw is None or hw.device is None:
+        return profile
+    if hw.intra is None:
+        raise ConfigError("accelerator hosts need the link between their devices: "
+                          "add an [intra] section (bandwidth, latency)")
+    alpha, beta = hw.intra.latency_s, 1.0 / hw.intra.bandwidth_bytes_per_s
+    transports = (Transport("nccl", alpha, beta, 0.0, call_latency_s=hw.call_latency_s),
+                  Transport("mpi", alpha, beta, 0.0))
+    return replace(profile, cores=cluster.cores_per_host, transports=transports,
+                   sharing_slowdown={}, scheduler_quantum_s=0.0, balance_delay_s=0.0,
+                   wake_wait_s=0.0, balance_delays_s=())
+
+
+def device_rates() -> dict[str, tuple[float, str]]:
+    """Device name (and aliases, lower case) -> (sustained FLOP/s, source)."""
+    raw = tomllib.loads((PRESETS_DIR / "devices.toml").read_text())
+    out = {}
+    for d in raw.get("device", []):
+        flops = d["flops"]
+        rate = parse_flop_rate(flops["value"])
+        for name in [d["name"], *d.get("aliases", [])]:
+            out[name.lower()] = (rate, f"devices table: {flops['source']}")
+    return out
+
+
+def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
+    """The workload's cost on the cluster's device, and a line saying how it was scaled."""
+    cost = model_cost(w)
+    device = cluster.device if cluster is not None else None
+    if device is None:
+        if w.device.lower() != "cpu":
+            raise ConfigError(f"workload {w.name} was measured on {w.device}, and the cluster's "
+                              "hosts have no accelerator: describe one ([device] in a cluster "
+                              "file, or a --preset)")
+        return cost, f"as measured on {w.device} ({w.threads} thread(s)); cores not scaled"
+    rates = device_rates()
+    same = w.device.lower() == device.name.lower() or (
+        w.device.lower() in rates and rates.get(device.name.lower()) == rates[w.device.lower()])
+    if same:
+        return cost, f"as measured on {w.device}"
+    if w.device_flops_per_s > 0:
+        source_rate, how = w.device_flops_per_s, "the workload's measured.device_flops"
+    elif w.device.lower() in rates:
+        source_rate, how = rates[w.device.lower()][0], "the devices table"
+    elif w.achieved_flops_per_s() > 0:
+        source_rate = w.achieved_flops_per_s()
+        how = "the FLOPs it reached there (the target's rated speed: an optimistic bound)"
+    else:
+        raise ConfigError(f"workload {w.name} was measured on {w.device}; to scale it to "
+                          f"{device.name}, give measured.device_flops or model.flops_per_sample")
+    factor = source_rate / device.flops_per_s
+    steps = tuple(replace(s, step_intercept_s=s.step_intercept_s * factor,
+                          step_s_per_sample=s.step_s_per_sample * factor) for s in cost.steps)
+    note = (f"scaled from {w.device} ({source_rate / 1e12:.3g} TFLOP/s, from {how}) to "
+            f"{device.name} ({device.flops_per_s / 1e12:.3g} TFLOP/s): x{factor:.3g}")
+    return replace(cost, steps=steps, eval_s_per_sample=cost.eval_s_per_sample * factor), note
+
+
+def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
+            workloads: list[tuple[ModelWorkload, str]] = ()) -> Machine:
+    """The profile to simulate with and where each of its numbers came from."""
+    rows = []
+    prof = on_hardware(profile, cluster) if cluster is not None else profile
+    models = {m.model: m for m in prof.models}
+    for w, path in workloads:
+        cost, how = scaled_cost(w, cluster)
+        models[w.name] = cost
+        origin = (f"workload file {path} ({w.provenance.get('source', 'numbers')}"
+                  + (f": {w.provenance['note_source']}" if w.provenance.get("note_source") else "")
+                  + ")")
+        rows.append({"quantity": f"{w.name}: step time", "value":
+                     f"{w.step_s * 1e3:.4g} ms per {w.batch_size} samples on {w.device}; {how}",
+                     "origin": origin})
+        rows.append({"quantity": f"{w.name}: tensors and backward split", "value":
+                     f"{w.params:,} parameters in {len(w.layers)} layers, backward "
+                     f"{w.backward_fraction:.0%} of a step, split by {w.shares_from()}",
+                     "origin": origin})
+    prof = replace(prof, models=tuple(models.values()))
+    rows += _cluster_rows(cluster)
+    rows += _profile_rows(profile, profile_origin, cluster, [w.name for w, _ in workloads])
+    return Machine(prof, tuple(rows))
+
+
+def _cluster_rows(cluster: Cluster | None) -> list[dict]:
+    if cluster is None:
+        return []
+    origin = cluster.name and f"preset {cluster.name}" or "user"
+    rows = []
+    for field, source in cluster.sources:
+        rows.append({"quantity": f"cluster {field}", "value": _value(cluster, field),
+                     "origin": source or origin})
+    if not cluster.sources:        # flags: every value is the user's
+        rows.append({"quantity": "cluster", "value": f"{cluster.hosts} host(s) x "
+                     f"{cluster.cores_per_host} " + ("devices" if cluster.device else "cores")
+                     + (f", link {format_rate(cluster.link.bandwidth_bytes_per_s)} "
+                        f"{cluster.link.latency_s * 1e6:g} us" if cluster.link else ""),
+                     "origin": "user (command line)"})
+    return rows
+
+
+def _value(cluster: Cluster, field: str) -> str:
+    hw = cluster.hardware
+    values = {"cluster.hosts": cluster.hosts, "cluster.cores_per_host": cluster.cores_per_host,
+              "cluster.devices_per_host": cluster.cores_per_host,
+              "cluster.placement": cluster.placement}
+    if cluster.link:
+        values["link.latency"] = f"{cluster.link.latency_s * 1e6:g} us"
+        values["link.bandwidth"] = "line rate (payload: " + \
+            format_rate(cluster.link.bandwidth_bytes_per_s) + ")"
+    if hw:
+        values.update({"link.nics": hw.nics, "nccl.channels": hw.channels,
+                       "nccl.call_latency": f"{hw.call_latency_s * 1e6:g} us",
+                       "topology.kind": hw.topology,
+                       "topology.oversubscription": hw.oversubscription})
+        if hw.device:
+            values["device.name"] = hw.device.name
+            values["device.flops"] = f"{hw.device.flops_per_s / 1e12:g} TFLOP/s"
+        if hw.intra:
+            values["intra.bandwidth"] = format_rate(hw.intra.bandwidth_bytes_per_s)
+            values["intra.latency"] = f"{hw.intra.latency_s * 1e6:g} us"
+    return str(values.get(field, "see the file"))
+
+
+def _profile_rows(profile: Profile, origin: str, cluster: Cluster | None,
+                  from_files: list[str]) -> list[dict]:
+    where = (f"profile {origin} (measured on {profile.provenance.host}, "
+             f"{profile.provenance.created_utc[:10]})")
+    rows = []
+    if cluster is None or cluster.device is None:
+        rows.append({"quantity": "core sharing, scheduler delays, shared-memory transports "
+                     "(gloo, mpi), server update", "value": "as measured", "origin": where})
+    else:
+        rows.append({"quantity": "parameter-server update (ps_* schemes only)",
+                     "value": "as measured on the profile's cores", "origin": where})
+    built_in = [m.model for m in profile.models if m.model not in from_files]
+    if built_in and (cluster is None or cluster.device is None):
+        rows.append({"quantity": "step times of the built-in models", "value":
+                     ", ".join(built_in), "origin": where})
+    return rows
+
+
+def provenance_line(rows) -> str:
+    """Which numbers came from where, in one line under a table: measured (profile or
+    workload file), preset (its name and the sections it gave), the user's."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        origin, quantity = r["origin"], r["quantity"]
+        if origin.startswith("preset "):
+            key = origin.split(":")[0]
+            name = quantity.replace("cluster ", "").split(".")[0]
+        elif origin.startswith("user"):
+            key, name = "user", quantity.replace("cluster ", "").split(".")[0]
+        else:
+            key = "measured"
+            name = quantity.split(":")[0] + (" (profile)" if origin.startswith("profile")
+                                             else " (workload file)")
+        if name not in groups.setdefault(key, []):
+            groups[key].append(name)
+    return "numbers: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items())
+
+
+def workload_path_name(path: str) -> str:
+    return Path(path).name

@@ -1,0 +1,171 @@
+"""Run one prediction: one scheme, P workers, a workload, a cluster, a profile, a seed.
+
+``simulate(...) -> Result`` is the whole public entry point. It checks the
+inputs (``ConfigError`` names the bad value), derives the ``Plan``, and runs
+either the SimPy model (``engine="des"``: hosts, workers, network, server as
+simulated resources) or, for synchronous schemes with analytic communication,
+the vectorised fast path (``engine="fast"``, see ``engine.fast``) which computes
+the same thing without one event per message. ``engine="auto"`` picks the
+fast path where it is exact (and for ``ddp`` only where no host is oversubscribed).
+
+Imports: numpy, simulator.contracts, simulator.model (config, schemes, workload), engine
+(des, fast, placement, result).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import Cluster, calibrated_cluster
+from simulator.contracts.profile import Profile, ProfileError
+from simulator.contracts.workload import Workload
+from simulator.engine.des import simulate_des
+from simulator.engine.fast import FAST_SCHEMES, simulate_fast
+from simulator.engine.fidelity import auto_fidelity
+from simulator.engine.machine import on_hardware, resolve_backend
+from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.result import Result
+from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.fabric import make_routes
+from simulator.model.schemes import SCHEMES, Scheme
+from simulator.model.workload import Plan, ddp_buckets, draw_step_times, ready_layers, speed_factors
+
+
+def resolve_scheme(scheme: str | SchemeConfig) -> tuple[Scheme, SchemeConfig]:
+    cfg = scheme if isinstance(scheme, SchemeConfig) else SchemeConfig(name=scheme)
+    if cfg.name not in SCHEMES:
+        raise ConfigError(f"unknown scheme {cfg.name!r} (choose from {', '.join(SCHEMES)})")
+    return SCHEMES[cfg.name], cfg
+
+
+def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
+              profile: Profile) -> Plan:
+    model = _model(profile, workload.model)
+    shm = profile.transport(spec.backend)
+    grad = 2.0 if cfg.compression == "fp16" else model.bytes_per_param
+    return Plan(
+        workers=workers,
+        iterations=workload.iterations_per_worker(workers),
+        worker_ranks=tuple(range(workers)),
+        param_count=model.param_count,
+        tensor_bytes=tuple(int(grad * c) for c in model.tensor_counts) or (model.grad_bytes,),
+        backward_fraction=model.backward_fraction,
+        buckets=ddp_buckets(model, cfg.bucket_bytes, grad),
+        avg_every=cfg.avg_every,
+        algorithm=cfg.algorithm,
+        # hogwild: each update reads and writes the shared weights once more
+        hogwild_update_s=2 * model.grad_bytes * shm.beta_s_per_byte,
+        server_rank=workers if spec.extra_rank else None,
+        mix_s=profile.server.update_s(model.param_count),   # v <- (1 - a) v + a w: one update
+        bytes_per_param=model.bytes_per_param,
+        grad_bytes_per_param=grad,
+        gradient_algorithm="ring" if spec.backend == "gloo" else cfg.algorithm,
+        layers=ready_layers(model, grad),
+        fusion_bytes=cfg.fusion_bytes,
+        cycle_s=cfg.cycle_s,
+        negotiation_s=cfg.negotiation_s,
+    )
+
+
+def _model(profile: Profile, name: str):
+    try:
+        return profile.model(name)
+    except ProfileError as e:
+        raise ConfigError(str(e)) from None
+
+
+def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
+    """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
+    ranks = workers + (1 if spec.extra_rank else 0)  # the parameter server is a rank too
+    per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
+    return max(1, cluster.cores_per_host // int(per_host))
+
+
+def check(spec: Scheme, workers: int, cluster: Cluster) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer of at least 1 (got {workers!r})")
+    if spec.single_worker and workers != 1:
+        raise ConfigError(f"scheme {spec.name!r} runs on exactly 1 worker (got {workers})")
+    if spec.single_host and cluster.hosts > 1:
+        raise ConfigError(f"scheme {spec.name!r} needs shared memory on one host, "
+                          f"but the cluster has {cluster.hosts} hosts")
+
+
+def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Workload(),
+             cluster: Cluster | None = None, profile: Profile | None = None, seed: int = 0,
+             heterogeneity: Heterogeneity = Heterogeneity(), trace: bool = False,
+             schedule: bool = False, eval_every: int = 0) -> Result:
+    """Predict one run of ``scheme`` on ``workers`` workers. See ``Result`` for the fields.
+
+    ``schedule=True`` also keeps the update schedule (``Result.schedule``, the events of
+    ``contracts.schedule``; SimPy engine only) with an evaluation point every
+    ``eval_every`` iterations of the evaluating worker and at every epoch end.
+    """
+    if profile is None:
+        from simulator.contracts.profile import load_default
+        profile = load_default()
+    spec, cfg = resolve_scheme(scheme)
+    cluster = cluster or calibrated_cluster(profile.cores)
+    spec = resolve_backend(spec, cfg, cluster)
+    profile = on_hardware(profile, cluster)
+    check(spec, workers, cluster)
+    if workload.threads_per_worker is None:
+        workload = replace(workload, threads_per_worker=default_threads(spec, cluster, workers))
+    plan = make_plan(spec, cfg, workers, workload, profile)
+    if cfg.fidelity == "auto":        # (the fast engine, asked for, is analytic)
+        cfg = replace(cfg, fidelity="analytic" if cfg.engine == "fast"
+                      else _auto(spec, plan, cluster, profile))
+    fit = _model(profile, workload.model).step_fit(workload.threads_per_worker)
+    speeds = speed_factors(workers, heterogeneity, seed)
+    steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
+             for r in range(workers)]
+    if schedule and cfg.engine == "fast":
+        raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
+    if eval_every < 0:
+        raise ConfigError(f"eval_every must be at least 0 (got {eval_every})")
+    if not schedule and _use_fast(spec, cfg, cluster, workers, workload, profile, trace):
+        return simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, np.array(steps))
+    return simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                        steady=not oversubscribed(spec, cluster, workers, workload),
+                        eval_every=eval_every if schedule else None)
+
+
+def _auto(spec: Scheme, plan: Plan, cluster: Cluster, profile: Profile) -> str:
+    placement = placement_of_ranks(spec, cluster, plan.workers)
+    routes = make_routes(placement, cluster, profile.transport(spec.backend),
+                    handoffs(spec, cluster, placement, plan.workers, profile))
+    return auto_fidelity(spec.name, plan, routes)
+
+
+def oversubscribed(spec: Scheme, cluster: Cluster, workers: int, workload: Workload) -> bool:
+    """Whether some pool of cores has more threads to run than cores (the server too)."""
+    pools = np.bincount([cluster.core_pool_of(h)
+                         for h in placement_of_ranks(spec, cluster, workers)])
+    return int(pools.max()) * workload.threads_per_worker > cluster.cores_per_host
+
+
+def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
+    if cfg.engine == "des" or trace:
+        return False
+    ok = spec.synchronous and cfg.fidelity == "analytic" and spec.name in FAST_SCHEMES
+    if cfg.engine == "fast" and not ok:
+        raise ConfigError(f"the fast path runs synchronous schemes with analytic communication "
+                          f"only, not {spec.name!r} with {cfg.fidelity!r}")
+    if spec.name in ("ddp", "horovod") and cfg.engine == "auto":
+        per_host = int(max(np.bincount([cluster.core_pool_of(h)
+                                        for h in cluster.placement_of(workers)])))
+        ok = ok and per_host * workload.threads_per_worker <= cluster.cores_per_host and all(
+            profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
+        # the buckets' CPU (cpu_fraction) and their woken threads (wake_wait_s) share the
+        # cores with the backward still running
+        ok = ok and (workers == 1 or (profile.transport(spec.backend).cpu_fraction == 0
+                                      and profile.wake_wait_s == 0))
+    # the fast path shares cores as a fluid: per-core queues need events once oversubscribed
+    if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
+        per_pool = max(np.bincount([cluster.core_pool_of(h)
+                                    for h in placement_of_ranks(spec, cluster, workers)]))
+        ok = ok and (per_pool <= cluster.cores_per_host or cfg.engine == "fast")
+
+    return ok

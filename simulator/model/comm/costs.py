@@ -1,0 +1,276 @@
+"""What a collective costs on a given placement: the closed forms with the links' sharing.
+
+The contention-free closed forms (``contracts.closed_forms``) price every
+step at one path's alpha and beta. On a cluster, the messages of one step
+share resources: each host's NIC (one egress and one ingress of the link's
+bandwidth) and each rank's shared-memory endpoints (``model.network``). When
+the messages of a step have the same size ``s`` and start together, max-min
+sharing gives a message through a resource crossed by ``k`` of them at most
+``C / k``, and the busiest resource is full until its last message is through,
+so a step takes::
+
+    t_step = max over messages m [ latency(m) + handoff(dst m)
+                                   + s * max over resources r on m's path (k_r / C_r) ]
+
+(``k_r`` counts each message through r once, and each message whose TCP
+acknowledgements come back through r ``Link.ack_share`` times.)
+
+plus the reduction of what it received (``gamma * bytes``). A collective is
+the sum of its steps (``ring``: 2(P-1) identical ones; recursive doubling and
+Rabenseifner: a fold, log2 rounds, an unfold; release/gather: tree levels;
+gather/scatter: one step through the root's port; binomial broadcast: log2
+rounds). With every rank on its own host and one path this is exactly the
+contention-free closed form; ``collectives`` sends the same messages one by
+one, and the tests check that both agree.
+
+Imports: simulator.contracts.closed_forms, model.network (and, to price a collective
+that leaves lock step, SimPy and model.comm.message).
+"""
+from __future__ import annotations
+
+import math
+
+from simulator.contracts.closed_forms import (
+    RELEASE_GATHER_BCAST_RADIX,
+    RELEASE_GATHER_REDUCE_RADIX,
+    choose_allreduce,
+)
+from simulator.model.network import Routes
+
+
+def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
+                      gamma_s_per_byte: float, algorithm: str = "ring", root: int = 0) -> float:
+    """Time of one collective among ``ranks`` once all have arrived (no library extras);
+    ``root`` is the index in ``ranks`` of a gather's, scatter's or broadcast's root."""
+    if len(ranks) <= 1:
+        return 0.0
+    if kind == "allreduce":
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+    if kind == "allreduce" and algorithm == "ring":
+        return _ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
+    if kind == "allreduce" and algorithm == "tree":     # self-timed rounds: simulate them
+        if len(ranks) > TREE_SIMULATED_UP_TO:
+            return tree_rounds_s(ranks, n_bytes, routes)
+        return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    t = _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    if t is None:                  # steps overlap: price the messages by simulating them
+        return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    return t
+
+
+def in_lock_step(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
+                 algorithm: str = "ring", root: int = 0) -> bool:
+    """Whether every step of the collective runs in lock step on this placement, so that
+    all ranks meet and leave together and a barrier plus the closed form is the message
+    model (a ring always: its slowest hop paces every rank)."""
+    if len(ranks) <= 1:
+        return True
+    if kind == "allreduce":
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+        if algorithm == "ring":
+            return True
+        if algorithm == "tree":     # priced alone, message by message: its ranks leave
+            return True             # a little apart, and the next call waits for all
+    return _lock_step_s(kind, ranks, n_bytes, routes, 0.0, algorithm, root) is not None
+
+
+def _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root):
+    """Per-rank clocks through the steps; None as soon as a step is not in lock step."""
+    ready = dict.fromkeys(ranks, 0.0)
+    last_end = 0.0
+    for pairs, size, reduced, blocking in _steps(kind, algorithm, ranks, n_bytes, root, routes):
+        last_end = _advance(ready, pairs, size, gamma_s_per_byte * reduced, blocking, routes,
+                            last_end)
+        if last_end is None:
+            return None
+    return max(ready.values())
+
+
+def _ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) -> float:
+    """2(P-1) identical steps; a rank moves on when its left neighbour's chunk is in, so
+    the slowest hop sets every step's pace: ``2(P-1) * max hop + (P-1) * gamma * n / P``."""
+    p = len(ranks)
+    pairs = tuple((ranks[i], ranks[(i + 1) % p]) for i in range(p))
+    hop_s = max(message_times_s(pairs, n_bytes / p, routes))
+    return 2 * (p - 1) * hop_s + (p - 1) * gamma_s_per_byte * n_bytes / p
+
+
+TREE_SIMULATED_UP_TO = 128      # ranks: larger trees are priced by their rounds
+
+
+def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:
+    """NCCL's double binary tree on this placement, round by round, each round paced by
+    its slowest message (``closed_forms.tree_rounds``). Exact where the rounds stay in
+    lock step (a power of two of ranks with uniform paths); otherwise ranks run ahead of
+    a round in the message model and this is an upper bound (within 10% in the tests).
+    Used above ``TREE_SIMULATED_UP_TO`` ranks, where simulating every size is slow."""
+    from simulator.contracts.closed_forms import tree_chunks, tree_rounds
+    k = tree_chunks(n_bytes)
+    chunk = n_bytes / 2 / k
+    total = 0.0
+    for _kind, pairs in tree_rounds(len(ranks), k):
+        total += max(message_times_s(tuple((ranks[a], ranks[b]) for a, b in pairs), chunk,
+                                     routes))
+    return total
+
+
+def message_times_s(pairs, size: float, routes: Routes) -> list[float]:
+    """How long each message of one step takes when all of them move at once: its path's
+    latency, the receiver's hand-off, and its bytes at the busiest resource's share."""
+    load: dict = {}
+    paths = []
+    for src, dst in pairs:
+        latency_s, resources = routes.path(src, dst)
+        acks = routes.acks(src, dst)           # TCP's ACKs: a share of the reverse directions
+        share = routes.link.ack_share if acks else 0.0
+        paths.append((latency_s + routes.handoff_s[dst], resources + acks))
+        for key, _capacity in resources:
+            load[key] = load.get(key, 0) + 1
+        for key, _capacity in acks:
+            load[key] = load.get(key, 0) + share
+    floor = 1.0 / routes.flow_cap if routes.flow_cap else 0.0     # a message's own cap
+    return [latency_s + size * max(max((load[key] / cap for key, cap in resources),
+                                       default=0.0), floor if resources else 0.0)
+            for latency_s, resources in paths]
+
+
+def _advance(ready: dict, pairs, size: float, reduce_s: float, blocking: bool,
+             routes: Routes, last_end: float) -> float | None:
+    """Per-rank clocks through one step: a message moves once its sender has it and its
+    receiver is there (rendezvous); the receiver then adds it up; a blocking sender waits
+    until it is delivered. Returns when the step's last message lands, or None if the
+    step does not run in lock step (its messages start at different times, or before
+    the previous step's have landed): then the loads it counted are not the real ones."""
+    before = dict(ready)
+    starts, end_s = set(), 0.0
+    for (src, dst), took_s in zip(pairs, message_times_s(pairs, size, routes)):
+        start = max(before[src], before[dst])
+        starts.add(start)
+        end = start + took_s
+        end_s = max(end_s, end)
+        ready[dst] = max(ready[dst], end + reduce_s)
+        if blocking:
+            ready[src] = max(ready[src], end)
+    if len(starts) > 1 or (starts and min(starts) < last_end * (1 - 1e-12)):
+        return None
+    return end_s
+
+
+def simulated_alone_s(kind: str, ranks, n_bytes: float, routes: Routes,
+                      gamma_s_per_byte: float, algorithm: str, root: int) -> float:
+    """The collective's messages over the simulated links, with nothing else in flight."""
+    import simpy
+
+    from simulator.contracts.profile import Transport
+    from simulator.model.comm import collectives
+    from simulator.model.comm.message import MessageComm
+    from simulator.model.recorder import Recorder
+
+    env = simpy.Environment()
+    shm = routes.shm
+    comm = MessageComm(env, routes, Transport(shm.backend, shm.alpha_s, shm.beta_s_per_byte,
+                                              gamma_s_per_byte), Recorder(routes.placement))
+    run = {"allreduce": lambda i: collectives.ALLREDUCE[algorithm](comm, ranks, i, n_bytes, 0),
+           "gather": lambda i: collectives.gather(comm, ranks, i, n_bytes, 0, root),
+           "scatter": lambda i: collectives.scatter(comm, ranks, i, n_bytes, 0, root),
+           "bcast": lambda i: collectives.binomial_bcast(comm, ranks, i, n_bytes, 0, root)}[kind]
+    for i in range(len(ranks)):
+        env.process(run(i))
+    env.run()
+    return env.now
+
+
+def _steps(kind: str, algorithm: str, ranks, n: float, root: int = 0, routes=None):
+    """(pairs, bytes per message, bytes each receiver reduces, senders block) per step,
+    as ``collectives`` sends them."""
+    p = len(ranks)
+    if kind == "allreduce":
+        if algorithm == "release_gather":
+            return _release_gather(ranks, n)
+        if algorithm == "hierarchical":
+            return _hierarchical(ranks, n, routes)
+        return _power_of_two(ranks, n, algorithm)
+    ranks = tuple(ranks[root:]) + tuple(ranks[:root])     # the root first
+    root = ranks[0]
+    if kind == "gather":
+        return [(tuple((r, root) for r in ranks[1:]), n, 0.0, True)]
+    if kind == "scatter":
+        return [(tuple((root, r) for r in ranks[1:]), n, 0.0, True)]
+    if kind == "bcast":
+        rounds, mask = [], 1 << (math.ceil(math.log2(p)) - 1)
+        while mask >= 1:                   # binomial tree from index 0, largest distance first
+            pairs = tuple((ranks[i], ranks[i + mask]) for i in range(0, p, 2 * mask)
+                          if i + mask < p)
+            rounds.append((pairs, n, 0.0, True))
+            mask >>= 1
+        return rounds
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def _power_of_two(ranks, n: float, algorithm: str):
+    """Recursive doubling or Rabenseifner, with MPICH's fold for P not a power of two."""
+    p = len(ranks)
+    q = 1 << (p.bit_length() - 1)
+    rem = p - q
+    member = [ranks[2 * j + 1] if j < rem else ranks[j + rem] for j in range(q)]
+    fold = tuple((ranks[i], ranks[i + 1]) for i in range(0, 2 * rem, 2))
+    steps = [(fold, n, n, True)] if rem else []
+    masks = [1 << k for k in range(q.bit_length() - 1)]
+    exchange = lambda mask: tuple((member[j], member[j ^ mask]) for j in range(q))  # noqa: E731
+    if algorithm == "recursive_doubling":
+        steps += [(exchange(mask), n, n, False) for mask in masks]
+    else:                                  # halving, then doubling
+        size = n
+        for mask in reversed(masks):
+            size /= 2
+            steps.append((exchange(mask), size, size, False))
+        for mask in masks:
+            steps.append((exchange(mask), size, 0.0, False))
+            size *= 2
+    if rem:
+        steps.append((tuple((b, a) for a, b in fold), n, 0.0, True))
+    return steps
+
+
+def _hierarchical(ranks, n: float, routes: Routes):
+    """Rings inside every host at once (reduce-scatter), rings across hosts of the ranks
+    with the same place on their hosts at once (allreduce of n / L), rings inside every
+    host again (allgather)."""
+    from simulator.model.comm.collectives import host_groups
+    groups, even = host_groups(routes.placement, ranks)
+    if not even:
+        raise ValueError("hierarchical allreduce needs as many ranks on every host")
+    local, hosts = len(groups[0]), len(groups)
+    inside = tuple((g[i], g[(i + 1) % local]) for g in groups for i in range(local))
+    across = [[g[i] for g in groups] for i in range(local)]
+    ring = tuple((a[j], a[(j + 1) % hosts]) for a in across for j in range(hosts))
+    part = n / local
+    steps = [(inside, part, part, False)] * (local - 1) if local > 1 else []
+    if hosts > 1:
+        steps += [(ring, part / hosts, part / hosts, False)] * (hosts - 1)
+        steps += [(ring, part / hosts, 0.0, False)] * (hosts - 1)
+    steps += [(inside, part, 0.0, False)] * (local - 1) if local > 1 else []
+    return steps
+
+
+def _release_gather(ranks, n: float):
+    """Reduce up a radix-4 tree, level by level from the leaves; release down a radix-64 one."""
+    p, kr, kb = len(ranks), RELEASE_GATHER_REDUCE_RADIX, RELEASE_GATHER_BCAST_RADIX
+    steps = []
+    for level in reversed(_levels(p, kr)):
+        pairs = tuple((ranks[c], ranks[(c - 1) // kr]) for c in level)
+        children = max(sum(1 for c in level if (c - 1) // kr == parent)
+                       for parent in {(c - 1) // kr for c in level})
+        steps.append((pairs, n, children * n, False))
+    for level in _levels(p, kb):
+        steps.append((tuple((ranks[(c - 1) // kb], ranks[c]) for c in level), n, 0.0, True))
+    return steps
+
+
+def _levels(p: int, k: int) -> list[list[int]]:
+    """Indices of a k-ary tree of p ranks by depth (root excluded): [[1..k], [k+1..], ...]."""
+    levels, first, width = [], 1, k
+    while first < p:
+        levels.append(list(range(first, min(p, first + width))))
+        first, width = first + width, width * k
+    return levels

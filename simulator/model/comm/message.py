@@ -1,0 +1,96 @@
+"""The message fidelity: a collective is the messages of its algorithm.
+
+Every message crosses the simulated ``Network`` (``comm.collectives`` says
+which messages each algorithm sends), so links, NICs and the ports of roots
+are shared and congestion emerges.
+
+Imports: SimPy, model.comm (base, collectives), model.network.
+"""
+from __future__ import annotations
+
+import simpy
+
+from simulator.model.comm import collectives
+from simulator.model.comm.base import Comm
+from simulator.model.network import Network
+
+
+class MessageComm(Comm):
+    """Every message of every algorithm crosses the simulated network."""
+
+    def __init__(self, env, routes, transport, recorder):
+        super().__init__(env, routes, transport, recorder)
+        self.network = Network(env, routes)
+        self._sends: dict[tuple, tuple] = {}
+        self._recvs: dict[tuple, simpy.Event] = {}
+
+    def transfer(self, src, dst, n_bytes):
+        moved = self.network.transfer(src, dst, n_bytes)
+        extra_s = self._rendezvous_s(dst, n_bytes) if src != dst else 0.0
+        if extra_s <= 0:
+            return moved
+        arrived = self.env.event()
+        moved.callbacks.append(
+            lambda _ev: self.env.timeout(extra_s).callbacks.append(arrived.trigger))
+        return arrived
+
+    # point to point with matching, for the algorithms in ``collectives``.
+    # Rendezvous: a message moves once its receive is posted, so a rank that is
+    # still busy with an earlier step does not get its port shared; between
+    # hosts, the first ``Routes.eager_bytes`` of it cross at once into the
+    # kernel's socket buffers (TCP does not wait for the application).
+    def isend(self, src, dst, n_bytes, tag):
+        """Event: delivered (the receive posted and every byte arrived)."""
+        key = (dst, src, tag)
+        delivered = self.env.event()
+        received = self._recvs.pop(key, None)
+        if received is not None:
+            self._move(src, dst, n_bytes, delivered, received)
+            return delivered
+        eager = min(n_bytes, self.routes.eager_bytes(src, dst))
+        ahead = self.network.transfer(src, dst, eager) if eager > 0 else None
+        self._sends[key] = (n_bytes, delivered, ahead, eager)
+        return delivered
+
+    def recv(self, dst, src, tag):
+        """Event: the message from ``src`` with ``tag`` has arrived at ``dst``."""
+        key = (dst, src, tag)
+        received = self.env.event()
+        send = self._sends.pop(key, None)
+        if send is None:
+            self._recvs[key] = received
+            return received
+        n_bytes, delivered, ahead, eager = send
+        if ahead is None:
+            self._move(src, dst, n_bytes, delivered, received)
+        else:                       # the rest follows what crossed ahead, from now on
+            def rest(_ev):
+                if n_bytes > eager:
+                    self._move(src, dst, n_bytes - eager, delivered, received)
+                else:               # all of it is there already
+                    delivered.succeed()
+                    received.succeed()
+            if ahead.processed:
+                rest(ahead)
+            else:
+                ahead.callbacks.append(rest)
+        return received
+
+    def _move(self, src, dst, n_bytes, delivered, received):
+        def arrive(_ev):
+            delivered.succeed()
+            received.succeed()
+        self.network.transfer(src, dst, n_bytes).callbacks.append(arrive)
+
+    def _run(self, kind, rank, ranks, i, n_bytes, root, algorithm, key, is_last):
+        tag = key
+        if kind == "allreduce":
+            yield from collectives.ALLREDUCE[algorithm](self, ranks, i, n_bytes, tag)
+        elif kind == "gather":
+            yield from collectives.gather(self, ranks, i, n_bytes, tag, root)
+        elif kind == "scatter":
+            yield from collectives.scatter(self, ranks, i, n_bytes, tag, root)
+        elif kind == "bcast":
+            yield from collectives.binomial_bcast(self, ranks, i, n_bytes, tag, root)
+        else:
+            raise ValueError(f"unknown collective {kind!r}")

@@ -1,0 +1,82 @@
+"""Routes of accelerator hosts and two-level networks (``FabricRoutes``).
+
+``network.Routes`` knows one NIC per host on a non-blocking switch and shared
+memory inside a host. A cluster with ``Hardware`` adds:
+
+* inside a host, the link between devices (NVLink, PCIe): a message between two
+  devices of a host crosses the sender's port out and the receiver's port in,
+  each of the intra link's bandwidth, after its latency;
+* several NICs per host: rank r (the k-th of its host) uses NIC ``k mod nics``
+  of its host, both ways;
+* a two-tier tree: hosts sit ``hosts_per_leaf`` to a leaf switch; a message
+  between leaves also crosses its leaf's uplink and the other leaf's downlink,
+  each of ``hosts_per_leaf * nics * bandwidth / oversubscription``;
+* NCCL's channels: a collective split over ``channels`` rings moves each part
+  at most at ``channel_bytes_per_s``; the parts of one message cross the same
+  resources, so together they are one flow of at most ``channels *
+  channel_bytes_per_s`` (``flow_cap``; 0 = no cap).
+
+The resources are the same kind ``network.Network`` shares max-min fairly and
+``comm.costs`` counts per step, so both fidelities see them.
+Imports: ``simulator.contracts`` and ``model.network``.
+"""
+from __future__ import annotations
+
+from simulator.contracts.cluster import Cluster
+from simulator.contracts.profile import Transport
+from simulator.model.network import Routes
+
+
+class FabricRoutes(Routes):
+    """Routes over the devices, NICs and switches a cluster's ``Hardware`` describes."""
+
+    def __init__(self, placement: tuple[int, ...], cluster: Cluster, shm: Transport,
+                 handoff_s: tuple[float, ...] | None = None):
+        super().__init__(placement, cluster.link, shm, handoff_s)
+        hw = cluster.hardware
+        self.hardware = hw
+        self.intra = hw.intra
+        local, seen = [], {}
+        for host in placement:
+            local.append(seen.get(host, 0))
+            seen[host] = local[-1] + 1
+        self.nic_of = tuple(k % hw.nics for k in local)
+        if hw.topology == "two_tier" and cluster.link is not None:
+            self.uplink_bytes_per_s = (hw.hosts_per_leaf * hw.nics
+                                       * cluster.link.bandwidth_bytes_per_s / hw.oversubscription)
+        self.flow_cap = hw.channels * hw.channel_bytes_per_s
+
+    def params(self, src: int, dst: int) -> tuple[float, float]:
+        latency_s, resources = self.path(src, dst)
+        slowest = min((c for _k, c in resources), default=0.0)
+        return latency_s + self.handoff_s[dst], (1.0 / slowest if slowest else 0.0)
+
+    def path(self, src: int, dst: int):
+        hs, hd = self.placement[src], self.placement[dst]
+        if hs == hd or self.link is None:
+            if self.intra is None:
+                return super().path(src, dst)
+            bw = self.intra.bandwidth_bytes_per_s
+            return self.intra.latency_s, ((("dev_out", src), bw), (("dev_in", dst), bw))
+        bw = self.link.bandwidth_bytes_per_s
+        hops = [(("nic_out", hs, self.nic_of[src]), bw), (("nic_in", hd, self.nic_of[dst]), bw)]
+        leaf_s, leaf_d = self.hardware.leaf_of(hs), self.hardware.leaf_of(hd)
+        if leaf_s != leaf_d:
+            up = self.uplink_bytes_per_s
+            hops += [(("leaf_up", leaf_s), up), (("leaf_down", leaf_d), up)]
+        return self.link.latency_s, tuple(hops)
+
+    def group_params(self, ranks: tuple[int, ...]) -> tuple[float, float]:
+        """The slowest path's (alpha, beta) when ``ranks`` talk among themselves."""
+        pairs = [(a, b) for a in ranks[:2] for b in ranks if a != b] or [(ranks[0], ranks[0])]
+        params = [self.params(a, b) for a, b in pairs]
+        return max(a for a, _ in params), max(b for _, b in params)
+
+
+def make_routes(placement: tuple[int, ...], cluster: Cluster, shm: Transport,
+                handoff_s: tuple[float, ...] | None = None) -> Routes:
+    """Plain ``Routes`` for cores and one link per host; ``FabricRoutes`` where the
+    cluster describes accelerators, NICs or a topology."""
+    if cluster.hardware is None:
+        return Routes(placement, cluster.link, shm, handoff_s)
+    return FabricRoutes(placement, cluster, shm, handoff_s)

@@ -1,0 +1,141 @@
+"""Links and messages between ranks.
+
+Between hosts: each host has one full-duplex NIC (an egress and an ingress
+resource of ``bandwidth_bytes_per_s`` each) on a non-blocking switch; a message
+from host a to host b is a flow over ``a.out`` and ``b.in``, followed by the
+link latency (propagation, like SimPy's ``Cable``)::
+
+    t_msg(n) = latency_s + n / bandwidth_bytes_per_s          (alone on the link)
+
+Inside a host: shared memory with the profile's transport of the backend; each
+process has its own copy endpoint (``out`` and ``in`` of ``1 / beta_s_per_byte``
+bytes/s), so a ring is contention free while a root receiving from many is not::
+
+    t_msg(n) = alpha_s + beta_s_per_byte * n                  (alone on the endpoint)
+
+Messages that share a resource share its capacity max-min fairly (``fluid``):
+an incast at a server and a congested NIC slow down by themselves. A message
+to a rank on an oversubscribed host also waits for the receiver's turn on a
+core (``handoff_s`` per rank, from ``timeslice``), added to its latency.
+
+Imports: SimPy, simulator.contracts (cluster, profile), model.fluid.
+"""
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from simulator.contracts.cluster import Link
+from simulator.contracts.profile import Transport
+from simulator.model.fluid import FluidShare, Resource
+
+
+class Routes:
+    """Who is where and what a message between two ranks costs when nothing contends."""
+
+    flow_cap = 0.0      # bytes/s one message may use at most (0: no cap; ``model.fabric``)
+
+    def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport,
+                 handoff_s: tuple[float, ...] | None = None):
+        self.placement = placement
+        self.link = link
+        self.shm = shm
+        self.handoff_s = handoff_s or (0.0,) * len(placement)    # per receiving rank
+
+    def params(self, src: int, dst: int) -> tuple[float, float]:
+        """(alpha_s, beta_s_per_byte) of the path src -> dst."""
+        if self.placement[src] == self.placement[dst] or self.link is None:
+            return self.shm.alpha_s + self.handoff_s[dst], self.shm.beta_s_per_byte
+        return self.link.latency_s + self.handoff_s[dst], 1.0 / self.link.bandwidth_bytes_per_s
+
+    def path(self, src: int, dst: int) -> tuple[float, tuple[tuple[tuple, float], ...]]:
+        """(latency_s, resources) of a message src -> dst: between hosts the link's latency
+        and the two hosts' NIC directions; inside a host the transport's alpha and the two
+        ranks' shared-memory endpoints. A resource is (key, capacity in bytes/s)."""
+        hs, hd = self.placement[src], self.placement[dst]
+        if hs != hd and self.link is not None:
+            bw = self.link.bandwidth_bytes_per_s
+            return self.link.latency_s, ((("nic_out", hs), bw), (("nic_in", hd), bw))
+        if self.shm.beta_s_per_byte <= 0:
+            return self.shm.alpha_s, ()
+        bw = 1.0 / self.shm.beta_s_per_byte
+        return self.shm.alpha_s, ((("shm_out", src), bw), (("shm_in", dst), bw))
+
+    def acks(self, src: int, dst: int) -> tuple[tuple[tuple, float], ...]:
+        """The resources the ACKs of a message src -> dst load, at ``Link.ack_share`` of
+        its rate: the reverse directions of the two hosts' NICs (none in shared memory)."""
+        hs, hd = self.placement[src], self.placement[dst]
+        if hs == hd or self.link is None or self.link.ack_share <= 0:
+            return ()
+        bw = self.link.bandwidth_bytes_per_s
+        return ((("nic_out", hd), bw), (("nic_in", hs), bw))
+
+    def eager_bytes(self, src: int, dst: int) -> float:
+        """How much of a message src -> dst crosses before its receive is posted: the
+        kernel's socket buffers between hosts (``Link.socket_buffer_bytes``); none in
+        shared memory."""
+        if self.link is None or self.placement[src] == self.placement[dst]:
+            return 0.0
+        return self.link.socket_buffer_bytes
+
+    def one_host(self, ranks: tuple[int, ...]) -> bool:
+        """Whether ``ranks`` all live on one host (MPI then reduces in shared memory)."""
+        return len({self.placement[r] for r in ranks}) <= 1
+
+    def group_params(self, ranks: tuple[int, ...]) -> tuple[float, float]:
+        """The slowest path's (alpha, beta) when ``ranks`` talk among themselves."""
+        wait_s = max(self.handoff_s[r] for r in ranks)
+        if self.one_host(ranks) or self.link is None:
+            return self.shm.alpha_s + wait_s, self.shm.beta_s_per_byte
+        a, b = self.link.latency_s, 1.0 / self.link.bandwidth_bytes_per_s
+        return max(a, self.shm.alpha_s) + wait_s, max(b, self.shm.beta_s_per_byte)
+
+
+class Network:
+    """Point-to-point messages as flows over NICs and shared-memory endpoints."""
+
+    def __init__(self, env: simpy.Environment, routes: Routes):
+        self.env = env
+        self.routes = routes
+        self._fluid = FluidShare(env)
+        self._resources: dict[tuple, Resource] = {}
+        self._paths: dict[tuple, tuple] = {}     # (src, dst) -> _route(src, dst)
+        self.bytes_sent = [0.0] * len(routes.placement)
+
+    def _resource(self, key: tuple, capacity: float) -> Resource:
+        r = self._resources.get(key)
+        if r is None:
+            r = self._resources[key] = Resource(f"{key[0]}{key[1]}", capacity)
+        return r
+
+    def _route(self, src: int, dst: int) -> tuple[float, tuple, tuple | None]:
+        """(latency_s, resources, weights) of a message: its path, then the reverse
+        directions TCP's ACKs load, at ``ack_share`` of a payload byte (None: no ACKs)."""
+        latency_s, path = self.routes.path(src, dst)
+        acks = self.routes.acks(src, dst)
+        weights = ((1.0,) * len(path) + (self.routes.link.ack_share,) * len(acks)
+                   if acks else None)
+        return (latency_s + self.routes.handoff_s[dst],
+                tuple(self._resource(k, c) for k, c in path + acks), weights)
+
+    def transfer(self, src: int, dst: int, n_bytes: float):
+        """Event that fires when ``n_bytes`` from ``src`` have arrived at ``dst``."""
+        env = self.env
+        delivered = env.event()
+        if src == dst:
+            return delivered.succeed()
+        self.bytes_sent[src] += n_bytes
+        route = self._paths.get((src, dst))
+        if route is None:                  # (the routes do not change: once per pair)
+            route = self._paths[src, dst] = self._route(src, dst)
+        latency_s, path, weights = route
+        if path and n_bytes > 0:
+            sent = self._fluid.transfer(n_bytes, path, self.routes.flow_cap or math.inf, weights)
+        else:
+            sent = env.timeout(0)
+
+        def propagate(_ev):       # (``trigger``: succeeds ``delivered`` as the timeout did)
+            env.timeout(latency_s).callbacks.append(delivered.trigger)
+        sent.callbacks.append(propagate)
+        return delivered

@@ -1,0 +1,111 @@
+"""Gradient-synchronous schemes built on collectives: every rank meets every iteration.
+
+* ``gather_scatter`` (gloo): rank 0 gathers the gradients, adds them up
+  (``gamma * (P-1) * grad_bytes``) and scatters the mean back.
+* ``allreduce`` (gloo or nccl): one allreduce per parameter tensor, as the loop
+  over ``model.parameters()`` in ``real/schemes/allreduce.py`` (``tensor_param_counts``).
+* ``mpi_allreduce`` (MPI): one allreduce of the flat gradient buffer with the
+  configured algorithm (``auto`` picks like MPICH).
+* ``ddp`` (gloo or nccl): gradients in buckets of ``bucket_bytes`` in reverse
+  layer order; a bucket's allreduce starts as soon as the backward of its
+  layers is done and the previous bucket's allreduce is over, overlapping the
+  rest of the backward. The step is split as ``(1 - backward_fraction)``
+  forward and update, then the backward in bucket-sized pieces (each layer's
+  share of the backward from the workload: measured, by FLOPs or by
+  parameters).
+
+Gradients travel as ``plan.grad_bytes_per_param`` bytes per element (2 with
+fp16 compression) with the library's allreduce (``plan.gradient_algorithm``).
+
+Imports: model.schemes.base.
+"""
+from __future__ import annotations
+
+from simulator.model.schemes.base import Setup, train_step
+
+
+def _start(env, setup: Setup, rank_loop):
+    for w in setup.workers:
+        env.process(rank_loop(env, w, setup.comm, setup.recorder, setup.plan))
+
+
+def start_gather_scatter(env, setup):
+    _start(env, setup, gather_scatter_rank)
+
+
+def start_allreduce(env, setup):
+    _start(env, setup, allreduce_rank)
+
+
+def start_mpi_allreduce(env, setup):
+    _start(env, setup, mpi_allreduce_rank)
+
+
+def start_ddp(env, setup):
+    _start(env, setup, ddp_rank)
+
+
+def gather_scatter_rank(env, worker, comm, recorder, plan):
+    ranks, n = plan.worker_ranks, plan.grad_bytes
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.gather(worker.rank, ranks, n, root=0)
+        if worker.rank == ranks[0]:
+            t0 = env.now
+            yield comm.reduce((len(ranks) - 1) * n)
+            recorder.add(worker.rank, "compute", t0, env.now, "average")
+        yield from comm.scatter(worker.rank, ranks, n, root=0)
+        _stepped(env, worker.rank, recorder, i)
+
+
+def allreduce_rank(env, worker, comm, recorder, plan):
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        for tensor_bytes in plan.tensor_bytes:
+            yield from comm.allreduce(worker.rank, plan.worker_ranks, tensor_bytes,
+                                      plan.gradient_algorithm)
+        _stepped(env, worker.rank, recorder, i)
+
+
+def mpi_allreduce_rank(env, worker, comm, recorder, plan):
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.allreduce(worker.rank, plan.worker_ranks, plan.grad_bytes,
+                                  plan.algorithm)
+        _stepped(env, worker.rank, recorder, i)
+
+
+def ddp_rank(env, worker, comm, recorder, plan):
+    me, bf, ranks = worker.rank, plan.backward_fraction, plan.worker_ranks
+    *early, (last_bytes, last_share) = plan.buckets
+    for i in range(plan.iterations):
+        step_s = worker.step_s[i]
+        t0 = env.now
+        work_s = step_s * (1 - bf)           # forward (and update) run before the first bucket
+        pending = None
+        for bucket_bytes, share in early:
+            yield worker.compute(work_s + step_s * bf * share)
+            work_s = 0.0
+            pending = env.process(_bucket(comm, me, ranks, bucket_bytes, pending,
+                                          plan.gradient_algorithm))
+        yield worker.compute(work_s + step_s * bf * last_share)
+        recorder.add(me, "compute", t0, env.now, "step")
+        recorder.step_done(me, env.now)
+        if pending is not None:              # the last bucket follows the others
+            yield pending
+        yield from comm.allreduce(me, ranks, last_bytes, plan.gradient_algorithm)
+        _stepped(env, me, recorder, i)
+
+
+def _stepped(env, rank, recorder, i):
+    """Step ``i`` applied on every worker: the mean gradient of its global batch, once.
+    Its evaluation point follows the last worker's part of it."""
+    recorder.update(env.now, rank, i, i, i)
+    recorder.synchronous_step(env.now, i)
+
+
+def _bucket(comm, rank, ranks, n_bytes, previous, algorithm="ring"):
+    """One bucket's allreduce, after the previous bucket's (one communication stream)."""
+    if previous is not None and not previous.processed:
+        yield previous
+    yield from comm.allreduce(rank, ranks, n_bytes, algorithm)

@@ -1,0 +1,141 @@
+"""horovod: Horovod's tensor fusion and background cycle, overlapping the backward.
+
+As Horovod (0.12, ``horovod/common/operations.cc``) runs it: every rank hands
+each gradient to Horovod as soon as the backward has made it; a background
+thread wakes every ``cycle_s`` (its loop sleeps 5 ms, later
+``HOROVOD_CYCLE_TIME``), learns which tensors *every* rank has handed over,
+fuses them in the order they were requested into buffers of at most
+``fusion_bytes`` (``HOROVOD_FUSION_THRESHOLD``, 64 MiB; fusion stops at the
+first tensor that does not fit, and a larger tensor goes alone) and enqueues
+one allreduce per buffer on the device's stream; the stream runs them one
+after another. The step's update waits for the last of them. Learning what
+every rank has is a round through rank 0 (each rank sends its requests, rank 0
+answers all): ``negotiation_s`` per other rank lengthens every cycle to
+``cycle_s + (P - 1) * negotiation_s`` (0 by default: not modelled).
+
+Gradients become ready layer by layer through the backward: layer ``l`` of a
+rank that started its backward of ``W`` seconds at ``t`` is ready at ``t + W *
+c_l``, with ``c_l`` the workload's cumulative backward share up to it (its
+measured per-layer times, else FLOPs, else parameters). The backward is one
+compute job per rank (exact where a rank has its device or core to itself,
+as on accelerator hosts). A layer is ready on all ranks at
+``R_l = max_r (t_r + W_r c_l)``; the cycle that takes it is the first tick
+``k * cycle_s >= R_l``.
+Imports: ``schemes.base`` (and SimPy).
+"""
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from simulator.model.schemes.base import Setup
+from simulator.model.schemes.collective import _stepped as stepped
+
+
+def fuse(sizes: list[int], threshold: int) -> list[int]:
+    """Horovod's fusion of tensors in request order: a buffer takes the next tensor while
+    it fits under ``threshold`` bytes, and stops at the first that does not."""
+    buffers: list[int] = []
+    current = 0
+    for size in sizes:
+        if current and current + size > threshold:
+            buffers.append(current)
+            current = 0
+        current += size
+    if current:
+        buffers.append(current)
+    return buffers
+
+
+def next_tick(t: float, cycle_s: float) -> float:
+    """The first wake-up of a background loop of period ``cycle_s`` at or after ``t``."""
+    if cycle_s <= 0:
+        return t
+    k = math.ceil(t / cycle_s - 1e-9)
+    return max(t, k * cycle_s)          # (a tick within rounding of t is t itself)
+
+
+def cycles(ready_all: list[float], sizes: list[int], cycle_s: float,
+           threshold: int) -> list[tuple[float, list[int]]]:
+    """(tick, fused buffer sizes) of every cycle that finds tensors ready on all ranks."""
+    out, j = [], 0
+    while j < len(sizes):
+        tick = next_tick(ready_all[j], cycle_s)
+        m = j + 1                       # (the tensor this tick waited for, at least)
+        while m < len(sizes) and ready_all[m] <= tick:
+            m += 1
+        out.append((tick, fuse(sizes[j:m], threshold)))
+        j = m
+    return out
+
+
+class Fusion:
+    """The background threads of all ranks as one coordinator (rank 0 decides for all)."""
+
+    def __init__(self, env: simpy.Environment, setup: Setup):
+        self.env, self.setup = env, setup
+        plan = setup.plan
+        self.sizes = [b for b, _ in plan.layers]
+        shares = [s for _, s in plan.layers]
+        self.cum = [sum(shares[:k + 1]) for k in range(len(shares))]
+        self.queues = {w.rank: simpy.Store(env) for w in setup.workers}
+        self.started: dict[int, list[tuple[float, float]]] = {}
+        self.reduced: dict[tuple[int, int], simpy.Event] = {}
+
+    def reduced_event(self, rank: int, it: int) -> simpy.Event:
+        key = (rank, it)
+        if key not in self.reduced:
+            self.reduced[key] = self.env.event()
+        return self.reduced[key]
+
+    def backward_started(self, it: int, work_s: float) -> None:
+        starts = self.started.setdefault(it, [])
+        starts.append((self.env.now, work_s))
+        if len(starts) == len(self.queues):
+            self.env.process(self._negotiate(it, self.started.pop(it)))
+
+    def _negotiate(self, it: int, starts: list[tuple[float, float]]):
+        plan = self.setup.plan
+        ready_all = [max(t + w * c for t, w in starts) for c in self.cum]
+        schedule = cycles(ready_all, self.sizes, plan.cycle_period_s, plan.fusion_bytes)
+        for k, (tick, buffers) in enumerate(schedule):
+            if tick > self.env.now:
+                yield self.env.timeout(tick - self.env.now)
+            for b, size in enumerate(buffers):
+                last = k == len(schedule) - 1 and b == len(buffers) - 1
+                for q in self.queues.values():
+                    q.put((it, size, last))
+
+    def stream(self, rank: int):
+        """The device's stream: the enqueued allreduces one after another."""
+        plan, comm = self.setup.plan, self.setup.comm
+        done = 0
+        while done < plan.iterations:
+            it, size, last = yield self.queues[rank].get()
+            yield from comm.allreduce(rank, plan.worker_ranks, size, plan.gradient_algorithm)
+            if last:
+                self.reduced_event(rank, it).succeed()
+                done += 1
+
+
+def start_horovod(env, setup: Setup):
+    fusion = Fusion(env, setup)
+    for w in setup.workers:
+        env.process(fusion.stream(w.rank))
+        env.process(horovod_rank(env, w, fusion, setup))
+
+
+def horovod_rank(env, worker, fusion: Fusion, setup: Setup):
+    plan, rec, me = setup.plan, setup.recorder, worker.rank
+    bf = plan.backward_fraction
+    for i in range(plan.iterations):
+        step_s = worker.step_s[i]
+        t0 = env.now
+        yield worker.compute(step_s * (1 - bf))          # forward (and update)
+        fusion.backward_started(i, step_s * bf)
+        yield worker.compute(step_s * bf)
+        rec.add(me, "compute", t0, env.now, "step")
+        rec.step_done(me, env.now)
+        yield fusion.reduced_event(me, i)                # the update waits for the gradients
+        stepped(env, me, rec, i)                         # (the serial step, for a replay)

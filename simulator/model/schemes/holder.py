@@ -1,0 +1,112 @@
+"""async_avg: asynchronous model averaging through a weight holder that lives in rank 0.
+
+As ``real/schemes/async_avg.py`` runs it: every K local steps a worker sends its
+weights to rank 0 and waits for the mix; ranks never wait for each other. Rank 0
+trains too and answers the requests that have arrived only *between two of its
+own steps* (``Iprobe``), so
+
+* a request waits for the rest of rank 0's current step, and
+* serving stretches rank 0's epoch: per request it receives the weights, mixes
+  them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
+
+Rank 0 also mixes its own weights in every K steps and once more after its
+last step (as ``real.train`` does). When its shard is done it only serves
+until every other worker has sent its last weights (no reply to those). Staleness = mixes since the rank last read the holder's weights.
+
+Imports: SimPy, model.schemes.base.
+"""
+from __future__ import annotations
+
+import simpy
+
+from simulator.model.schemes.base import Setup, train_step
+
+DEFAULT_K = 10        # real/schemes/async_avg.py: DEFAULT_K when --average-every is 0
+
+
+class Holder:
+    """The shared weights on rank 0: a mailbox, a version count, and rank 0's serving."""
+
+    def __init__(self, env, setup: Setup):
+        self.env, self.setup = env, setup
+        self.rank0 = setup.workers[0]
+        self.every = setup.plan.avg_every or DEFAULT_K    # K: steps between exchanges
+        self.inbox = simpy.Store(env)     # (src, reply event, last) in arrival order
+        self.version = 0                  # mixes so far
+        self.done = 0                     # workers that sent their last weights
+
+    def mix(self):
+        """Rank 0 mixes one set of weights in; returns the version it was mixed on."""
+        mixed_on = self.version
+        yield self.rank0.compute(self.setup.plan.mix_s)
+        self.version += 1
+        return mixed_on
+
+    def serve(self, block: bool):
+        """Rank 0 answers what has arrived; with ``block``, until every worker is done."""
+        env, plan, comm, rec = self.env, self.setup.plan, self.setup.comm, self.setup.recorder
+        while self.inbox.items or (block and self.done < plan.workers - 1):
+            t0 = env.now                  # real.train logs all of it, waiting too, as comm
+            src, reply, last = yield self.inbox.get()
+            yield comm.transfer(src, 0, plan.param_bytes)
+            if last:                      # the final push: received is all its sender waits for
+                self.done += 1
+                reply.succeed(None)
+                yield from self.mix()
+                rec.mix(env.now, src, 1 / plan.workers, reply=False)
+            else:
+                mixed_on = yield from self.mix()
+                rec.mix(env.now, src, 1 / plan.workers, reply=True)
+                yield comm.transfer(0, src, plan.param_bytes)
+                reply.succeed(mixed_on)
+            rec.add(0, "comm", t0, env.now, "serve")
+
+    def mix_own(self):
+        """Rank 0 mixes its own weights in and continues from the mix."""
+        t0 = self.env.now
+        yield from self.mix()
+        self.setup.recorder.add(0, "comm", t0, self.env.now, "mix own weights")
+        self.setup.recorder.mix(self.env.now, 0, 1 / self.setup.plan.workers, reply=True)
+
+
+def start_async_avg(env, setup: Setup):
+    holder = Holder(env, setup)
+    env.process(_rank0(env, holder, setup))
+    for w in setup.workers[1:]:
+        env.process(_worker(env, w, holder, setup))
+
+
+def _rank0(env, holder: Holder, setup: Setup):
+    """Every K steps rank 0 mixes its own weights in; between steps it serves; at the end
+    it mixes its last weights and serves until every worker has sent its last ones."""
+    plan, rec = setup.plan, setup.recorder
+    for i in range(plan.iterations):
+        yield from train_step(env, holder.rank0, rec, i)
+        rec.update(env.now, 0, i, i, i)
+        if (i + 1) % holder.every == 0:
+            yield from holder.mix_own()
+        yield from holder.serve(block=False)
+        rec.after_step(env.now, 0, i + 1)
+    yield from holder.mix_own()
+    yield from holder.serve(block=True)
+
+
+def _worker(env, worker, holder: Holder, setup: Setup):
+    plan, rec, me = setup.plan, setup.recorder, worker.rank
+    read_version = 0
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, rec, i)
+        rec.update(env.now, me, i, i, i)
+        if (i + 1) % holder.every == 0:
+            t0 = env.now
+            reply = env.event()
+            yield holder.inbox.put((me, reply, False))
+            mixed_on = yield reply
+            rec.add(me, "comm", t0, env.now, "exchange")   # rank 0's step, then the exchange
+            rec.add_staleness(mixed_on - read_version)
+            read_version = mixed_on + 1
+    t0 = env.now
+    received = env.event()
+    yield holder.inbox.put((me, received, True))
+    yield received
+    rec.add(me, "comm", t0, env.now, "last weights")

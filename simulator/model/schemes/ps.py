@@ -1,0 +1,88 @@
+"""Parameter server: P workers and one server rank (rank P), MPI point to point.
+
+* ``ps_sync``: each iteration the server sends w to the workers one after the
+  other (``real/schemes/ps.py`` completes each worker's Isend before the
+  next: the messages are above MPICH's eager limit, so each needs its
+  receiver), every worker computes its gradient as soon as its w is in and
+  pushes it (a gather to the server: an incast on the server's port), the
+  server adds the P gradients (``gamma * P * grad_bytes``) and applies one
+  update.
+* ``ps_async``: the server applies each push as it arrives (first come, first
+  served) and replies with the new w to that worker alone; workers never wait
+  for each other. Staleness = updates applied between the worker's read of w
+  and the application of its gradient.
+
+Imports: SimPy, model.schemes.base.
+"""
+from __future__ import annotations
+
+import simpy
+
+from simulator.model.schemes.base import Setup, train_step
+
+
+def start_ps_sync(env, setup: Setup):
+    plan = setup.plan
+    group = plan.worker_ranks + (plan.server_rank,)
+    inbox = [simpy.Store(env) for _ in plan.worker_ranks]     # w, as each worker gets it
+    for w in setup.workers:
+        env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
+                                   inbox[w.rank]))
+    env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group,
+                               inbox))
+
+
+def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox):
+    root = len(group) - 1
+    for i in range(plan.iterations):
+        t0 = env.now
+        yield inbox.get()
+        recorder.add(worker.rank, "comm", t0, env.now, "read w")
+        yield from train_step(env, worker, recorder, i)
+        yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
+
+
+def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
+    root = len(group) - 1
+    for i in range(plan.iterations):
+        t0 = env.now
+        for w in plan.worker_ranks:                      # one after the other
+            yield comm.transfer(server.rank, w, plan.param_bytes)
+            inbox[w].put(server.version)
+        recorder.add(server.rank, "comm", t0, env.now, "send w")
+        yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
+        t0 = env.now
+        yield comm.reduce(plan.workers * plan.param_bytes)
+        recorder.add(server.rank, "compute", t0, env.now, "sum")
+        version = yield from server.apply(recorder)
+        for w in plan.worker_ranks:                      # the mean of the P pushes, once
+            recorder.update(env.now, w, i, version, version)
+        recorder.after_step(env.now, 0, i + 1)
+
+
+def start_ps_async(env, setup: Setup):
+    for w in setup.workers:
+        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server))
+
+
+def ps_async_worker(env, worker, comm, recorder, plan, server):
+    me, n = worker.rank, plan.param_bytes
+    t0 = env.now
+    yield comm.transfer(server.rank, me, n)              # initial w
+    recorder.add(me, "comm", t0, env.now, "read w")
+    read_version = 0
+    for i in range(plan.iterations):
+        yield from train_step(env, worker, recorder, i)
+        t0 = env.now
+        yield comm.transfer(me, server.rank, n)          # push the gradient
+        t1 = env.now
+        applied_on = yield from server.apply(recorder)
+        t2 = env.now
+        recorder.update(t2, me, i, read_version, applied_on)
+        recorder.server_step(t2, applied_on + 1)
+        yield comm.transfer(server.rank, me, n)          # the new w
+        recorder.add(me, "comm", t0, t1, "push")
+        recorder.add(me, "wait", t1, t2, "server")
+        recorder.add(me, "comm", t2, env.now, "read w")
+        recorder.add_staleness(applied_on - read_version)
+        read_version = applied_on + 1

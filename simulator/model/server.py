@@ -1,0 +1,45 @@
+"""A parameter server: one update at a time, each a service time.
+
+Applying one update to ``params`` parameters costs, as a compute job on the
+server's host (so it shares that host's cores)::
+
+    t_update(params) = update_intercept_s + update_s_per_param * params
+
+Updates queue first come, first served (a ``simpy.Resource`` of capacity 1).
+``version`` counts the updates applied so far; staleness of a gradient is the
+number of updates applied between the read of w and its own application.
+
+Imports: SimPy, simulator.contracts.profile, model.hardware.host.
+"""
+from __future__ import annotations
+
+import simpy
+
+from simulator.contracts.profile import ServerCost
+from simulator.model.hardware.host import Host
+
+
+class ParameterServer:
+    def __init__(self, env: simpy.Environment, rank: int, host: Host, cost: ServerCost,
+                 params: int, polls: bool = False):
+        self.env = env
+        self.rank = rank
+        self.host = host
+        self.polls = polls                 # a process of its own that busy-waits for requests
+        if polls:
+            host.start_polling(rank)
+        self.update_s = cost.update_s(params)
+        self.version = 0
+        self._queue = simpy.Resource(env, capacity=1)
+
+    def apply(self, recorder=None):
+        """Generator: queue, then apply one update; returns the version it was applied on."""
+        with self._queue.request() as turn:
+            yield turn
+            t0 = self.env.now
+            applied_on = self.version
+            yield self.host.compute(self.update_s, 1, self.polls, self.rank)
+            self.version += 1
+            if recorder is not None:
+                recorder.add(self.rank, "compute", t0, self.env.now, "update")
+        return applied_on

@@ -1,0 +1,162 @@
+"""``python -m simulator.replay``: predicted accuracy against predicted time, per scheme and P.
+
+    python -m simulator.replay --schemes psgd,async_avg,ps_async --workers 1-5 --epochs 3 \\
+        --target-accuracy 0.80 --out replay/
+
+For every scheme, P and seed it simulates the run with its update schedule,
+replays the schedule on the real model and data in one process
+(``python -m real.replay``, which needs torch and the dataset) and reads test
+accuracy against simulated training time (``simulator.accuracy``). Prints the
+accuracy after 1, 3 and 10 epochs (those trained), the final accuracy and the
+time to ``--target-accuracy`` ("not reached in E epochs" when the curve never
+gets there); writes ``OUT/replay.csv`` (one row per seed), ``OUT/summary.csv``,
+``OUT/curves.json`` and ``OUT/accuracy-time.png``.
+
+The cluster is described as for ``simulator.predict`` (default: the machine
+the profile was measured on). Bad input: one line on stderr, exit code 2.
+
+Imports: pandas, tqdm, simulator.accuracy, simulator.contracts.checks,
+simulator.contracts.cli, simulator.contracts.cluster, simulator.contracts.files,
+simulator.contracts.profile, simulator.contracts.workload, simulator.model.config,
+simulator.model.schemes, simulator.output.accuracy_plots, simulator.predict.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from simulator import accuracy
+from simulator.contracts import cli
+from simulator.contracts import profile as profile_mod
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.cluster import PLACEMENTS
+from simulator.contracts.files import atomic_write_text
+from simulator.contracts.workload import Workload
+from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.schemes import SCHEMES
+from simulator.predict import DATASETS, make_cluster, runnable
+
+PROG = "python -m simulator.replay"
+
+
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--schemes", type=cli.choice_list(tuple(SCHEMES)), default=list(SCHEMES),
+                   help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
+    p.add_argument("--workers", type=cli.worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
+                   help="worker counts: N (1..N), a list 1,8,64 or a range 4-16 (default: 1-5)")
+    p.add_argument("--seeds", type=cli.worker_range, default=[1], metavar="S",
+                   help="seeds, e.g. 1-3: each is the training seed (weights, data order) and "
+                        "the simulation's")
+    p.add_argument("--epochs", type=cli.positive_float, default=1.0,
+                   help="epochs to train (E: the most a target may take)")
+    p.add_argument("--target-accuracy", type=cli.accuracy, default=None,
+                   help="report the predicted training time to this test accuracy")
+    p.add_argument("--eval-every", type=cli.nonnegative_int, default=0,
+                   help="evaluation points every N iterations at P = 1 (N/P at P workers: the "
+                        "same samples between points), besides every epoch end")
+    w = p.add_argument_group("workload and training (as real.train's flags)")
+    w.add_argument("--profile", type=cli.input_file, help="profile JSON (default: the one shipped)")
+    w.add_argument("--model", default="cnn")
+    w.add_argument("--dataset", default="fashion-mnist", choices=sorted(DATASETS) + ["synthetic"])
+    w.add_argument("--train-size", type=cli.positive_int, default=None,
+                   help="train on this many samples (a seeded subset, as real.train)")
+    w.add_argument("--test-size", type=cli.positive_int, default=None)
+    w.add_argument("--data-dir", default=None, type=cli.input_folder,
+                   help="folder holding the dataset files")
+    w.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
+    w.add_argument("--lr", type=cli.positive_float, default=0.05)
+    w.add_argument("--momentum", type=float, default=0.0)
+    w.add_argument("--lr-decay", type=float, default=0.0)
+    w.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
+                   help="psgd: average every K steps (0: once, at the end)")
+    w.add_argument("--exchange-every", type=cli.nonnegative_int, default=0,
+                   help="async_avg: exchange every K steps (0: real.train's default)")
+    w.add_argument("--threads", type=cli.positive_int, default=None,
+                   help="threads per simulated worker (default: cores // ranks per host)")
+    w.add_argument("--replay-threads", type=cli.positive_int, default=1,
+                   help="torch threads of each replay (python -m real.replay --threads)")
+    c = p.add_argument_group("cluster (as simulator.predict; default: the profile's machine)")
+    c.add_argument("--cluster", type=cli.input_file, help="cluster TOML file")
+    h = c.add_mutually_exclusive_group()
+    h.add_argument("--hosts", type=int)
+    h.add_argument("--ranks-per-host", type=int, metavar="K")
+    c.add_argument("--cores-per-host", type=int)
+    c.add_argument("--bandwidth", default="10gbit")
+    c.add_argument("--latency", default="20us")
+    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin")
+    c.add_argument("--shared-cores", action="store_true")
+    p.add_argument("--out", default="replay", type=cli.output_folder,
+                   help="folder for schedules, replays, tables, figure")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ConfigError, profile_mod.ProfileError, ValueError) as e:
+        return cli.usage_error(PROG, str(e))
+
+
+def run(args) -> int:
+    prof = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
+    prof.model(args.model)
+    samples = args.train_size or DATASETS.get(args.dataset, 60000)
+    workload = Workload(model=args.model, batch_per_worker=args.batch_size,
+                        dataset_samples=samples, epochs=args.epochs,
+                        threads_per_worker=args.threads)
+    cluster = make_cluster(args, prof)
+    every = {"psgd": args.avg_every, "async_avg": args.exchange_every}
+    cfgs = runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
+                     for n in args.schemes], cluster, args.schemes != list(SCHEMES),
+                    max(args.workers))
+    settings = accuracy.ReplaySettings(lr=args.lr, momentum=args.momentum,
+                                       lr_decay=args.lr_decay, test_size=args.test_size,
+                                       data_dir=args.data_dir, threads=args.replay_threads)
+    rows = replay_all(cfgs, args.workers, args.seeds, workload, args.dataset, args.train_size,
+                      cluster, prof, args.eval_every, settings, Path(args.out))
+    table = [accuracy.with_target(r, args.target_accuracy) for r in rows]
+    summary = accuracy.summarize(table, args.epochs)
+    write_outputs(Path(args.out), rows, table, summary)
+    print(accuracy.format_table(
+        summary, args.target_accuracy, args.epochs,
+        f"predicted (simulator + replay) | model {args.model}, {args.dataset}, batch "
+        f"{args.batch_size}/worker, {args.epochs:g} epochs, seeds {args.seeds}"))
+    return 0
+
+
+def replay_all(cfgs, workers, seeds, workload, dataset, train_size, cluster, prof,
+               eval_every_at_1, settings, out: Path, het=Heterogeneity()) -> list[dict]:
+    """Every (scheme, P, seed): simulate, replay, curve. Serial runs at P = 1 only."""
+    from dataclasses import replace
+
+    from tqdm import tqdm
+    todo = [(c, p, s) for s in seeds for c in cfgs for p in workers
+            if c.name != "serial" or p == 1]
+    done, rows = {}, []
+    for cfg, p, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
+        extra = 1 if SCHEMES[cfg.name].extra_rank else 0
+        one = cluster(p + extra) if callable(cluster) else cluster
+        rows.append(accuracy.replay_point(
+            cfg, p, workload, dataset, train_size, one, prof, seed,
+            accuracy.eval_every_at(eval_every_at_1, p), replace(settings, seed=seed), out, done,
+            het))
+    return rows
+
+
+def write_outputs(out: Path, rows: list[dict], table: list[dict], summary: list[dict]) -> None:
+    import pandas as pd
+    atomic_write_text(out / "replay.csv", pd.DataFrame(table).to_csv(index=False))
+    atomic_write_text(out / "summary.csv", pd.DataFrame(summary).to_csv(index=False))
+    atomic_write_text(out / "curves.json", json.dumps(
+        [{k: r[k] for k in ("scheme", "workers", "seed", "points")} for r in rows]))
+    from simulator.output.accuracy_plots import accuracy_time_plot
+    path = accuracy_time_plot(rows, out / "accuracy-time.png",
+                              "Predicted test accuracy against predicted training time")
+    print(f"wrote {out / 'replay.csv'}, {out / 'summary.csv'}, {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

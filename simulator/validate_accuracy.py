@@ -1,0 +1,264 @@
+"""Time to accuracy, predicted against measured: every scheme, P, seed; tables and figures.
+
+    python -m simulator.validate_accuracy --workers 1-5 --seeds 1-3 --epochs 3 \\
+        --target-accuracy 0.80 --eval-every 40 --out validation-accuracy/
+
+1. measured: ``real.sweep`` once per seed (``OUT/runs/seed-S``), every run
+   recording test accuracy against training time (``--eval-every``);
+2. predicted: ``simulator.replay`` for the same schemes, P and seeds
+   (``OUT/predicted``): each run simulated with its schedule and replayed on
+   the real model and data;
+3. compared: per scheme and P, the final test accuracy (mean over seeds,
+   absolute error in accuracy points) and the training time to the target
+   (mean over seeds, relative error); a point whose target some seed does not
+   reach is reported as such, never as a time.
+
+Writes ``OUT/accuracy_validation.csv``, ``OUT/report.md`` and the figures
+``time-to-target.png`` (time to the target against P, one line per scheme,
+predicted and measured), ``final-accuracy.png`` and ``accuracy-time.png``
+(curves, predicted solid and measured dashed). Each stage is a subprocess of
+the project's own command, logged in ``OUT/<stage>.log``;
+``--skip-sweep`` / ``--skip-replay`` reuse what OUT holds.
+
+Imports: numpy, pandas, simulator.contracts.cli, simulator.contracts.curve,
+simulator.contracts.files, simulator.contracts.record, simulator.model.schemes,
+simulator.output.accuracy_plots.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from simulator.contracts import cli, record
+from simulator.contracts import curve as curves
+from simulator.contracts.cli import (
+    Parser,
+    accuracy,
+    choice_list,
+    positive_int,
+    usage_error,
+    worker_range,
+)
+from simulator.contracts.files import atomic_write_text
+from simulator.model.schemes import SCHEMES
+
+PROG = "python -m simulator.validate_accuracy"
+GOAL_POINTS = 1.0          # final accuracy within 1 point
+GOAL_RELATIVE = 0.10       # time to target within 10%
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--schemes", type=choice_list(tuple(SCHEMES)), default=list(SCHEMES),
+                   help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
+    p.add_argument("--workers", type=worker_range, default=[1, 2, 3, 4, 5])
+    p.add_argument("--seeds", type=worker_range, default=[1, 2, 3], metavar="S")
+    p.add_argument("--epochs", type=positive_int, default=3)
+    p.add_argument("--target-accuracy", type=accuracy, default=0.80)
+    p.add_argument("--eval-every", type=positive_int, default=40,
+                   help="evaluation points every N iterations at P = 1 (N/P at P workers)")
+    p.add_argument("--model", default="cnn")
+    p.add_argument("--dataset", default="fashion-mnist")
+    p.add_argument("--train-size", type=positive_int, default=None)
+    p.add_argument("--test-size", type=positive_int, default=None)
+    p.add_argument("--profile", default=None, type=cli.input_file,
+                   help="profile JSON (default: the one shipped)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per real run")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads per worker in the real runs and the simulation "
+                        "(default: cores // ranks per host, as real.train)")
+    p.add_argument("--replay-threads", type=positive_int, default=1,
+                   help="torch threads of each replay (the real runs use real.train's default)")
+    p.add_argument("--out", default="validation-accuracy", type=cli.output_folder,
+                   help="folder for the runs, the replays and the comparison")
+    p.add_argument("--skip-sweep", action="store_true", help="reuse OUT/runs")
+    p.add_argument("--skip-replay", action="store_true", help="reuse OUT/predicted")
+    return p
+
+
+def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
+    py = [sys.executable, "-m"]
+    # no --target-accuracy for the runs: they would stop there, and the final accuracy
+    # after --epochs is half of the comparison (the time to the target comes from the curve)
+    common = ["--model", args.model, "--dataset", args.dataset, "--eval-every",
+              str(args.eval_every)]
+    sizes = [arg for k, v in (("train-size", args.train_size), ("test-size", args.test_size))
+             if v for arg in (f"--{k}", str(v))]
+    workers = ",".join(map(str, args.workers))
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    stages = [(f"sweep-seed-{s}", py + [
+        "real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
+        "--epochs", str(args.epochs), "--timeout", str(args.timeout),
+        "--out", str(out / "runs" / f"seed-{s}"), *common, *sizes, "--", "--seed", str(s),
+        *threads])
+        for s in args.seeds]
+    stages.append(("replay", py + [
+        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
+        "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
+        "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
+        "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads]
+        + (["--profile", args.profile] if args.profile else [])))
+    return stages
+
+
+def measured_rows(runs_dir: Path) -> list[dict]:
+    """One row per completed run with a curve: scheme, workers, seed, points."""
+    rows = []
+    for d in record.find_runs(runs_dir):
+        try:
+            rec = record.read(d)
+        except record.RecordError:
+            continue
+        if rec["status"] == "completed" and rec["results"].get("curve"):
+            rows.append({"scheme": rec["config"]["algorithm"],
+                         "workers": rec["environment"]["workers"],
+                         "seed": rec["config"].get("seed"), "points": rec["results"]["curve"]})
+    return rows
+
+
+def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
+    """(scheme, P) -> final accuracy and time to target, mean over seeds."""
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault((r["scheme"], r["workers"]), []).append(r["points"])
+    out = {}
+    for key, pts in groups.items():
+        times = [curves.time_to_target(p, target) for p in pts]
+        out[key] = {"seeds": len(pts),
+                    "final_accuracy": float(np.mean([p[-1]["test_accuracy"] for p in pts])),
+                    "time_to_target_s": None if None in times else float(np.mean(times)),
+                    "reached": sum(t is not None for t in times)}
+    return out
+
+
+def compare(measured: list[dict], predicted: list[dict], target: float) -> list[dict]:
+    meas, pred = per_point(measured, target), per_point(predicted, target)
+    rows = []
+    for key in sorted(set(meas) & set(pred), key=lambda k: (list(SCHEMES).index(k[0]), k[1])):
+        m, p = meas[key], pred[key]
+        acc_err = 100 * (p["final_accuracy"] - m["final_accuracy"])
+        tm, tp = m["time_to_target_s"], p["time_to_target_s"]
+        rel = (tp - tm) / tm if tm and tp is not None else None
+        rows.append({"scheme": key[0], "workers": key[1], "seeds_measured": m["seeds"],
+                     "seeds_predicted": p["seeds"],
+                     "final_accuracy_measured": m["final_accuracy"],
+                     "final_accuracy_predicted": p["final_accuracy"],
+                     "final_accuracy_error_points": acc_err,
+                     "time_to_target_measured_s": tm, "time_to_target_predicted_s": tp,
+                     "time_to_target_error": rel,
+                     "target_reached_measured": m["reached"],
+                     "target_reached_predicted": p["reached"]})
+    return rows
+
+
+def format_table(rows: list[dict], target: float, epochs: int) -> str:
+    lines = [(f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc pred':>10}{'err pt':>8}"
+              f"{f'to {target:g} meas':>25}{f'to {target:g} pred':>25}{'err':>8}")]
+    for r in rows:
+        def t(v, reached, n):
+            return curves.describe_time(v, epochs) + ("" if v is not None or not reached
+                                                      else f" ({reached}/{n})")
+        err = (f"{100 * r['time_to_target_error']:+.1f}%"
+               if r["time_to_target_error"] is not None else "-")
+        measured = t(r["time_to_target_measured_s"], r["target_reached_measured"],
+                     r["seeds_measured"])
+        predicted = t(r["time_to_target_predicted_s"], r["target_reached_predicted"],
+                      r["seeds_predicted"])
+        lines.append(f"{r['scheme']:<15}{r['workers']:>3}{r['final_accuracy_measured']:>10.4f}"
+                     f"{r['final_accuracy_predicted']:>10.4f}"
+                     f"{r['final_accuracy_error_points']:>+8.2f}"
+                     f"{measured:>25}{predicted:>25}"
+                     f"{err:>8}")
+    errs = [abs(r["final_accuracy_error_points"]) for r in rows]
+    rels = [abs(r["time_to_target_error"]) for r in rows if r["time_to_target_error"] is not None]
+    if errs:
+        lines.append(f"final accuracy: mean |error| {np.mean(errs):.2f} points, worst "
+                     f"{max(errs):.2f}; within {GOAL_POINTS:g} point: "
+                     f"{sum(e <= GOAL_POINTS for e in errs)} of {len(errs)}")
+    if rels:
+        lines.append(f"time to {target:g}: median |error| {100 * np.median(rels):.1f}%, worst "
+                     f"{100 * max(rels):.1f}%; within {100 * GOAL_RELATIVE:g}%: "
+                     f"{sum(e <= GOAL_RELATIVE for e in rels)} of {len(rels)} "
+                     f"(points reached on both sides)")
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
+    import pandas as pd
+
+    from simulator.output.accuracy_plots import (
+        accuracy_time_plot,
+        final_accuracy_plot,
+        time_to_target_plot,
+    )
+    atomic_write_text(out / "accuracy_validation.csv", pd.DataFrame(rows).to_csv(index=False))
+    pred_s = [{"scheme": r["scheme"], "workers": r["workers"],
+               "final_accuracy": r["final_accuracy_predicted"],
+               "time_to_target_s": r["time_to_target_predicted_s"]} for r in rows]
+    meas_s = [{"scheme": r["scheme"], "workers": r["workers"],
+               "final_accuracy": r["final_accuracy_measured"],
+               "time_to_target_s": r["time_to_target_measured_s"]} for r in rows]
+    time_to_target_plot(pred_s, meas_s, args.target_accuracy, out / "time-to-target.png")
+    final_accuracy_plot(pred_s, meas_s, out / "final-accuracy.png")
+    accuracy_time_plot(predicted, out / "accuracy-time.png",
+                       "Test accuracy against training time", measured=measured)
+    table = format_table(rows, args.target_accuracy, args.epochs)
+    text = "\n".join([
+        f"# Time to accuracy: predicted against measured ({args.model}, {args.dataset})", "",
+        (f"{args.epochs} epochs, seeds {', '.join(map(str, args.seeds))}, target test accuracy "
+         f"{args.target_accuracy:g}; measured by `real.sweep`, predicted by `simulator.replay` "
+         "(simulated schedule replayed on the real model). Errors: predicted minus measured."),
+        "",
+        "Commands:", "", "```", *(" ".join(c) for _, c in commands), "```", "",
+        "```", table, "```", "",
+        "![time to target](time-to-target.png)", "",
+        "![final accuracy](final-accuracy.png)", "",
+        "![accuracy against time](accuracy-time.png)", ""])
+    atomic_write_text(out / "report.md", text)
+    return table
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    commands = stage_commands(args, out)
+    skip = {n for n, _ in commands if (n.startswith("sweep") and args.skip_sweep)
+            or (n == "replay" and args.skip_replay)}
+    for name, cmd in commands:
+        if name in skip:
+            continue
+        t0 = time.monotonic()
+        with open(out / f"{name}.log", "w") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            log.flush()
+            code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        print(f"{name}: exit {code} in {time.monotonic() - t0:.0f} s (log {out / name}.log)",
+              file=sys.stderr)
+        if code != 0 and not name.startswith("sweep"):     # a failed run still compares
+            return usage_error(PROG, f"stage {name} failed (exit {code}); see "
+                                     f"{out / name}.log")
+    measured = measured_rows(out / "runs")
+    try:
+        predicted = json.loads((out / "predicted" / "curves.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return usage_error(PROG, f"no predicted curves in {out / 'predicted'}; run without "
+                                 "--skip-replay")
+    rows = compare(measured, predicted, args.target_accuracy)
+    if not rows:
+        return usage_error(PROG, f"no (scheme, P) both measured in {out / 'runs'} and predicted")
+    print(write_outputs(out, rows, measured, predicted, args, commands))
+    print(f"\nreport: {out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

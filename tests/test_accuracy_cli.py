@@ -1,0 +1,174 @@
+"""Time to accuracy end to end: real runs record curves, sweeps report time to a target,
+simulator.replay and simulator.predict predict it, the validation compares both."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from simulator.contracts import record
+from simulator.validate_accuracy import compare, format_table
+from tests.conftest import mpi, py
+
+TINY = ["--dataset", "synthetic", "--model", "linear", "--train-size", "480",
+        "--test-size", "160", "--batch-size", "32", "--timeout", "60"]
+
+
+@pytest.mark.slow
+def test_sweep_reports_time_to_target_or_not_reached(tmp_path):
+    out = tmp_path / "sw"
+    r = py("real.sweep", "--algorithm", "psgd", "--workers", "2", *TINY[:-2],
+           "--target-accuracy", "0.999", "--max-epochs", "1", "--eval-every", "4",
+           "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "not reached in 1 epoch" in r.stdout
+    df = pd.read_csv(out / "time_to_target.csv")
+    assert len(df) == 1 and df["time_to_target_s"].isna().all()
+    curve = record.read(out / "psgd-P2-r0")["results"]["curve"]
+    assert [p["step"] for p in curve[1:-1]] == [2, 4, 6, 8]      # --eval-every 4 at P = 1: 2
+    assert (out / "accuracy-time.png").is_file()
+    bad = py("real.sweep", "--algorithm", "serial", "--max-epochs", "2", "--out", str(out))
+    assert bad.returncode == 2 and "--target-accuracy" in bad.stderr
+
+
+@pytest.mark.slow
+def test_simulator_replay_predicts_time_to_target(tmp_path):
+    args = ["simulator.replay", "--schemes", "serial,allreduce,ps_async", "--workers", "1,2",
+            "--model", "linear", "--dataset", "synthetic", "--train-size", "480",
+            "--test-size", "160", "--batch-size", "32", "--eval-every", "4",
+            "--out", str(tmp_path)]
+    r = py(*args, "--target-accuracy", "0.5")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = {tuple(ln.split()[:2]): ln for ln in r.stdout.splitlines()[2:]}
+    assert set(lines) == {("serial", "1"), ("allreduce", "1"), ("allreduce", "2"),
+                          ("ps_async", "1"), ("ps_async", "2")}
+    assert all(ln.endswith(" s") for ln in lines.values())
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["time_to_target_s"].notna().all()
+    curves = json.loads((tmp_path / "curves.json").read_text())
+    # serial and allreduce at P = 1 train alike: one replay, two timings
+    by = {(c["scheme"], c["workers"]): c["points"] for c in curves}
+    assert [p["test_accuracy"] for p in by[("serial", 1)]] == \
+        [p["test_accuracy"] for p in by[("allreduce", 1)]]
+    r = py(*args, "--target-accuracy", "1.0")
+    assert r.returncode == 0 and "not reached in 1 epoch" in r.stdout
+    assert "Traceback" not in r.stderr
+
+
+def test_simulator_replay_bad_target_is_one_line(tmp_path):
+    r = py("simulator.replay", "--target-accuracy", "1.5", "--out", str(tmp_path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "accuracy in (0, 1]" in r.stderr
+
+
+@pytest.mark.slow
+def test_predict_prints_time_to_accuracy_next_to_time_per_epoch(tmp_path):
+    r = py("simulator.predict", "--schemes", "psgd", "--workers", "2", "--model", "linear",
+           "--dataset-size", "480", "--batch-size", "32", "--no-plot",
+           "--target-accuracy", "0.999", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    tail = r.stdout.split("time to 0.999")[-1].splitlines()
+    rows = [ln.split() for ln in tail if ln.startswith("psgd")]
+    assert [row[1] for row in rows] == ["1", "2"]
+    assert all(" ".join(row).endswith("not reached in 1 epoch") for row in rows)
+
+
+def _row(scheme, p, seed, accs, times):
+    return {"scheme": scheme, "workers": p, "seed": seed,
+            "points": [{"step": i, "epoch": i, "train_s": t, "test_loss": 0.0,
+                        "test_accuracy": a} for i, (t, a) in enumerate(zip(times, accs))]}
+
+
+def test_validation_compares_final_accuracy_and_time_to_target():
+    measured = [_row("psgd", 2, s, [0.1, 0.7, 0.9], [0, 10, 20]) for s in (1, 2)]
+    measured += [_row("hogwild", 2, 1, [0.1, 0.75], [0, 10])]
+    predicted = [_row("psgd", 2, s, [0.1, 0.7, 0.895], [0, 11, 22]) for s in (1, 2)]
+    predicted += [_row("hogwild", 2, 1, [0.1, 0.805], [0, 12])]
+    rows = {(r["scheme"], r["workers"]): r for r in compare(measured, predicted, 0.8)}
+    psgd = rows[("psgd", 2)]
+    assert psgd["final_accuracy_error_points"] == pytest.approx(-0.5)
+    assert psgd["time_to_target_measured_s"] == pytest.approx(15.0)
+    # predicted: 11 s + 11 s * (0.8 - 0.7) / (0.895 - 0.7), against 15 s measured
+    assert psgd["time_to_target_error"] == pytest.approx((11 + 11 * 0.1 / 0.195 - 15) / 15)
+    hog = rows[("hogwild", 2)]
+    assert hog["time_to_target_measured_s"] is None and hog["time_to_target_error"] is None
+    assert hog["time_to_target_predicted_s"] == pytest.approx(12 * 0.7 / 0.705)
+    text = format_table(list(rows.values()), 0.8, 3)
+    assert "not reached in 3 epochs" in text and "within 1 point: 1 of 2" in text
+    assert "within 10%: 0 of 1" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", ["mpi_allreduce", "psgd"])
+def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
+    """The seed-000 network has dropout: each real worker draws its own masks, and so does
+    the replay, so their test losses agree along the whole curve."""
+    import argparse
+
+    from real.data import load_dataset
+    from real.replay import replay
+    from simulator.contracts.workload import Workload
+    from simulator.engine.schedule import simulate_schedule
+    r = mpi(2, "real.train", "--algorithm", alg, "--run-id", "r", "--out", str(tmp_path),
+            "--dataset", "synthetic", "--model", "cnn", "--train-size", "256", "--test-size",
+            "128", "--batch-size", "32", "--epochs", "1", "--eval-every", "1", "--lr", "0.1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    measured = record.read(tmp_path / "r")["results"]["curve"]
+    wl = Workload(model="cnn", batch_per_worker=32, dataset_samples=256, epochs=1)
+    _, sched = simulate_schedule(alg, 2, wl, "synthetic", train_size=256, eval_every=1)
+    data = load_dataset("synthetic", train_size=256, test_size=128, seed=1)
+    got = replay(sched, data, argparse.Namespace(seed=1, lr=0.1, momentum=0.0, lr_decay=0.0))
+    assert [p["step"] for p in got["points"]] == [p["step"] for p in measured]
+    for m, g in zip(measured, got["points"]):
+        assert g["test_loss"] == pytest.approx(m["test_loss"], abs=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg,launch", [("psgd", 2), ("async_avg", 2), ("ps_sync", 3),
+                                        ("ps_async", 3), ("hogwild", None)])
+def test_a_run_records_its_curve_and_stops_once_its_target_is_reached(tmp_path, alg, launch):
+    """Points every --eval-every iterations of the evaluating process (a server's: pushes) and
+    at epoch ends, of the model a user would get; the stop travels each scheme's way: a
+    broadcast at the epoch end (psgd), the holder's STOP reply (async_avg), the server's
+    'done' (ps_sync, ps_async), a shared event (hogwild)."""
+    argv = ["real.train", "--algorithm", alg, "--run-id", "r", "--out", str(tmp_path), *TINY,
+            "--epochs", "8", "--average-every", "2", "--lr", "0.05", "--eval-every", "3",
+            "--target-accuracy", "0.97"]
+    r = mpi(launch, *argv) if launch else py(*argv, "--workers", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = record.read(tmp_path / "r")
+    res = rec["results"]
+    assert res["curve_model"] == {
+        "psgd": "average of the workers' weights", "async_avg": "holder's mix",
+        "ps_sync": "server's weights", "ps_async": "server's weights",
+        "hogwild": "shared model"}[alg]
+    scale = 2 if alg == "ps_async" else 1          # 8 iterations per worker and epoch
+    steps = [p["step"] for p in res["curve"][1:-1]]
+    expected = [s * scale for s in range(1, 65) if s % 3 == 0 or s % 8 == 0]
+    assert steps == expected[:len(steps)], steps
+    times = [p["train_s"] for p in res["curve"]]
+    assert times[0] == 0.0 and times == sorted(times)
+    assert res["curve"][-1]["test_accuracy"] == res["test_accuracy"]
+
+    assert res["target_reached"] and res["time_to_target_s"] > 0
+    assert res["epochs_trained"] < 8
+    # hogwild's other process runs on while process 0 scores, and stops at its next step
+    trained = len(rec["timings"]["epoch_s"])
+    assert trained == res["epochs_trained"] if alg != "hogwild" else trained >= 1
+    # it stopped at the first epoch end >= 0.97
+    epoch_ends = [p for p in res["curve"][1:-1] if p["step"] % (8 * scale) == 0]
+    assert epoch_ends[-1]["test_accuracy"] >= 0.97 and epoch_ends[-1] == res["curve"][-2]
+    assert all(p["test_accuracy"] < 0.97 for p in epoch_ends[:-1])
+
+
+def test_validation_runs_train_all_epochs():
+    """The measured runs get no target (they would stop there); the replays report it."""
+    from pathlib import Path
+
+    from simulator.validate_accuracy import build_parser, stage_commands
+    stages = dict(stage_commands(build_parser().parse_args(["--seeds", "1-2"]), Path("o")))
+    assert set(stages) == {"sweep-seed-1", "sweep-seed-2", "replay"}
+    assert "--target-accuracy" not in stages["sweep-seed-1"]
+    assert stages["sweep-seed-2"][-2:] == ["--seed", "2"]
+    assert "--target-accuracy" in stages["replay"] and "1,2" in stages["replay"]

@@ -1,0 +1,39 @@
+"""The check against Horovod's published benchmark: its networks, its inputs, its table."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.horovod import check, models
+from simulator.contracts.workload import load_workload
+
+
+@pytest.mark.parametrize("factory,params", [(models.vgg16, 138_357_544),
+                                            (models.resnet101, 44_549_160),
+                                            (models.inception3, 23_834_568)])
+def test_the_networks_have_their_published_sizes(factory, params):
+    with torch.device("meta"):
+        net = factory()
+    assert sum(p.numel() for p in net.parameters()) == params
+
+
+@pytest.mark.parametrize("name", sorted(check.THROUGHPUT))
+def test_the_workloads_are_the_cpu_files_tensors_at_the_published_throughput(name):
+    cpu = load_workload(check.HERE / f"{name}-cpu.toml")
+    gpu = check.p100_workload(name)
+    assert [t.params for t in gpu.tensors] == [t.params for t in cpu.tensors]
+    assert gpu.batch_size / gpu.step_s == pytest.approx(check.THROUGHPUT[name])
+    assert gpu.shares_from() == "per-layer FLOPs"
+    committed = load_workload(check.HERE / f"{name}-p100.toml")
+    assert committed.step_s == pytest.approx(gpu.step_s) and committed.params == gpu.params
+
+
+def test_the_check_prints_every_published_point(tmp_path, capsys):
+    assert check.main(["--out", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    for gpus, (values, _source) in check.PUBLISHED.items():
+        for name, published in values.items():
+            assert f"| {gpus} | {check.NAMES[name]} | {published:.1f}% |" in table
+    csv = (tmp_path / "horovod.csv").read_text().splitlines()
+    assert csv[0].startswith("gpus,model") and len(csv) == 1 + 3 * 10
+    assert (tmp_path / "horovod.png").stat().st_size > 0

@@ -1,0 +1,120 @@
+"""The layout's rules, checked on the imports of every module (read with ``ast``, nothing run).
+
+* ``simulator/`` imports nothing from ``real/`` or ``calibrate/``, nor torch or mpi4py
+  (``simulator.replay`` runs ``real.replay`` as a subprocess instead);
+* inside ``simulator/``: contracts <- model <- engine <- tools (the top-level
+  commands and ``output``); no arrow runs back;
+* ``calibrate/`` reads only the simulator's contracts;
+* no module imports, directly or through others, a module that imports it.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("simulator", "real", "calibrate")
+TORCH_ALLOWED: set[str] = set()               # simulator.replay trains through real.replay
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULE_FILES = {module_name(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (function-level imports too)."""
+    tree = ast.parse(path.read_text())
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            # ``from pkg import mod`` imports the module; ``from mod import name`` the module
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULE_FILES else base
+                         for a in node.names)
+    return found
+
+
+MODULES = {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+GRAPH = {m: {i for i in imports_of(p) if i in MODULES and i != m} for m, p in MODULES.items()}
+
+
+def layer(module: str) -> int:
+    """contracts 0, model 1, engine 2, everything else in simulator (tools, output) 3."""
+    for name, rank in (("simulator.contracts", 0), ("simulator.model", 1), ("simulator.engine", 2)):
+        if module == name or module.startswith(name + "."):
+            return rank
+    return 3
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("simulator")))
+def test_simulator_imports_no_training_stack(module):
+    bad = {i for i in imports_of(MODULES[module])
+           if i.split(".")[0] in ("real", "calibrate")
+           or (i.split(".")[0] in ("torch", "mpi4py") and module not in TORCH_ALLOWED)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("simulator.")))
+def test_simulator_layers_point_down(module):
+    up = {i for i in GRAPH[module] if i.startswith("simulator.") and layer(i) > layer(module)}
+    assert not up, f"{module} (layer {layer(module)}) imports higher layers {sorted(up)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("calibrate")))
+def test_calibrate_reads_only_the_contracts(module):
+    bad = {i for i in imports_of(MODULES[module])
+           if i.startswith("simulator") and not i.startswith("simulator.contracts")
+           and i != "simulator"}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_no_import_cycles():
+    """Tarjan's strongly connected components over module imports: all of size one."""
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import circles: {cycles}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_says_what_it_holds_and_may_import(module):
+    doc = ast.get_docstring(ast.parse(MODULES[module].read_text())) or ""
+    assert doc and "Imports:" in doc, f"{module}: no docstring with an 'Imports:' sentence"

@@ -1,0 +1,55 @@
+"""A gloo call's CPU over a link whose CPU per message was measured (issue 21).
+
+Closed form: every message a rank sends or receives costs it
+``c(n) = cpu_s_per_message + cpu_s_per_byte * n``; a ring allreduce step both sends and
+receives a chunk of n/P, so a rank spends 2(P-1) (2 c0 + 2 c1 n / P) per call.
+"""
+from __future__ import annotations
+
+import pytest
+
+from simulator import Cluster, Link, SchemeConfig, Workload, simulate
+from simulator.contracts.cluster import load_cluster
+from simulator.contracts.profile import Transport
+from simulator.model.comm import call_cpu_s
+
+GLOO = Transport("gloo", alpha_s=1e-4, beta_s_per_byte=1e-9, cpu_fraction=0.67)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8, 16])
+def test_ring_allreduce_cpu_over_the_link_is_its_messages(p):
+    link = Link(1.25e7, 1e-5, cpu_s_per_message=150e-6, cpu_s_per_byte=4e-9)
+    n = 407_080.0
+    got = call_cpu_s(GLOO, "allreduce", p, n, "ring", False, link)
+    steps = 2 * (p - 1)
+    assert got == pytest.approx(steps * (2 * 150e-6 + 2 * 4e-9 * n / p))
+
+
+def test_without_a_measured_link_the_local_share_applies():
+    local = call_cpu_s(GLOO, "allreduce", 4, 1e5, "ring", False)
+    assert local == pytest.approx(0.67 * 6 * (1e-4 + 1e-9 * 1e5 / 4))
+
+
+def test_a_gather_senders_cpu_is_its_one_message():
+    link = Link(1.25e7, 1e-5, cpu_s_per_message=1e-4, cpu_s_per_byte=2e-9)
+    assert call_cpu_s(GLOO, "gather", 8, 1e6, "-", False, link) == pytest.approx(1e-4 + 2e-3)
+
+
+def test_cluster_files_carry_the_link_cpu(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[cluster]\nhosts = 2\ncores_per_host = 2\nshared_cores = true\n'
+                 '[link]\nbandwidth = "100mbit"\nlatency = "10us"\n'
+                 'cpu_per_message = "150us"\ncpu_per_byte = "4ns"\n')
+    link = load_cluster(f).link
+    assert link.cpu_s_per_message == pytest.approx(150e-6)
+    assert link.cpu_s_per_byte == pytest.approx(4e-9)
+
+
+def test_the_link_cpu_slows_gloo_ranks_that_share_cores_and_spares_one_host():
+    def epoch(link, hosts):
+        cluster = Cluster(hosts, 2, link if hosts > 1 else None, shared_cores=True)
+        return simulate(SchemeConfig("allreduce"), 8, Workload(iterations=4), cluster).time_s
+    plain = Link(1.25e7, 1e-5)
+    costly = Link(1.25e7, 1e-5, cpu_s_per_message=300e-6, cpu_s_per_byte=8e-9)
+    assert epoch(costly, 8) > epoch(plain, 8)
+    assert epoch(costly, 1) == epoch(plain, 1)
