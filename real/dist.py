@@ -1,54 +1,49 @@
 """How this process was launched, and the communicators every scheme uses.
 
-One script runs three ways (as nanoGPT's ``train.py`` does):
+One script runs four ways (as nanoGPT's ``train.py`` does):
 
 * plain ``python -m real.train``: one process (``single``);
 * ``mpirun -n P python -m real.train``: MPICH's hydra sets ``PMI_RANK`` / ``PMI_SIZE``
   (Open MPI sets ``OMPI_COMM_WORLD_*``); mpi4py gives rank and size;
-* ``torchrun --nproc-per-node P -m real.train``: ``RANK`` / ``WORLD_SIZE`` are set.
+* ``torchrun --nproc-per-node P -m real.train``: ``RANK`` / ``WORLD_SIZE`` are set;
+* ``srun -n P python -m real.train``: ``SLURM_PROCID`` / ``SLURM_NTASKS``.
 
-Under MPI, torch.distributed (gloo) is set up from MPI: rank 0 picks a free port
-and broadcasts ``addr:port``; nobody has to export MASTER_ADDR by hand.
+What each launcher sets, and how it is read, is in ``real.launchers``.
+
+Under MPI, torch.distributed (gloo) is set up from MPI: rank 0 opens the
+store's listening socket and broadcasts ``addr:port``; nobody has to export
+MASTER_ADDR by hand.
+
+What listens, and where: when every rank runs on this host (a local run),
+``listen_locally`` binds every listener to the loopback interface before MPI
+starts (UCX's and libfabric's sockets, gloo's pairs), and the store's socket
+is bound to 127.0.0.1 (``open_store``); nothing of a local run can be reached
+from another machine. A run across hosts binds the store to ``MASTER_ADDR``
+and gloo to ``GLOO_SOCKET_IFNAME``, the interface the user or the launcher
+names (``real.cluster`` sets both). ``docs/security.md`` lists what is exposed.
 ``Comm`` hides which of the two carries the few whole-model calls (average,
 gather, broadcast of Python objects) so a scheme's distributed part stays short.
+
+Imports: mpi4py, numpy, torch, real.launchers.
 """
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import socket
+import subprocess
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Launch:
-    kind: str          # single | mpi | torchrun
-    rank: int
-    world_size: int
-    local_size: int    # ranks on this host
-
-    @property
-    def is_root(self) -> bool:
-        return self.rank == 0
+from .launchers import Launch, env_launch, mpi_launch, under_mpi
 
 
 def detect_launch() -> Launch:
-    env = os.environ
-    if "PMI_RANK" in env or "OMPI_COMM_WORLD_RANK" in env or "PMI_SIZE" in env:
-        from mpi4py import MPI
-        world = MPI.COMM_WORLD
-        local = world.Split_type(MPI.COMM_TYPE_SHARED)
-        local_size = local.Get_size()
-        local.Free()
-        return Launch("mpi", world.Get_rank(), world.Get_size(), local_size)
-    if "RANK" in env and "WORLD_SIZE" in env:
-        size = int(env["WORLD_SIZE"])
-        return Launch("torchrun", int(env["RANK"]), size,
-                      int(env.get("LOCAL_WORLD_SIZE", size)))
-    return Launch("single", 0, 1, 1)
+    """How this process was started (``real.launchers``): MPI, torchrun, srun or alone."""
+    return mpi_launch() if under_mpi() else env_launch()
 
 
 def threads_per_rank(cores: int, ranks_on_host: int) -> int:
@@ -60,6 +55,87 @@ def free_port(addr: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((addr, 0))
         return s.getsockname()[1]
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def all_ranks_here(environ=os.environ) -> bool:
+    """Whether every rank of this launch runs on this host, read from the launcher's
+    variables before MPI starts (hydra, Open MPI, torchrun); a single process is local."""
+    for local, world in (("MPI_LOCALNRANKS", "PMI_SIZE"),
+                         ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                         ("LOCAL_WORLD_SIZE", "WORLD_SIZE")):
+        if environ.get(local, "").isdigit() and environ.get(world, "").isdigit():
+            return int(environ[local]) == int(environ[world])
+    return not any(v in environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK"))
+
+
+def loopback_interface() -> str:
+    """The name of the interface holding 127.0.0.1 (``lo`` on Linux)."""
+    try:
+        import psutil
+        for name, addrs in psutil.net_if_addrs().items():
+            if any(a.family == socket.AF_INET and a.address == LOOPBACK for a in addrs):
+                return name
+    except (ImportError, OSError):
+        pass
+    return "lo"
+
+
+def listen_locally(environ=os.environ) -> dict[str, str]:
+    """On a local run, bind MPICH's (UCX, libfabric) and gloo's sockets to the loopback
+    interface; a setting the user or the launcher made wins. Call before MPI_Init.
+    Returns what was set."""
+    if not all_ranks_here(environ):
+        return {}
+    lo = loopback_interface()
+    wanted = {"UCX_NET_DEVICES": lo, "FI_TCP_IFACE": lo, "FI_SOCKETS_IFACE": lo,
+              "GLOO_SOCKET_IFNAME": lo}
+    added = {k: v for k, v in wanted.items() if k not in environ}
+    environ.update(added)
+    return added
+
+
+ISOLATE_ENV = "PSGD_ISOLATE"        # "0": local launches keep the machine's network
+_UNSHARE = ["unshare", "--user", "--map-root-user", "--net", "sh", "-c",
+            'ip link set lo up && exec "$@"', "sh"]
+
+
+@functools.lru_cache(maxsize=1)
+def can_isolate() -> bool:
+    """Whether this machine lets a process tree have a network namespace of its own
+    (``unshare`` and ``ip`` installed, user namespaces allowed); checked once."""
+    if os.environ.get(ISOLATE_ENV) == "0" or not (shutil.which("unshare") and shutil.which("ip")):
+        return False
+    try:
+        done = subprocess.run(_UNSHARE + ["true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def isolated(argv: list[str]) -> list[str]:
+    """``argv`` (a local ``mpirun``) in a network namespace whose only interface is loopback.
+
+    hydra binds its control port to every interface and has no setting for it; in such a
+    namespace every interface is loopback, so nothing the job opens is reachable from
+    another machine. The job still shares files, shared memory and CPUs with the machine.
+    Where namespaces are not available (or ``PSGD_ISOLATE=0``), ``argv`` as it is."""
+    return _UNSHARE + argv if can_isolate() else argv
+
+
+def open_store(addr: str, world_size: int, timeout: timedelta, rank: int):
+    """Rank 0: the torch.distributed store, listening on ``addr`` only (not on every
+    interface, as TCPStore does when it opens the port itself). Returns (store, port)."""
+    import torch.distributed as dist
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((addr, 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    store = dist.TCPStore(addr, port, world_size, True, timeout, wait_for_workers=False,
+                          master_listen_fd=sock.detach())
+    return store, port
 
 
 class Comm:
@@ -140,67 +216,139 @@ class MpiComm(Comm):
 
 
 class TorchComm(Comm):
-    """torch.distributed (gloo) for runs launched by torchrun."""
-    backend = "gloo"
+    """torch.distributed for runs launched by torchrun or srun.
+
+    With NCCL the process group holds GPU tensors only; the whole-model calls here
+    (numpy buffers, Python objects) then go through a gloo group beside it.
+    """
 
     def __init__(self):
         import torch.distributed as dist
         self.dist = dist
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.backend = str(dist.get_backend())
+        self.group = dist.new_group(backend="gloo") if self.backend != "gloo" else None
 
     def allreduce_sum_(self, buf):
         import torch
         t = torch.from_numpy(buf)
-        self.dist.all_reduce(t)
+        self.dist.all_reduce(t, group=self.group)
 
     def allgather_obj(self, obj):
         out = [None] * self.size
-        self.dist.all_gather_object(out, obj)
+        self.dist.all_gather_object(out, obj, group=self.group)
         return out
 
     def gather_obj(self, obj, root=0):
         out = [None] * self.size if self.rank == root else None
-        self.dist.gather_object(obj, out, dst=root)
+        self.dist.gather_object(obj, out, dst=root, group=self.group)
         return out
 
     def bcast_obj(self, obj, root=0):
         box = [obj]
-        self.dist.broadcast_object_list(box, src=root)
+        self.dist.broadcast_object_list(box, src=root, group=self.group)
         return box[0]
 
     def barrier(self):
-        self.dist.barrier()
+        self.dist.barrier(group=self.group)
 
 
 def make_comm(launch: Launch, timeout_s: float = 3600.0) -> Comm:
     if launch.kind == "mpi":
         return MpiComm(timeout_s)
-    if launch.kind == "torchrun":
+    if launch.kind == "env":
         return TorchComm()
     return SingleComm()
 
 
 def init_torch_distributed(launch: Launch, timeout_s: float, backend: str = "gloo") -> None:
-    """Join a torch.distributed group; under MPI the rendezvous address comes from rank 0.
+    """Join a torch.distributed group of ``backend`` (gloo, or nccl on GPUs).
 
+    torchrun: ``env://`` (its agent's store); srun: ``tcp://`` at the first node
+    (``real.launchers``); MPI: rank 0 picks a free port and broadcasts its address
+    (``MASTER_ADDR`` if set, else ``mpi_rendezvous_address``).
     ``timeout_s`` bounds every collective, so a dead peer ends the run instead of hanging it.
     """
     import torch.distributed as dist
     if dist.is_initialized():
         return
     timeout = timedelta(seconds=timeout_s)
-    if launch.kind == "torchrun":
+    if launch.kind == "env" and launch.launcher != "srun":
         dist.init_process_group(backend, timeout=timeout)
         return
-    if launch.kind == "single":
-        addr, port = "127.0.0.1", free_port()
+    if launch.kind == "env":            # srun: the first node's address, a port from the job id
+        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
+                              launch.rank == 0, timeout)
     else:
-        from mpi4py import MPI
-        addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
-        port = free_port(addr) if launch.rank == 0 else None
-        addr, port = MPI.COMM_WORLD.bcast((addr, port), root=0)
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=launch.rank,
+        store, port, addr = None, None, LOOPBACK
+        local = launch.local_size == launch.world_size   # the same answer on every rank
+        if launch.kind == "mpi" and not local:
+            from mpi4py import MPI
+            addr = os.environ.get("MASTER_ADDR") or mpi_rendezvous_address(MPI.COMM_WORLD)
+        if launch.rank == 0:
+            store, port = open_store(addr, launch.world_size, timeout, 0)
+        if launch.kind == "mpi":
+            from mpi4py import MPI
+            addr, port = MPI.COMM_WORLD.bcast((addr, port), root=0)
+        if store is None:
+            store = dist.TCPStore(addr, port, launch.world_size, False, timeout)
+    dist.init_process_group(backend, store=store, rank=launch.rank,
                             world_size=launch.world_size, timeout=timeout)
+
+
+def mpi_rendezvous_address(world) -> str:
+    """Where rank 0 can be reached by every rank: 127.0.0.1 when all share its host, else
+    its address on the route to a rank on another host (collective: every rank calls it)."""
+    from .launchers import address_toward, host_name, ipv4_addresses
+    seen = world.allgather((host_name(), ipv4_addresses()))
+    if all(h == seen[0][0] for h, _ in seen):
+        return "127.0.0.1"
+    if world.Get_rank() != 0:
+        return ""                       # rank 0's answer is broadcast by the caller
+    peers = [a for h, addrs in seen if h != seen[0][0] for a in addrs]
+    return address_toward(peers) or socket.gethostbyname(socket.gethostname())
+
+
+def finalize_mpi() -> None:
+    """MPI_Finalize, where MPI was started, and the process manager told that this rank
+    is done: before ``os._exit``, which skips C's exit handlers."""
+    import sys
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+        if "MPICH" in mpi.Get_library_version():
+            finalize_pmi()
+
+
+PMI_ACK_WAIT_S = 5.0
+
+
+def finalize_pmi(environ=os.environ) -> bool:
+    """Say PMI-1's ``finalize`` on hydra's ``PMI_FD`` and wait for the ack.
+
+    MPICH sends it from an exit handler (``atexit``), not from MPI_Finalize; a rank that
+    leaves by ``os._exit`` never sends it, and hydra reads the closed PMI socket as an
+    abnormal end and SIGKILLs every rank still running (``mpirun`` then exits 9, or 0
+    with a rank cut short). Returns whether hydra acknowledged."""
+    import select
+    fd = environ.get("PMI_FD", "")
+    if not fd.isdigit():
+        return False                     # not under hydra's PMI-1 (Slurm, Open MPI, ...)
+    fd = int(fd)
+    try:
+        os.write(fd, b"cmd=finalize\n")
+        reply, deadline = b"", time.monotonic() + PMI_ACK_WAIT_S
+        while b"\n" not in reply:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0 or not select.select([fd], [], [], wait_s)[0]:
+                return False
+            chunk = os.read(fd, 256)
+            if not chunk:
+                return False
+            reply += chunk
+    except OSError:
+        return False
+    return reply.startswith(b"cmd=finalize_ack")
 
 
 # --- MPICH's allreduce algorithm (seed 004) ------------------------------------
