@@ -71,15 +71,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 def read_json(path: str | os.PathLike, needed: tuple[str, ...] = ()) -> Any:
     """A JSON file of the work folder, with every number finite and ``needed`` keys there."""
     from simulator.contracts.checks import ConfigError, finite_tree
+    from simulator.contracts.files import read_json as read_json_file
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CalibrationError(f"{path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CalibrationError(f"{path} is not valid JSON") from None
-    except OSError as e:
-        raise CalibrationError(f"{path} cannot be read: {e.strerror or e}") from None
+    data = read_json_file(path, CalibrationError)
     try:
         finite_tree(data)
     except ConfigError as e:

@@ -1,7 +1,7 @@
 """Figures of measured runs: speedup against P (with the ideal line), accuracy against P, and
 test accuracy against training time per scheme.
 
-Imports: matplotlib, simulator.contracts.files.
+Imports: matplotlib, simulator.contracts.files, simulator.output.accuracy_plots.
 """
 from __future__ import annotations
 
@@ -54,28 +54,5 @@ def accuracy_plot(summary, path, title: str = "Test accuracy of the final model"
 def accuracy_time_plot(runs: list[dict], path,
                        title: str = "Measured test accuracy against training time") -> Path:
     """One panel per scheme, one line per P (the mean over runs, point by point)."""
-    schemes = list(dict.fromkeys(r["scheme"] for r in runs))
-    cols = min(5, len(schemes))
-    rows = -(-len(schemes) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows + 0.6), squeeze=False)
-    counts = sorted({r["workers"] for r in runs})
-    for ax, scheme in zip(axes.ravel(), schemes):
-        for j, p in enumerate(counts):
-            curves = [r["points"] for r in runs if r["scheme"] == scheme and r["workers"] == p]
-            if not curves:
-                continue
-            n = min(len(c) for c in curves)
-            t = [sum(c[i]["train_s"] for c in curves) / len(curves) for i in range(n)]
-            a = [sum(c[i]["test_accuracy"] for c in curves) / len(curves) for i in range(n)]
-            ax.plot(t, a, color=f"C{j % 10}", lw=1.2, label=f"P={p}")
-        ax.set_title(scheme, fontsize=9)
-        ax.set_xlabel("training time (s)", fontsize=8)
-        ax.set_ylabel("test accuracy", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    for ax in axes.ravel()[len(schemes):]:
-        ax.set_visible(False)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    from simulator.output.accuracy_plots import accuracy_time_plot as draw
+    return draw(runs, path, title)

@@ -46,10 +46,7 @@ def build_parser() -> cli.Parser:
                    help="folder holding the dataset files")
     p.add_argument("--seed", type=int, default=1,
                    help="seed of the weights and the data order, as real.train's --seed")
-    p.add_argument("--lr", type=cli.positive_float, default=0.05, help="learning rate")
-    p.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
-    p.add_argument("--lr-decay", type=float, default=0.0,
-                   help="fraction the learning rate drops after each epoch")
+    cli.add_sgd_flags(p)
     p.add_argument("--test-size", type=cli.positive_int, default=None,
                    help="evaluate on this many test samples (all by default)")
     p.add_argument("--threads", type=cli.positive_int, default=1,

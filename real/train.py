@@ -57,11 +57,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("--global-batch", type=cli.positive_int, default=None,
                    help="samples per step over all workers (per worker: G / P, must divide); "
                         "default: batch size * P")
-    p.add_argument("--lr", type=cli.float_in(1e-12, 1e3), default=0.05, help="learning rate")
-    p.add_argument("--momentum", type=cli.float_in(0, 1, high_open=True), default=0.0,
-                   help="SGD momentum (0: plain SGD)")
-    p.add_argument("--lr-decay", type=cli.float_in(0, 1, high_open=True), default=0.0,
-                   help="fraction the learning rate drops after each epoch (seed 001: 0.01)")
+    cli.add_sgd_flags(p)
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
                    help="the settings of one of the exercise sheets the project started from "
                         "(seed001: lr 1, 1%% decay per epoch, batch 100, 5 epochs); "

@@ -66,9 +66,7 @@ def build_parser() -> cli.Parser:
     w.add_argument("--data-dir", default=None, type=cli.input_folder,
                    help="folder holding the dataset files")
     w.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
-    w.add_argument("--lr", type=cli.positive_float, default=0.05)
-    w.add_argument("--momentum", type=float, default=0.0)
-    w.add_argument("--lr-decay", type=float, default=0.0)
+    cli.add_sgd_flags(w)
     w.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
                    help="psgd: average every K steps (0: once, at the end)")
     w.add_argument("--exchange-every", type=cli.nonnegative_int, default=0,

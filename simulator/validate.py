@@ -128,12 +128,7 @@ def preflight(args, out: Path) -> str | None:
 
 
 def run_stage(name: str, cmd: list[str], out: Path) -> tuple[int, str]:
-    log = out / f"{name}.log"
-    with open(log, "w") as f:
-        f.write("$ " + " ".join(cmd) + "\n")
-        f.flush()
-        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
-    return code, log.read_text()
+    return cli.run_stage(cmd, out / f"{name}.log")
 
 
 def reused_commands(args, out: Path) -> list[str]:
@@ -247,7 +242,7 @@ def main(argv=None) -> int:
                       f"the runs are kept: run again with --skip-sweep on a quiet machine, or "
                       f"with --force", file=sys.stderr)
                 return code
-            said = _last_line(log)
+            said = cli.last_line(log)
             if code == 2:
                 return usage_error(PROG, f"stage {name}: {said}")
             print(f"{PROG}: stage {name} failed (exit {code}): {said} (log {out / name}.log)",
@@ -258,13 +253,6 @@ def main(argv=None) -> int:
         print_out(compare_log.split("wrote ")[0].strip())       # the report is written first
         print(f"\nreport: {report}", file=sys.stderr)
     return 0
-
-
-def _last_line(log: str) -> str:
-    """What a stage said last: its one-line error, without its own name in front."""
-    lines = [ln.strip() for ln in log.replace("\r", "\n").splitlines() if ln.strip()]
-    last = lines[-1] if lines else "(no output)"
-    return last.split(": error: ", 1)[-1] if ": error: " in last else last
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ simulator.output.accuracy_plots.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -237,15 +236,15 @@ def main(argv=None) -> int:
         if name in skip:
             continue
         t0 = time.monotonic()
-        with open(out / f"{name}.log", "w") as log:
-            log.write("$ " + " ".join(cmd) + "\n")
-            log.flush()
-            code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        code, log = cli.run_stage(cmd, out / f"{name}.log")
         print(f"{name}: exit {code} in {time.monotonic() - t0:.0f} s (log {out / name}.log)",
               file=sys.stderr)
+        if code == 2:
+            return usage_error(PROG, f"stage {name}: {cli.last_line(log)}")
         if code != 0 and not name.startswith("sweep"):     # a failed run still compares
-            return usage_error(PROG, f"stage {name} failed (exit {code}); see "
-                                     f"{out / name}.log")
+            print(f"{PROG}: stage {name} failed (exit {code}): {cli.last_line(log)} "
+                  f"(log {out / name}.log)", file=sys.stderr)
+            return 1
     measured = measured_rows(out / "runs")
     try:
         predicted = json.loads((out / "predicted" / "curves.json").read_text())

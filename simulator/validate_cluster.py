@@ -139,13 +139,10 @@ def _env() -> dict:
 def _run(argv: list[str], log: Path, timeout_s: float) -> None:
     """One step as a subprocess; its output goes to ``log``; a failure stops the experiment."""
     print(f"{PROG}: {' '.join(argv[2:])}", file=sys.stderr)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f:
-        code = subprocess.run(argv, cwd=REPO_ROOT, env=_env(), stdout=f, stderr=subprocess.STDOUT,
-                              timeout=timeout_s).returncode
+    code, text = cli.run_stage(argv, log, timeout_s, cwd=REPO_ROOT, env=_env())
     if code != 0:
-        tail = (log.read_text(errors="replace").strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"`{' '.join(argv[2:])}` failed (exit {code}; log {log}): {tail}")
+        raise RuntimeError(f"`{' '.join(argv[2:])}` failed (exit {code}; log {log}): "
+                           f"{cli.last_line(text)}")
 
 
 def calibrate_profile(args, out: Path) -> Path:

@@ -7,24 +7,20 @@ before and after each test, whether it passed or not.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from real import cluster as rc
 from real.cluster.__main__ import main as cluster_main
 from real.cluster.netns import HOST_IFACE, list_namespaces
+from tests.cluster_helpers import CAN_BUILD, REPO_ROOT, SENDRECV, needs_root
 
 PREFIX = "psgdtest"
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CAN_BUILD = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
-needs_root = pytest.mark.skipif(not CAN_BUILD, reason="needs root and iproute2 (ip, tc)")
 
 
 def fake_cluster(n_hosts: int = 2) -> rc.Cluster:
@@ -161,22 +157,6 @@ def test_measured_bandwidth_within_15_percent(bandwidth):
     assert m.wire_bits_per_s == pytest.approx(asked, rel=0.05)
 
 
-SENDRECV = textwrap.dedent("""
-    import time, numpy as np
-    from mpi4py import MPI
-    comm, n = MPI.COMM_WORLD, 4 << 20
-    buf = np.ones(n, dtype=np.uint8)
-    for _ in range(2):                        # the first round sets up the connection
-        comm.Barrier()
-        t = time.perf_counter()
-        if comm.rank == 0:
-            comm.Send(buf, dest=1); comm.Recv(buf[:1], source=1)
-        else:
-            comm.Recv(buf, source=0); comm.Send(buf[:1], dest=0)
-    if comm.rank == 0:
-        print("SENDRECV_S", time.perf_counter() - t, flush=True)
-    assert comm.rank == 0 or buf[-1] == 1
-""")
 
 
 @pytest.mark.root

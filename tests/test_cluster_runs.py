@@ -7,11 +7,8 @@ and after each test, whether the test passed or not.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import tomllib
@@ -19,27 +16,12 @@ import tomllib
 from real import cluster as rc
 from real.cluster.netns import list_namespaces
 from simulator.contracts import record
+from tests.cluster_helpers import REPO_ROOT, ROOT_TESTS, SENDRECV, env, namespaces_cleaned
 
 PREFIX = "psgdruns"
 SUBNET = "10.78.0.0/24"
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CAN_BUILD = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(not CAN_BUILD, reason="needs root and iproute2 (ip, tc)")]
-
-
-@pytest.fixture(autouse=True)
-def clean():
-    rc.down(PREFIX)
-    yield
-    rc.down(PREFIX)
-    assert not list_namespaces(PREFIX)
-
-
-def env() -> dict:
-    bin_dir = str(Path(sys.executable).parent)
-    return os.environ | {"PYTHONPATH": str(REPO_ROOT),
-                         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+pytestmark = ROOT_TESTS
+clean = namespaces_cleaned(PREFIX)
 
 
 def test_two_host_allreduce_writes_a_record_naming_the_cluster(tmp_path):
@@ -102,23 +84,6 @@ def test_torn_down_after_a_failing_run(tmp_path):
     assert rc.read_state(PREFIX) is None
 
 
-SENDRECV = """
-import time, numpy as np
-from mpi4py import MPI
-comm, n = MPI.COMM_WORLD, 4 << 20
-buf = np.ones(n, dtype=np.uint8)
-times = []
-for _ in range(4):                        # the first round sets up the connection
-    comm.Barrier()
-    t = time.perf_counter()
-    if comm.rank == 0:
-        comm.Send(buf, dest=1); comm.Recv(buf[:1], source=1)
-    else:
-        comm.Recv(buf, source=0); comm.Send(buf[:1], dest=0)
-    times.append(time.perf_counter() - t)
-if comm.rank == 0:
-    print("SENDRECV_S", sorted(times[1:])[1], flush=True)
-"""
 
 
 def test_a_link_calibrated_at_one_rate_predicts_a_transfer_at_another(tmp_path):

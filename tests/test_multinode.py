@@ -8,41 +8,21 @@ each test.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from real import cluster as rc
-from real.cluster.netns import list_namespaces
 from simulator.contracts import record
+from tests.cluster_helpers import REPO_ROOT, ROOT_TESTS, env, namespaces_cleaned
 
 PREFIX = "psgdmn"
 SUBNET = "10.79.0.0/24"
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CAN_BUILD = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc")
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(not CAN_BUILD, reason="needs root and iproute2 (ip, tc)")]
+pytestmark = ROOT_TESTS
 TINY = ["--model", "mlp", "--dataset", "synthetic", "--train-size", "256", "--test-size", "64",
         "--batch-size", "32", "--threads", "1"]
-
-
-@pytest.fixture(autouse=True)
-def clean():
-    rc.down(PREFIX)
-    yield
-    rc.down(PREFIX)
-    assert not list_namespaces(PREFIX)
-
-
-def env() -> dict:
-    bin_dir = str(Path(sys.executable).parent)
-    return os.environ | {"PYTHONPATH": str(REPO_ROOT),
-                         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+clean = namespaces_cleaned(PREFIX)
 
 
 def both_hosts(rec: dict) -> list[dict]:

@@ -18,6 +18,7 @@ import argparse
 import math
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -176,6 +177,16 @@ def float_in(low: float, high: float, high_open: bool = False):
         return value
     parse.__name__ = f"float_in_{low}_{high}"
     return parse
+
+
+def add_sgd_flags(p) -> None:
+    """``--lr``, ``--momentum``, ``--lr-decay``: real.train's SGD settings, with its checks
+    (``real.replay`` and ``simulator.replay`` take the same values)."""
+    p.add_argument("--lr", type=float_in(1e-12, 1e3), default=0.05, help="learning rate")
+    p.add_argument("--momentum", type=float_in(0, 1, high_open=True), default=0.0,
+                   help="SGD momentum (0: plain SGD)")
+    p.add_argument("--lr-decay", type=float_in(0, 1, high_open=True), default=0.0,
+                   help="fraction the learning rate drops after each epoch (seed 001: 0.01)")
 
 
 def int_list(low: int, high: int = MAX_COUNT, scientific: bool = False):
@@ -399,3 +410,25 @@ def _worker_item(item: str, text: str) -> range | list[int]:
         raise argparse.ArgumentTypeError(f"{hi_i} workers is more than this tool simulates "
                                          f"({MAX_WORKERS})")
     return range(lo_i, hi_i + 1)
+
+
+# ---------------------------------------------------------------- stages of a validation
+
+def run_stage(cmd: list[str], log: Path, timeout_s: float | None = None,
+              **popen) -> tuple[int, str]:
+    """Run one stage of a validation (a command of the project) with its output in ``log``,
+    whose first line is the command; returns its exit code and the log's text."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s,
+                              **popen).returncode
+    return code, log.read_text(errors="replace")
+
+
+def last_line(log: str) -> str:
+    """What a stage said last: its one-line error, without its own name in front."""
+    lines = [ln.strip() for ln in log.replace("\r", "\n").splitlines() if ln.strip()]
+    last = lines[-1] if lines else "(no output)"
+    return last.split(": error: ", 1)[-1] if ": error: " in last else last

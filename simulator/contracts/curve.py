@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.contracts.files import atomic_write_text
+from simulator.contracts.files import atomic_write_text, read_json
 
 POINT_KEYS = ("step", "epoch", "train_s", "test_loss", "test_accuracy")
 REPLAY_FORMAT = "psgd-sim replay"
@@ -97,12 +97,7 @@ def write_replay(path: str | os.PathLike, result: dict[str, Any]) -> Path:
 def read_replay(path: str | os.PathLike) -> dict[str, Any]:
     """A replay result, checked; ``CurveError`` names what is wrong."""
     path = Path(path)
-    try:
-        obj = json.loads(path.read_text())
-    except OSError as e:
-        raise CurveError(f"cannot read replay result {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CurveError(f"{path} is not valid JSON") from None
+    obj = read_json(path, CurveError)
     if not isinstance(obj, dict) or obj.get("format") != REPLAY_FORMAT:
         raise CurveError(f"{path} is not a replay result")
     if not isinstance(obj.get("schema_version"), int) or \

@@ -3,13 +3,16 @@
 Each writer makes a temporary sibling and renames it over the target, so an
 interrupted command leaves the old file (or none), never a torn one.
 
-Imports: the standard library; matplotlib when a figure is saved.
+Imports: the standard library (a figure brings its own matplotlib).
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def readable_mode(tmp: str | os.PathLike) -> None:
@@ -35,20 +38,35 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def save_figure(fig, path: str | os.PathLike) -> Path:
-    """Save a matplotlib figure atomically and close it."""
-    import matplotlib.pyplot as plt
-
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120, tight: bool = True) -> Path:
+    """Save a matplotlib figure atomically; a pyplot figure is closed after (a bare
+    ``Figure``, which the simulator draws to spare pyplot's import, needs no closing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        fig.savefig(tmp, dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
         readable_mode(tmp)
         os.replace(tmp, path)
     finally:
-        plt.close(fig)
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            pyplot.close(fig)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
+    """The JSON in ``path``; a missing, unreadable or malformed file raises ``error``, one
+    line naming the file."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise error(f"{path} is not valid JSON") from None
+    except OSError as e:
+        raise error(f"{path} cannot be read: {e.strerror or e}") from None

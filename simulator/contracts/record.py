@@ -66,7 +66,7 @@ record and says why instead of loading half of it. A record is replaced by
 swapping the new folder with the old one in one step (``renameat2``'s
 ``RENAME_EXCHANGE``, where the file system has it), then removing the old.
 
-Imports: pandas.
+Imports: pandas; contracts.checks, contracts.files, contracts.tables.
 """
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.contracts.checks import non_finite_field
+from simulator.contracts.files import read_json
 from simulator.contracts.tables import TableError, read_table
 
 SCHEMA_VERSION = 1
@@ -187,12 +188,7 @@ def read(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = run_dir / RECORD_FILE
     if not path.is_file():
         raise RecordError(f"{run_dir} is not a run record (no {RECORD_FILE})")
-    try:
-        rec = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise RecordError(f"{path} is not valid JSON") from None
-    except OSError as e:
-        raise RecordError(f"{path} cannot be read: {e.strerror or e}") from None
+    rec = read_json(path, RecordError)
     try:
         check_record(rec)
     except RecordError as e:

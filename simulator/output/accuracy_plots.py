@@ -10,12 +10,14 @@
 Rows are dicts with ``scheme``, ``workers`` and ``points`` (curves), or the
 summary rows of ``simulator.accuracy`` (one per scheme and P).
 
-Imports: matplotlib.
+Imports: matplotlib, contracts.files.
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
+
+from simulator.contracts.files import save_figure
 
 MARKERS = "osD^vP<X>h*"
 
@@ -31,15 +33,6 @@ def _figure(n_panels: int, per_row: int = 5, size=(3.2, 2.8)):
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     return fig, axes
-
-
-def _save(fig, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    tmp.replace(path)
-    return path
 
 
 def mean_curves(rows: list[dict]) -> dict[tuple[str, int], tuple[list, list]]:
@@ -78,7 +71,7 @@ def accuracy_time_plot(rows: list[dict], path, title: str,
     note = " (solid: predicted, dashed: measured)" if measured else ""
     fig.suptitle(title + note, fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110, tight=False)
 
 
 def _by_p(summary: list[dict], key: str) -> dict[str, list[tuple[int, float]]]:
@@ -105,7 +98,7 @@ def _against_p(predicted, measured, key: str, ylabel: str, title: str, path) -> 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110, tight=False)
 
 
 def time_to_target_plot(predicted: list[dict], measured: list[dict], target: float,

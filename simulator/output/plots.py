@@ -6,11 +6,13 @@ the fastest scheme at each P ringed. Right: speedup over serial SGD at P = 1
 (the baseline a user compares with), with the ideal line kept inside the
 data's range so it does not squeeze the schemes together.
 
-Imports: matplotlib.
+Imports: matplotlib, contracts.files.
 """
 from __future__ import annotations
 
 from pathlib import Path
+
+from simulator.contracts.files import save_figure
 
 MARKERS = "osD^vP<X>h*"
 LINESTYLES = ("-", "--", "-.", ":")
@@ -83,9 +85,4 @@ def speedup_plot(rows: list[dict], path: str | Path, title: str = "", subtitle: 
     # fixed margins (room for the legend below and tick labels up to ~8 characters): a
     # tight layout measures every label by drawing the figure once more, a third of its cost
     fig.subplots_adjust(left=0.08, right=0.985, bottom=0.22, top=0.87, wspace=0.2)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=110, tight=False)

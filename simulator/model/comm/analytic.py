@@ -5,11 +5,9 @@ on this placement (``comm.costs``); a point-to-point message costs ``alpha +
 beta * n`` (plus a rendezvous' extra hand-offs), whatever else is in flight.
 Cheap: a handful of events per collective whatever P is.
 
-Imports: SimPy, model.comm.base, model.comm.costs.
+Imports: model.comm.base, model.comm.costs.
 """
 from __future__ import annotations
-
-import simpy
 
 from simulator.model.comm.base import Comm
 from simulator.model.comm.costs import collective_time_s
