@@ -62,6 +62,19 @@ def test_simulator_replay_bad_target_is_one_line(tmp_path):
     assert "accuracy in (0, 1]" in r.stderr
 
 
+@pytest.mark.parametrize("main_of", ["simulator.replay", "real.replay"])
+@pytest.mark.parametrize("flag, value", [("--momentum", "-1"), ("--momentum", "nan"),
+                                         ("--lr-decay", "1"), ("--lr", "inf")])
+def test_replays_refuse_the_sgd_settings_real_train_refuses(tmp_path, capsys, main_of, flag,
+                                                            value):
+    import importlib
+
+    from tests.refusal import refused
+    main = importlib.import_module(main_of).main
+    extra = ["--schedule", str(tmp_path / "s.jsonl")] if main_of == "real.replay" else []
+    refused(main, [*extra, flag, value, "--out", tmp_path / "o"], flag, capsys)
+
+
 @pytest.mark.slow
 def test_predict_prints_time_to_accuracy_next_to_time_per_epoch(tmp_path):
     r = py("simulator.predict", "--schemes", "psgd", "--workers", "2", "--model", "linear",
