@@ -22,7 +22,11 @@ figure (``load`` in ``simulator.contracts.record``), also each rank's CPU% again
 its threads. CPU% alone cannot tell a disturbed rank from one that waits for a
 message; the run-queue wait can.
 
-Every rank runs a ``RankMeter`` around its training: a thread that reads the
+Every rank runs a ``RankMeter`` around its training, from the barrier before it to a
+barrier after it, so that every rank's window ends together: a rank that finished first
+and polls for the others (MPI's waits spin on a core) does so inside its own window, not
+as another process in theirs (which marked runs of many ranks on few cores disturbed
+that nobody else touched). The meter is a thread that reads the
 schedstat of the rank's threads and child processes (hogwild's) every
 ``SAMPLE_S`` and the load average. ``machine_busy_cores`` over a short window, with
 nothing of ours running, is how busy the machine is *before* a run (``real.sweep``
@@ -167,7 +171,8 @@ def assess(per_rank: list[dict]) -> tuple[bool, dict]:
     rows = [{"rank": i, "host": r["host"], "threads": r["threads"],
              "cpu_percent": round(r["cpu_percent"], 1),
              "cpu_percent_of_threads": round(r["cpu_percent"] / max(1, r["threads"]), 1),
-             "served": round(_share(r["run_s"], r["wait_s"]), 3)} for i, r in enumerate(per_rank)]
+             "served": round(_share(r["run_s"], r["wait_s"]), 3),
+             "window_s": round(r["wall_s"], 3)} for i, r in enumerate(per_rank)]
     root = per_rank[0]
     return disturbed, {"before": {"load_avg": root["load_before"]},
                        "during": {"load_avg_max": max(r["load_max"] for r in per_rank),

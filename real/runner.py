@@ -252,7 +252,11 @@ def _train(ctx, rec, data) -> None:
     t_end = time.monotonic()
     if ctx.train_span:                      # hogwild: its processes' own first start, last end
         t_start, t_end = ctx.train_span
-    usage, load = meter.stop(), load_meter.stop()
+    usage = meter.stop()
+    # Every rank's load window ends together: a rank that finished first waits (MPI polls
+    # a core) inside its own window, not as "another process" in the others' windows.
+    comm.barrier()
+    load = load_meter.stop()
     ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows, load))
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
     curve = _scored_curve(ctx, data, t_start, ends, initial)

@@ -81,6 +81,21 @@ def test_a_cpu_hog_beside_a_run_marks_it_disturbed(tiny, tmp_path):
 
 
 @pytest.mark.slow
+def test_every_ranks_window_spans_the_whole_run(tiny, tmp_path):
+    """Nine ranks on this machine's cores: the first to finish waits for the others inside
+    its own window (a barrier before the meters stop), so no rank's polling counts as
+    another process in the windows of the ranks still training."""
+    from tests.conftest import mpi
+    r = mpi(9, "real.train", "--algorithm", "ps_async", "--model", "mlp", "--threads", "1",
+            *tiny)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = record.read(record.find_runs(tmp_path / "runs")[0])
+    span = rec["timings"]["train_wall_s"]
+    windows = [row["window_s"] for row in rec["load"]["per_rank"]]
+    assert len(windows) == 9 and min(windows) >= span - 0.05, (windows, span)
+
+
+@pytest.mark.slow
 def test_the_sweep_retries_disturbed_points_and_marks_them(tmp_path):
     out = tmp_path / "sweep"
     with cpu_hogs(2 * (os.cpu_count() or 1)):     # (the retry too: clearly, not at the bar)

@@ -26,7 +26,8 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``before.load_avg`` (1, 5, 15 min, rank 0 at start), ``during`` (``load_avg_max``,
     ``load_avg_end``), ``per_rank`` (``host``, ``threads``, ``cpu_percent``,
     ``cpu_percent_of_threads``, ``served``: run time / (run + run-queue wait) of the
-    rank's threads), ``machines`` (per kernel: ``cores``, ``ranks``, ``run_cores``,
+    rank's threads, ``window_s``: how long it was watched, from the barrier before
+    training to the barrier after), ``machines`` (per kernel: ``cores``, ``ranks``, ``run_cores``,
     ``demand_cores``, ``served``, ``expected_served`` = min(1, cores / demand),
     ``others_cores``: CPU other processes used, in cores; ``disturbed``) and ``rule``
     (the criterion in words). Readers leave disturbed runs out of timing comparisons
