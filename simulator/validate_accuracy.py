@@ -5,28 +5,37 @@
 
 1. measured: ``real.sweep`` once per seed (``OUT/runs/seed-S``), every run
    recording test accuracy against training time (``--eval-every``);
-2. predicted: ``simulator.replay`` for the same schemes, P and seeds
+2. calibrated: ``calibrate`` probes the machine and fits a profile from the
+   probes and the runs with at most ``--calibrate-workers`` processes
+   (``OUT/profile.json``), after waiting for the sweep's load to fade, as
+   ``simulator.validate`` does: the machine's speed drifts from one day to the
+   next (7.0 ms against 5.9 ms an iteration of the serial cnn on two days on
+   the project's VM), so a profile from another day would put that drift into
+   the time to target. ``--profile`` uses a given profile instead;
+3. predicted: ``simulator.replay`` for the same schemes, P and seeds
    (``OUT/predicted``): each run simulated with its schedule and replayed on
    the real model and data;
-3. compared: per scheme and P, the final test accuracy (mean over seeds,
+4. compared: per scheme and P, the final test accuracy (mean over seeds,
    absolute error in accuracy points) and the training time to the target
    (mean over seeds, relative error); a point whose target some seed does not
-   reach is reported as such, never as a time.
+   reach is reported as such, never as a time. The summary is given for every
+   point and for the held-out ones (P above ``--calibrate-workers``).
 
 Writes ``OUT/accuracy_validation.csv``, ``OUT/report.md`` and the figures
 ``time-to-target.png`` (time to the target against P, one line per scheme,
 predicted and measured), ``final-accuracy.png`` and ``accuracy-time.png``
 (curves, predicted solid and measured dashed). Each stage is a subprocess of
 the project's own command, logged in ``OUT/<stage>.log``;
-``--skip-sweep`` / ``--skip-replay`` reuse what OUT holds.
+``--skip-sweep`` / ``--skip-calibrate`` / ``--skip-replay`` reuse what OUT holds.
 
 Imports: numpy, pandas, simulator.contracts.cli, simulator.contracts.curve,
 simulator.contracts.files, simulator.contracts.record, simulator.model.schemes,
-simulator.output.accuracy_plots.
+simulator.output.accuracy_plots, simulator.validate (the wait for a quiet machine).
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,7 +75,10 @@ def build_parser() -> Parser:
     p.add_argument("--train-size", type=positive_int, default=None)
     p.add_argument("--test-size", type=positive_int, default=None)
     p.add_argument("--profile", default=None, type=cli.input_file,
-                   help="profile JSON (default: the one shipped)")
+                   help="profile JSON to predict with (default: calibrate one after the sweep)")
+    p.add_argument("--calibrate-workers", type=cli.int_in(1, 64), default=2,
+                   help="calibration sees only probes and runs with at most this many processes")
+    p.add_argument("--quick", action="store_true", help="quick calibration (about a minute)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per real run")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads per worker in the real runs and the simulation "
@@ -76,6 +88,7 @@ def build_parser() -> Parser:
     p.add_argument("--out", default="validation-accuracy", type=cli.output_folder,
                    help="folder for the runs, the replays and the comparison")
     p.add_argument("--skip-sweep", action="store_true", help="reuse OUT/runs")
+    p.add_argument("--skip-calibrate", action="store_true", help="reuse OUT/profile.json")
     p.add_argument("--skip-replay", action="store_true", help="reuse OUT/predicted")
     return p
 
@@ -96,12 +109,18 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
         "--out", str(out / "runs" / f"seed-{s}"), *common, *sizes, "--", "--seed", str(s),
         *threads])
         for s in args.seeds]
+    profile = args.profile or str(out / "profile.json")
+    if not args.profile:
+        stages.append(("calibrate", py + [
+            "calibrate", "--out", profile, "--workdir", str(out / "calibration"),
+            "--runs", str(out / "runs"), "--models", args.model,
+            "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else [])))
     stages.append(("replay", py + [
         "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
         "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
-        "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads]
-        + (["--profile", args.profile] if args.profile else [])))
+        "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads,
+        "--profile", profile]))
     return stages
 
 
@@ -155,7 +174,25 @@ def compare(measured: list[dict], predicted: list[dict], target: float) -> list[
     return rows
 
 
-def format_table(rows: list[dict], target: float, epochs: int) -> str:
+def summary_lines(rows: list[dict], target: float, label: str) -> list[str]:
+    """The error summary of ``rows``: final accuracy in points, time to target relative."""
+    lines = []
+    errs = [abs(r["final_accuracy_error_points"]) for r in rows]
+    rels = [abs(r["time_to_target_error"]) for r in rows if r["time_to_target_error"] is not None]
+    signed = [r["time_to_target_error"] for r in rows if r["time_to_target_error"] is not None]
+    if errs:
+        lines.append(f"{label}final accuracy: mean |error| {np.mean(errs):.2f} points, worst "
+                     f"{max(errs):.2f}; within {GOAL_POINTS:g} point: "
+                     f"{sum(e <= GOAL_POINTS for e in errs)} of {len(errs)}")
+    if rels:
+        lines.append(f"{label}time to {target:g}: median |error| {100 * np.median(rels):.1f}%, "
+                     f"mean signed {100 * np.mean(signed):+.1f}%, worst {100 * max(rels):.1f}%; "
+                     f"within {100 * GOAL_RELATIVE:g}%: {sum(e <= GOAL_RELATIVE for e in rels)} "
+                     f"of {len(rels)} (points reached on both sides)")
+    return lines
+
+
+def format_table(rows: list[dict], target: float, epochs: int, held_out_above: int = 0) -> str:
     lines = [(f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc pred':>10}{'err pt':>8}"
               f"{f'to {target:g} meas':>25}{f'to {target:g} pred':>25}{'err':>8}")]
     for r in rows:
@@ -173,17 +210,10 @@ def format_table(rows: list[dict], target: float, epochs: int) -> str:
                      f"{r['final_accuracy_error_points']:>+8.2f}"
                      f"{measured:>25}{predicted:>25}"
                      f"{err:>8}")
-    errs = [abs(r["final_accuracy_error_points"]) for r in rows]
-    rels = [abs(r["time_to_target_error"]) for r in rows if r["time_to_target_error"] is not None]
-    if errs:
-        lines.append(f"final accuracy: mean |error| {np.mean(errs):.2f} points, worst "
-                     f"{max(errs):.2f}; within {GOAL_POINTS:g} point: "
-                     f"{sum(e <= GOAL_POINTS for e in errs)} of {len(errs)}")
-    if rels:
-        lines.append(f"time to {target:g}: median |error| {100 * np.median(rels):.1f}%, worst "
-                     f"{100 * max(rels):.1f}%; within {100 * GOAL_RELATIVE:g}%: "
-                     f"{sum(e <= GOAL_RELATIVE for e in rels)} of {len(rels)} "
-                     f"(points reached on both sides)")
+    lines += summary_lines(rows, target, "")
+    held = [r for r in rows if r["workers"] > held_out_above] if held_out_above else []
+    if held:
+        lines += summary_lines(held, target, f"held out (P > {held_out_above}), ")
     return "\n".join(lines)
 
 
@@ -206,7 +236,8 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
     final_accuracy_plot(pred_s, meas_s, out / "final-accuracy.png")
     accuracy_time_plot(predicted, out / "accuracy-time.png",
                        "Test accuracy against training time", measured=measured)
-    table = format_table(rows, args.target_accuracy, args.epochs)
+    table = format_table(rows, args.target_accuracy, args.epochs,
+                         0 if args.profile else args.calibrate_workers)
     text = "\n".join([
         f"# Time to accuracy: predicted against measured ({args.model}, {args.dataset})", "",
         (f"{args.epochs} epochs, seeds {', '.join(map(str, args.seeds))}, target test accuracy "
@@ -231,10 +262,14 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     commands = stage_commands(args, out)
     skip = {n for n, _ in commands if (n.startswith("sweep") and args.skip_sweep)
-            or (n == "replay" and args.skip_replay)}
+            or (n == "calibrate" and args.skip_calibrate) or (n == "replay" and args.skip_replay)}
     for name, cmd in commands:
         if name in skip:
             continue
+        if name == "calibrate" and not args.skip_sweep:     # the sweep's load fades first
+            from simulator.validate import wait_for_low_load
+            print(f"{PROG}: {wait_for_low_load((os.cpu_count() or 1) / 4, 300.0)}",
+                  file=sys.stderr)
         t0 = time.monotonic()
         code, log = cli.run_stage(cmd, out / f"{name}.log")
         print(f"{name}: exit {code} in {time.monotonic() - t0:.0f} s (log {out / name}.log)",

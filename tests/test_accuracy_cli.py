@@ -181,7 +181,40 @@ def test_validation_runs_train_all_epochs():
 
     from simulator.validate_accuracy import build_parser, stage_commands
     stages = dict(stage_commands(build_parser().parse_args(["--seeds", "1-2"]), Path("o")))
-    assert set(stages) == {"sweep-seed-1", "sweep-seed-2", "replay"}
+    assert list(stages) == ["sweep-seed-1", "sweep-seed-2", "calibrate", "replay"]
     assert "--target-accuracy" not in stages["sweep-seed-1"]
     assert stages["sweep-seed-2"][-2:] == ["--seed", "2"]
     assert "--target-accuracy" in stages["replay"] and "1,2" in stages["replay"]
+
+
+def test_validation_calibrates_on_its_own_runs_unless_given_a_profile(tmp_path):
+    """The replays predict with a profile fitted from this sweep's runs of at most
+    --calibrate-workers processes; --profile skips the calibration and is used as given."""
+    from pathlib import Path
+
+    from simulator.validate_accuracy import build_parser, stage_commands
+    stages = dict(stage_commands(build_parser().parse_args(["--calibrate-workers", "3"]),
+                                 Path("o")))
+    cal = stages["calibrate"]
+    assert cal[cal.index("--runs") + 1] == str(Path("o") / "runs")
+    assert cal[cal.index("--max-workers") + 1] == "3"
+    replay = stages["replay"]
+    assert replay[replay.index("--profile") + 1] == cal[cal.index("--out") + 1]
+    given = tmp_path / "p.json"
+    given.write_text("{}")
+    stages = dict(stage_commands(build_parser().parse_args(["--profile", str(given)]), Path("o")))
+    assert "calibrate" not in stages
+    assert stages["replay"][stages["replay"].index("--profile") + 1] == str(given)
+
+
+def test_summary_of_held_out_points():
+    """With a calibration on P <= 2, the table adds the summary of P >= 3 alone."""
+    rows = [{"scheme": "psgd", "workers": p, "seeds_measured": 1, "seeds_predicted": 1,
+             "final_accuracy_measured": 0.8, "final_accuracy_predicted": 0.8,
+             "final_accuracy_error_points": 0.0, "time_to_target_measured_s": 10.0,
+             "time_to_target_predicted_s": 10.0 * (1 + err), "time_to_target_error": err,
+             "target_reached_measured": 1, "target_reached_predicted": 1}
+            for p, err in ((1, 0.5), (2, 0.5), (3, 0.1), (4, -0.3))]
+    text = format_table(rows, 0.8, 3, held_out_above=2)
+    assert "time to 0.8: median |error| 40.0%, mean signed +20.0%" in text
+    assert "held out (P > 2), time to 0.8: median |error| 20.0%, mean signed -10.0%" in text

@@ -18,7 +18,7 @@ from simulator.contracts.profile import Profile
 from simulator.contracts.workload import Workload
 from simulator.engine.placement import handoffs, placement_of_ranks
 from simulator.engine.result import Result, build_result
-from simulator.engine.steady import extrapolate, window
+from simulator.engine.steady import checkpoints, extrapolate, stable_pace, window
 from simulator.model.comm import make_comm
 from simulator.model.fabric import make_routes
 from simulator.model.hardware.cores import CoreHost
@@ -45,17 +45,25 @@ def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profil
 
 
 def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                 steady: bool = False, eval_every: int | None = None) -> Result:
-    """The SimPy run; with ``steady``, a long run of a scheme whose ranks meet every
-    iteration is simulated for a window of its iterations and extrapolated
-    (``engine.steady``; asynchronous schemes drift too slowly into their steady state).
+                 steady: str | None = None, eval_every: int | None = None) -> Result:
+    """The SimPy run. A long run of a scheme whose ranks meet every iteration is cut
+    short and extrapolated (``engine.steady``; asynchronous schemes drift too slowly
+    into their steady state): ``steady="window"`` simulates a fixed window of its
+    iterations (cores not oversubscribed: the steps repeat), ``"until-stable"`` runs
+    until the pace of its steps is known within half a percent (oversubscribed cores).
     ``eval_every`` not None: keep the update schedule too, with evaluation points every
     ``eval_every`` iterations of the evaluating worker (0: at epoch ends only); a
     schedule has every iteration, so such a run is simulated whole."""
     period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
     lock_step = spec.synchronous or spec.name == "ps_sync"
     whole = trace or eval_every is not None or not (steady and lock_step)
-    n = None if whole else window(plan.iterations, period)
+    if not whole and steady == "until-stable" and period <= 1:
+        result, n = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                         checks=checkpoints(plan.iterations))
+        if result is not None:                 # never stable: it ran whole
+            return result
+    else:                                      # (stable at n: the window of n, extrapolated)
+        n = None if whole or steady != "window" else window(plan.iterations, period)
     if n is None:
         return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
                     eval_every=eval_every)[0]
@@ -66,7 +74,9 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
 
 
 def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=(),
-         eval_every: int | None = None):
+         eval_every: int | None = None, checks: list[int] = ()):
+    """Build and run the SimPy model: (Result, Recorder); with ``checks``, a run whose
+    pace is stable at one of those step counts stops there: (None, that count)."""
     env = simpy.Environment()
     placement = placement_of_ranks(spec, cluster, plan.workers)
     pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
@@ -88,12 +98,31 @@ def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=
                                  profile.server, plan.param_count,
                                  polls=spec.polls)
     spec.start(env, Setup(plan, workers, comm, recorder, server))
-    env.run()
+    stable_at = _until_stable(env, recorder, plan.workers, checks)
+    if stable_at is not None:
+        return None, stable_at
     p = plan.workers
     bytes_sent = sum(comm.network.bytes_sent) if hasattr(comm, "network") else 0.0
     meta = {"scheme": spec.name, "workers": p, "seed": seed, "fidelity": cfg.fidelity}
-    return build_result(spec, cfg, plan, workload, seed, "des", env.now,
-                        recorder.compute_s[:p], recorder.comm_s[:p], recorder.wait_s[:p],
-                        dict(sorted(recorder.staleness.items())), events_scheduled(env),
-                        bytes_sent, recorder.chrome_trace(meta) if trace else None,
-                        log.sorted_events() if log else None), recorder
+    result = build_result(spec, cfg, plan, workload, seed, "des", env.now,
+                          recorder.compute_s[:p], recorder.comm_s[:p], recorder.wait_s[:p],
+                          dict(sorted(recorder.staleness.items())), events_scheduled(env),
+                          bytes_sent, recorder.chrome_trace(meta) if trace else None,
+                          log.sorted_events() if log else None)
+    return result, recorder
+
+
+def _until_stable(env: simpy.Environment, recorder: Recorder, workers: int,
+                  checks: list[int]) -> int | None:
+    """Run to the end (None), or until the pace of the steps is stable at one of the
+    step counts ``checks`` (``engine.steady.stable_pace``): that count."""
+    if checks:
+        recorder.tracked = workers
+        reached = {k: env.event() for k in checks}
+        recorder.on_step_end = lambda k: reached[k].succeed() if k in reached else None
+        for k in checks:
+            env.run(until=reached[k])
+            if stable_pace(recorder.step_end_s, k) is not None:
+                return k
+    env.run()
+    return None

@@ -128,7 +128,8 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
     if not schedule and _use_fast(spec, cfg, cluster, workers, workload, profile, trace):
         return simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, np.array(steps))
     return simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                        steady=not oversubscribed(spec, cluster, workers, workload),
+                        steady=("until-stable" if oversubscribed(spec, cluster, workers, workload)
+                                else "window"),
                         eval_every=eval_every if schedule else None)
 
 

@@ -34,14 +34,28 @@ class Recorder:
         self.steps_done = [0] * n           # training steps each rank has finished
         self.watch: tuple[int, ...] = ()    # step counts at which to note the totals
         self.noted: dict[tuple[int, int], tuple[float, float, float, float]] = {}
+        self.tracked = 0                    # workers whose step ends are tracked (0: none)
+        self.step_end_s = [0.0]             # when the last of them finished step j
+        self._finished = [0]                # how many of them have finished step j
+        self.on_step_end = None             # called with j when the last finishes step j
 
     def step_done(self, rank: int, now: float) -> None:
         """``rank`` finished a training step at ``now``; at a watched count, note when and
-        its compute / comm / wait so far (the steady-state window of ``engine.steady``)."""
+        its compute / comm / wait so far (the steady-state window of ``engine.steady``);
+        with ``tracked`` workers, note when the last of them finished each step."""
         k = self.steps_done[rank] = self.steps_done[rank] + 1
         if k in self.watch:
             self.noted[rank, k] = (now, self.compute_s[rank], self.comm_s[rank],
                                    self.wait_s[rank])
+        if self.tracked:
+            if k == len(self._finished):
+                self._finished.append(0)
+                self.step_end_s.append(now)
+            self._finished[k] += 1
+            if self._finished[k] == self.tracked:
+                self.step_end_s[k] = now
+                if self.on_step_end is not None:
+                    self.on_step_end(k)
 
     def add(self, rank: int, kind: str, t0: float, t1: float, name: str = "") -> None:
         """Account ``t1 - t0`` seconds of ``kind`` (compute | comm | wait) to ``rank``."""
