@@ -12,7 +12,10 @@ MPI algorithm) and the table shows
 
 per epoch, with the median and worst error per scheme, on all points and on
 the held-out ones (worker counts the profile's calibration did not see, from
-its provenance). Records of the emulated cluster (``environment.cluster``) are
+its provenance). The measured time leaves out each run's warm-up, its slowest
+worker's first iteration, and scales the rest to the epoch (``steady_epoch_s``):
+a run of a few iterations on a slow link is otherwise half first-use costs
+that a long training pays once. Records of the emulated cluster (``environment.cluster``) are
 predicted on that cluster: its hosts with their own links at the record's
 shaped rate, sharing the machine's cores (``Cluster.shared_cores``); with
 ``--link`` (a cluster TOML of ``python -m calibrate.link``) a message also pays
@@ -202,7 +205,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     rows = []
     groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed)
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
-        per_epoch = [r["timings"]["train_wall_s"] / workload.epochs for r in recs]
+        per_epoch = [steady_epoch_s(r, scheme.name, workload.epochs) for r in recs]
         mean, ci = mean_ci95(per_epoch)
         on = cluster or cluster_of(recs[0], link)
         try:
@@ -233,6 +236,27 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
                             na_position="first").reset_index(drop=True)
     df.attrs["disturbed_left_out"] = left_out
     return df
+
+
+def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
+    """A run's training time per epoch, warm-up excluded: the slowest worker's first
+    iteration (connections opened on first use, DDP's buckets set up, the ranks' uneven
+    start) is taken out of the training time and the rest scaled back to every
+    iteration. The whole time per epoch where the iterations cannot be read or a worker
+    made fewer than 3."""
+    wall_s = rec["timings"]["train_wall_s"]
+    try:
+        it = record.read_iterations(rec["_folder"])
+    except (record.RecordError, OSError, KeyError):
+        return wall_s / epochs
+    workers = it[it["rank"] > 0] if SCHEMES[scheme].extra_rank else it
+    counts = workers.groupby("rank").size()
+    if counts.empty or counts.min() < 3:
+        return wall_s / epochs
+    first = workers.groupby("rank").head(1)
+    first_s = float((first["compute_s"] + first["comm_s"] + first["wait_s"]).max())
+    n = int(counts.max())
+    return (wall_s - first_s) * n / (n - 1) / epochs
 
 
 def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:

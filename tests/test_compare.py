@@ -129,3 +129,25 @@ def test_compare_predicts_from_workload_files(tmp_path):
     save_workload(workload_of_cost(slow), folder / "cnn.toml")
     slower = compare.compare(runs, prof, workloads=[str(folder)])
     assert (slower["predicted_s"] > 1.5 * base["predicted_s"]).all()
+
+
+def _iterations(folder, first_s, rest_s, n, ranks=2):
+    rows = ["rank,epoch,iteration,batch_size,compute_s,comm_s,wait_s,bytes_sent,loss"]
+    for r in range(ranks):
+        for i in range(n):
+            t = first_s if i == 0 else rest_s
+            rows.append(f"{r},0,{i},32,{t / 2},{t / 4},{t / 4},0,1.0")
+    (folder / record.ITER_FILE).write_text("\n".join(rows) + "\n")
+
+
+def test_warm_up_is_left_out_of_the_measured_time(tmp_path):
+    """A first iteration of 1 s and nine of 0.1 s in 1.9 s of training: 1.0 s an epoch of
+    ten steady iterations. Fewer than 3 iterations a worker: the whole time."""
+    rec = {"timings": {"train_wall_s": 1.9}, "_folder": tmp_path}
+    _iterations(tmp_path, 1.0, 0.1, 10)
+    assert compare.steady_epoch_s(rec, "mpi_allreduce", 1) == pytest.approx(1.0)
+    assert compare.steady_epoch_s(rec, "mpi_allreduce", 2) == pytest.approx(0.5)
+    _iterations(tmp_path, 1.0, 0.1, 2)
+    assert compare.steady_epoch_s(rec, "mpi_allreduce", 1) == pytest.approx(1.9)
+    (tmp_path / record.ITER_FILE).unlink()
+    assert compare.steady_epoch_s(rec, "mpi_allreduce", 1) == pytest.approx(1.9)
