@@ -57,13 +57,14 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
     period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
     lock_step = spec.synchronous or spec.name == "ps_sync"
     whole = trace or eval_every is not None or not (steady and lock_step)
-    if not whole and steady == "until-stable" and period <= 1:
+    n = None
+    if not whole and steady == "window":
+        n = window(plan.iterations, period)
+    elif not whole and steady == "until-stable" and period <= 1:
         result, n = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
                          checks=checkpoints(plan.iterations))
         if result is not None:                 # never stable: it ran whole
             return result
-    else:                                      # (stable at n: the window of n, extrapolated)
-        n = None if whole or steady != "window" else window(plan.iterations, period)
     if n is None:
         return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
                     eval_every=eval_every)[0]
