@@ -79,6 +79,8 @@ def build_parser() -> Parser:
     p.add_argument("--calibrate-workers", type=cli.int_in(1, 64), default=2,
                    help="calibration sees only probes and runs with at most this many processes")
     p.add_argument("--quick", action="store_true", help="quick calibration (about a minute)")
+    p.add_argument("--force", action="store_true",
+                   help="keep a calibration whose fits are below calibrate's quality bar")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per real run")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads per worker in the real runs and the simulation "
@@ -114,7 +116,8 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
         stages.append(("calibrate", py + [
             "calibrate", "--out", profile, "--workdir", str(out / "calibration"),
             "--runs", str(out / "runs"), "--models", args.model,
-            "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else [])))
+            "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else [])
+            + (["--force"] if args.force else [])))
     stages.append(("replay", py + [
         "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
