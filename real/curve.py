@@ -122,9 +122,11 @@ def scored_curve(ctx, data, t_start: float, t_end: float, initial: torch.Tensor 
                       "train_s": max(0.0, p["t"] - t_start), "test_loss": loss,
                       "test_accuracy": acc})
     loss, acc = evaluate(ctx.model, test_x, test_y)     # the final model, at the end
+    # (on this process's clock; psgd's points take the latest worker's, which can be later
+    # when this one waited for it at an epoch end: the end is never before the last point)
+    end_s = max(t_end - t_start - ctx.curve.paused_s, curve[-1]["train_s"])
     curve.append({"step": curve[-1]["step"], "epoch": curve[-1]["epoch"],
-                  "train_s": t_end - t_start - ctx.curve.paused_s, "test_loss": loss,
-                  "test_accuracy": acc})
+                  "train_s": end_s, "test_loss": loss, "test_accuracy": acc})
     fields = {"curve": curve, "curve_model": EVALUATED[ctx.cfg.algorithm],
               "eval_every": ctx.cfg.eval_every, "curve_eval_s": time.monotonic() - t0,
               "curve_snapshot_s": ctx.curve.paused_s}
