@@ -91,10 +91,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
                   "--epochs", str(args.epochs), "--out", str(out / "runs")]
     if args.train_size:
         sweep += ["--train-size", str(args.train_size)]
-    calibrate = py + ["calibrate", "--out", str(out / "profile.json"), "--workdir",
-                      str(out / "calibration"), "--runs", str(out / "runs"), "--models", args.model,
-                      "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else []) \
-        + (["--force"] if args.force else [])
+    calibrate = calibrate_command(args, out)
     compare = py + ["simulator.compare", str(out / "runs"), "--profile", str(out / "profile.json"),
                     "--out", str(out)]
     if getattr(args, "workloads", None):
@@ -105,6 +102,15 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
 
 
 MAX_RANKS = 4 * (os.cpu_count() or 1)       # as real.sweep: 4 ranks per core at most
+
+
+def calibrate_command(args, out: Path) -> list[str]:
+    """``calibrate`` on the probes and OUT/runs with at most ``--calibrate-workers``
+    processes, into OUT/profile.json (``--quick``, ``--force`` passed on)."""
+    return [sys.executable, "-m", "calibrate", "--out", str(out / "profile.json"),
+            "--workdir", str(out / "calibration"), "--runs", str(out / "runs"),
+            "--models", args.model, "--max-workers", str(args.calibrate_workers)] \
+        + (["--quick"] if args.quick else []) + (["--force"] if args.force else [])
 
 
 def preflight(args, out: Path) -> str | None:

@@ -30,7 +30,7 @@ the project's own command, logged in ``OUT/<stage>.log``;
 
 Imports: numpy, pandas, simulator.contracts.cli, simulator.contracts.curve,
 simulator.contracts.files, simulator.contracts.record, simulator.model.schemes,
-simulator.output.accuracy_plots, simulator.validate (the wait for a quiet machine).
+simulator.output.accuracy_plots, simulator.validate (the calibration stage, the wait for a quiet machine).
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ from simulator.contracts.cli import (
 )
 from simulator.contracts.files import atomic_write_text
 from simulator.model.schemes import SCHEMES
+from simulator.validate import calibrate_command, wait_for_low_load
 
 PROG = "python -m simulator.validate_accuracy"
 GOAL_POINTS = 1.0          # final accuracy within 1 point
@@ -113,11 +114,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
         for s in args.seeds]
     profile = args.profile or str(out / "profile.json")
     if not args.profile:
-        stages.append(("calibrate", py + [
-            "calibrate", "--out", profile, "--workdir", str(out / "calibration"),
-            "--runs", str(out / "runs"), "--models", args.model,
-            "--max-workers", str(args.calibrate_workers)] + (["--quick"] if args.quick else [])
-            + (["--force"] if args.force else [])))
+        stages.append(("calibrate", calibrate_command(args, out)))
     stages.append(("replay", py + [
         "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
@@ -270,7 +267,6 @@ def main(argv=None) -> int:
         if name in skip:
             continue
         if name == "calibrate" and not args.skip_sweep:     # the sweep's load fades first
-            from simulator.validate import wait_for_low_load
             print(f"{PROG}: {wait_for_low_load((os.cpu_count() or 1) / 4, 300.0)}",
                   file=sys.stderr)
         t0 = time.monotonic()
