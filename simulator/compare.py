@@ -238,6 +238,17 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     return df
 
 
+def _iterations(rec: dict):
+    """A record's iterations table, read once (kept in the record's dict), or None where it
+    cannot be read."""
+    if "_iterations" not in rec:
+        try:
+            rec["_iterations"] = record.read_iterations(rec["_folder"])
+        except (record.RecordError, OSError, KeyError):
+            rec["_iterations"] = None
+    return rec["_iterations"]
+
+
 def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     """A run's training time per epoch, warm-up excluded: the slowest worker's first
     iteration (connections opened on first use, DDP's buckets set up, the ranks' uneven
@@ -245,9 +256,8 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     iteration. The whole time per epoch where the iterations cannot be read or a worker
     made fewer than 3."""
     wall_s = rec["timings"]["train_wall_s"]
-    try:
-        it = record.read_iterations(rec["_folder"])
-    except (record.RecordError, OSError, KeyError):
+    it = _iterations(rec)
+    if it is None:
         return wall_s / epochs
     workers = it[it["rank"] > 0] if SCHEMES[scheme].extra_rank else it
     counts = workers.groupby("rank").size()
@@ -267,9 +277,8 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
     skip_rank0 = SCHEMES[scheme].extra_rank
     sums = []
     for r in recs:
-        try:
-            it = record.read_iterations(r["_folder"])
-        except (record.RecordError, OSError):
+        it = _iterations(r)
+        if it is None:
             continue
         workers = it[it["rank"] > 0] if skip_rank0 else it
         per_rank = workers.groupby("rank")[["compute_s", "comm_s", "wait_s"]].sum()
