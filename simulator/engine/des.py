@@ -57,27 +57,30 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
     period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
     lock_step = spec.synchronous or spec.name == "ps_sync"
     whole = trace or eval_every is not None or not (steady and lock_step)
-    n = None
+    n, checked_events = None, 0
     if not whole and steady == "window":
         n = window(plan.iterations, period)
     elif not whole and steady == "until-stable" and period <= 1:
-        result, n = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                         checks=checkpoints(plan.iterations))
+        result, stable = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                              checks=checkpoints(plan.iterations))
         if result is not None:                 # never stable: it ran whole
             return result
+        n, checked_events = stable
     if n is None:
         return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
                     eval_every=eval_every)[0]
     short = replace(plan, iterations=n)
     result, recorder = _run(spec, cfg, short, workload, cluster, profile, seed,
                             [s[:n] for s in steps], trace, watch=(n // 2, n))
-    return extrapolate(result, recorder, n, plan.iterations)
+    result = extrapolate(result, recorder, n, plan.iterations)
+    return replace(result, events=result.events + checked_events)
 
 
 def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=(),
          eval_every: int | None = None, checks: list[int] = ()):
     """Build and run the SimPy model: (Result, Recorder); with ``checks``, a run whose
-    pace is stable at one of those step counts stops there: (None, that count)."""
+    pace is stable at one of those step counts stops there: (None, (that count, the events
+    it took))."""
     env = simpy.Environment()
     placement = placement_of_ranks(spec, cluster, plan.workers)
     pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
@@ -101,7 +104,7 @@ def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=
     spec.start(env, Setup(plan, workers, comm, recorder, server))
     stable_at = _until_stable(env, recorder, plan.workers, checks)
     if stable_at is not None:
-        return None, stable_at
+        return None, (stable_at, events_scheduled(env))
     p = plan.workers
     bytes_sent = sum(comm.network.bytes_sent) if hasattr(comm, "network") else 0.0
     meta = {"scheme": spec.name, "workers": p, "seed": seed, "fidelity": cfg.fidelity}
