@@ -14,6 +14,9 @@ how many sweeps the prediction fell inside the measured 95% CI::
 Each folder holds the ``compare.csv`` of ``simulator.compare`` (as ``validate``
 leaves it). Writes ``pooled.csv`` and ``pooled.png`` (one panel per scheme:
 each sweep's signed error per P, their mean, the +-5% band) into ``--out``.
+Folders of ``simulator.validate_accuracy`` (one seed each) are pooled over their
+seeds instead (``simulator.pool_accuracy``): ``pooled_accuracy.csv`` and
+``time-to-target.png``.
 
 Imports: matplotlib, pandas, simulator.contracts (cli, files, tables).
 """
@@ -165,7 +168,27 @@ def build_parser():
                    help="comma-separated names of the sweeps in the figure (default: folder names)")
     p.add_argument("--out", default=None, type=cli.output_folder,
                    help="folder for pooled.csv and pooled.png (default: print the tables only)")
+    p.add_argument("--held-out-above", type=int, default=0, metavar="K",
+                   help="accuracy validations: also summarise the points P > K (those beyond "
+                        "the calibration's P <= K)")
     return p
+
+
+def pool_accuracy_main(args, labels) -> int:
+    """The accuracy validations of ``args.sweeps``, pooled over their seeds."""
+    from simulator import pool_accuracy as pa
+    from simulator.contracts.cli import print_out, usage_error
+    try:
+        rows, target = pa.read_validations(args.sweeps, labels or
+                                           [Path(f).name for f in args.sweeps])
+    except pa.AccuracyPoolError as e:
+        return usage_error(PROG, str(e))
+    pooled = pa.pool(rows)
+    written = pa.write_outputs(pooled, target, Path(args.out)) if args.out else []
+    print_out(pa.format_table(pooled, len(args.sweeps), target, args.held_out_above))
+    if written:
+        print(f"\nwrote {', '.join(map(str, written))}", file=sys.stderr)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -180,6 +203,13 @@ def main(argv=None) -> int:
                                  f"{len(args.sweeps)} folder(s)")
     if labels is not None and not all(labels):
         return usage_error(PROG, f"--labels {args.labels!r} has an empty name")
+    from simulator.pool_accuracy import is_accuracy_folder
+    kinds = {is_accuracy_folder(f) for f in args.sweeps}
+    if kinds == {True}:
+        return pool_accuracy_main(args, labels)
+    if len(kinds) > 1:
+        return usage_error(PROG, "the folders mix accuracy validations with time-per-epoch "
+                                 "sweeps; pool one kind at a time")
     try:
         rows = read_sweeps(args.sweeps, labels)
     except PoolError as e:

@@ -1,0 +1,153 @@
+"""Time-to-accuracy validations pooled: one seed per validation, the mean over seeds.
+
+``simulator.validate_accuracy`` run on several days (one seed each, each calibrated
+on its own sweep) leaves one ``accuracy_validation.csv`` per folder. Pooling them
+gives what the time-to-accuracy goal is stated over: per scheme and P, the final
+test accuracy measured and predicted as means over the seeds (error in points), and
+the signed relative error of the time to the target, mean over the seeds that
+reached it on both sides. ``simulator.pool`` calls this when every folder it is
+given holds such a file::
+
+    python -m simulator.pool docs/results/accuracy-1 docs/results/accuracy-2 \\
+        docs/results/accuracy-3 --out docs/results/accuracy-pooled
+
+Imports: pandas, numpy, simulator.contracts (tables, files), simulator.model.schemes
+(the order of the schemes), simulator.output (plots).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.contracts.tables import TableError, read_table
+from simulator.model.schemes import SCHEMES
+
+FILE = "accuracy_validation.csv"
+GOAL_POINTS, GOAL_RELATIVE = 1.0, 0.10
+NEEDED = {"scheme": "text", "workers": "positive_count",
+          "final_accuracy_measured": "number", "final_accuracy_predicted": "number",
+          "time_to_target_measured_s": "number?", "time_to_target_predicted_s": "number?"}
+
+
+class AccuracyPoolError(ValueError):
+    """A folder without a readable accuracy validation; one line, exit code 2."""
+
+
+def is_accuracy_folder(folder) -> bool:
+    return (Path(folder) / FILE).is_file() and not (Path(folder) / "compare.csv").is_file()
+
+
+def target_of(folder: Path) -> float | None:
+    """The target accuracy the validation's report names (None if it has no report)."""
+    report = folder / "report.md"
+    m = re.search(r"target test accuracy ([0-9.]+)", report.read_text()) \
+        if report.is_file() else None
+    return float(m.group(1).rstrip(".")) if m else None
+
+
+def read_validations(folders, labels) -> tuple[pd.DataFrame, float]:
+    """Every validation's rows with its label, and the one target they share."""
+    frames, targets = [], set()
+    for label, folder in zip(labels, map(Path, folders)):
+        path = folder / FILE
+        if not path.is_file():
+            raise AccuracyPoolError(f"{folder} has no {FILE} (run python -m "
+                                    "simulator.validate_accuracy --out there first)")
+        try:
+            df = read_table(path, NEEDED)
+        except TableError as e:
+            raise AccuracyPoolError(str(e)) from None
+        frames.append(df.assign(validation=label))
+        targets.add(target_of(folder))
+    if None in targets:
+        raise AccuracyPoolError("a validation folder has no report.md naming its target "
+                                "(the folders of simulator.validate_accuracy --out have one)")
+    if len(targets) > 1:
+        raise AccuracyPoolError(f"the validations aim at different targets "
+                                f"({', '.join(f'{t:g}' for t in sorted(targets))}); pool one target")
+    return pd.concat(frames, ignore_index=True), targets.pop()
+
+
+def pool(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scheme, P): accuracy means and error over the validations; time to target
+    means and mean signed error over the validations that reached it on both sides."""
+    rows = rows.assign(
+        acc_error=100 * (rows["final_accuracy_predicted"] - rows["final_accuracy_measured"]),
+        both=rows["time_to_target_measured_s"].notna() & rows["time_to_target_predicted_s"].notna())
+    rows = rows.assign(time_error=np.where(
+        rows["both"], rows["time_to_target_predicted_s"] / rows["time_to_target_measured_s"] - 1,
+        np.nan))
+    reached = rows[rows["both"]]
+    g, gr = rows.groupby(["scheme", "workers"]), reached.groupby(["scheme", "workers"])
+    out = pd.DataFrame({
+        "validations": g.size(),
+        "final_accuracy_measured": g["final_accuracy_measured"].mean(),
+        "final_accuracy_predicted": g["final_accuracy_predicted"].mean(),
+        "final_accuracy_mean_abs_error_points": g["acc_error"].apply(lambda e: e.abs().mean()),
+        "reached_both": gr.size(),
+        "time_to_target_measured_s": gr["time_to_target_measured_s"].mean(),
+        "time_to_target_predicted_s": gr["time_to_target_predicted_s"].mean(),
+        "time_to_target_error": gr["time_error"].mean(),
+        "time_to_target_error_min": gr["time_error"].min(),
+        "time_to_target_error_max": gr["time_error"].max()}).reset_index()
+    out["final_accuracy_error_points"] = 100 * (out["final_accuracy_predicted"]
+                                                - out["final_accuracy_measured"])
+    out["reached_both"] = out["reached_both"].fillna(0).astype(int)
+    order = {s: i for i, s in enumerate(SCHEMES)}
+    return out.sort_values(["scheme", "workers"], key=lambda c: c.map(order)
+                           if c.name == "scheme" else c, ignore_index=True)
+
+
+def summary_lines(pooled: pd.DataFrame, label: str = "") -> list[str]:
+    acc = pooled["final_accuracy_error_points"].abs()
+    rel = pooled["time_to_target_error"].dropna()
+    lines = [f"{label}final accuracy, mean over seeds: mean |error| {acc.mean():.2f} points, "
+             f"worst {acc.max():.2f}; within {GOAL_POINTS:g} point: "
+             f"{int((acc <= GOAL_POINTS).sum())} of {len(acc)}"]
+    if len(rel):
+        lines.append(f"{label}time to target, mean signed error over seeds: median |error| "
+                     f"{100 * rel.abs().median():.1f}%, worst {100 * rel.abs().max():.1f}%, "
+                     f"mean {100 * rel.mean():+.1f}%; within {100 * GOAL_RELATIVE:g}%: "
+                     f"{int((rel.abs() <= GOAL_RELATIVE).sum())} of {len(rel)}")
+    return lines
+
+
+def format_table(pooled: pd.DataFrame, n: int, target: float, held_out_above: int = 0) -> str:
+    to = f"to {target:g}"
+    lines = [f"{n} validation(s); errors: predicted minus measured",
+             f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc pred':>10}{'err pt':>8}{'|err| pt':>9}"
+             f"{to + ' meas':>14}{to + ' pred':>14}{'err':>8}{'min':>8}{'max':>8}{'seeds':>6}"]
+    for _, r in pooled.iterrows():
+        def secs(v):
+            return "-" if pd.isna(v) else f"{v:.2f} s"
+
+        def pct(v):
+            return "-" if pd.isna(v) else f"{100 * v:+.1f}%"
+        lines.append(f"{r.scheme:<15}{r.workers:>3}{r.final_accuracy_measured:>10.4f}"
+                     f"{r.final_accuracy_predicted:>10.4f}{r.final_accuracy_error_points:>+8.2f}"
+                     f"{r.final_accuracy_mean_abs_error_points:>9.2f}"
+                     f"{secs(r.time_to_target_measured_s):>14}"
+                     f"{secs(r.time_to_target_predicted_s):>14}{pct(r.time_to_target_error):>8}"
+                     f"{pct(r.time_to_target_error_min):>8}{pct(r.time_to_target_error_max):>8}"
+                     f"{r.reached_both:>3}/{r.validations}")
+    lines += summary_lines(pooled)
+    if held_out_above:
+        lines += summary_lines(pooled[pooled["workers"] > held_out_above],
+                               f"P > {held_out_above}, ")
+    return "\n".join(lines)
+
+
+def write_outputs(pooled: pd.DataFrame, target: float, out: Path) -> list[Path]:
+    from simulator.contracts.files import atomic_write_text
+    from simulator.output.accuracy_plots import time_to_target_plot
+
+    def side(which):
+        return [{"scheme": r.scheme, "workers": r.workers,
+                 "time_to_target_s": getattr(r, f"time_to_target_{which}_s")}
+                for r in pooled.itertuples() if not pd.isna(r.time_to_target_measured_s)]
+    return [atomic_write_text(out / "pooled_accuracy.csv", pooled.to_csv(index=False)),
+            time_to_target_plot(side("predicted"), side("measured"), target,
+                                out / "time-to-target.png")]
