@@ -32,7 +32,8 @@ schedstat of the rank's threads and child processes (hogwild's) every
 nothing of ours running, is how busy the machine is *before* a run (``real.sweep``
 and ``calibrate`` wait for it to fall: ``wait_for_quiet``).
 
-Imports: psutil, real.launchers.
+Imports: psutil, real.launchers, real.tcpstats (the meter's window also bounds the TCP
+counters).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ import os
 import threading
 import time
 from pathlib import Path
+
+from . import tcpstats
 
 DISTURBED_SHARE = 0.85       # served below 85% of what an empty machine would give ...
 OTHERS_MIN_CORES = 0.25      # ... while other processes used at least a quarter core
@@ -121,6 +124,7 @@ class RankMeter:
         self._proc, self.threads, self._sample_s = psutil.Process(), threads, sample_s
         self.load_before = [round(x, 2) for x in os.getloadavg()]
         self._t0, self._busy0 = time.monotonic(), busy_cpu_s()
+        self._tcp0 = tcpstats.counters()
         self._base = _thread_stats(self._pids())
         self._last = dict(self._base)
         self._load_max = self.load_before[0]
@@ -158,7 +162,8 @@ class RankMeter:
                 "busy_cores": (busy1 - self._busy0) / wall
                 if busy1 is not None and self._busy0 is not None else None,
                 "load_before": self.load_before, "load_max": round(self._load_max, 2),
-                "load_end": [round(x, 2) for x in os.getloadavg()]}
+                "load_end": [round(x, 2) for x in os.getloadavg()],
+                "tcp": tcpstats.delta(self._tcp0, tcpstats.counters())}
 
 
 def assess(per_rank: list[dict]) -> tuple[bool, dict]:

@@ -279,8 +279,9 @@ def _train(ctx, rec, data) -> None:
                                   if r["iteration"] % ctx.cfg.log_every == 0],
                    "train_samples": len(data.train_y), "test_samples": len(data.test_y),
                    "data_source": data.source, **curve}
+    from .tcpstats import per_host
     rec.comm = {"bytes_sent_per_rank": _per_rank(rows, "bytes_sent", comm.size),
-                "backend": comm.backend}
+                "backend": comm.backend, "tcp": per_host([e[4] for e in ends])}
     rec.resources = {"cpu_util_percent_per_rank": [e[2]["cpu_util_percent"] for e in ends],
                      "peak_rss_bytes_per_rank": [e[2]["peak_rss_bytes"] for e in ends]}
     rec.extra.update(ctx.extra, start_weights_identical=True,

@@ -64,6 +64,7 @@ from simulator.contracts.cluster import (
 from simulator.contracts.workload import Workload
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
+from simulator.stalls import stall_figures
 
 PROG = "python -m simulator.compare"
 
@@ -220,6 +221,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
         rows.append({"scheme": scheme.name, "workers": workers, "runs": len(recs),
                      "disturbed_runs": sum(record.is_disturbed(r) for r in recs),
                      **measured_breakdown(recs, scheme.name, workload.epochs),
+                     **stall_figures(recs, scheme.name, workload.epochs, _iterations),
                      "model": workload.model, "batch_per_worker": workload.batch_per_worker,
                      "threads": workload.threads_per_worker, "hosts": hosts or 1,
                      "bandwidth_bits_per_s": bw, "measured_s": mean, "measured_ci_s": ci,

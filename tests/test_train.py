@@ -56,6 +56,8 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     assert (averaging["bytes_sent"] > 0).all()
     assert (it["wait_s"] >= 0).all() and (it["comm_s"] >= 0).all()
     assert rec["comm"]["bytes_sent_per_rank"][0] == rec["comm"]["bytes_sent_per_rank"][1] > 0
+    tcp = rec["comm"]["tcp"]                   # one host: its namespace's counters, once
+    assert [h["ranks"] for h in tcp] == [[0, 1]] and tcp[0]["timeouts"] >= 0
     assert rec["results"]["data_source"].startswith(str(FASHION))
     assert len(rec["resources"]["cpu_util_percent_per_rank"]) == 2
 

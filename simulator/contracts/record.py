@@ -13,7 +13,9 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``timings`` (``startup_s``, ``data_load_s``, ``train_wall_s`` apart from
     both, ``epoch_s`` list, ``eval_s``), ``results`` (``final_loss``,
     ``test_accuracy``, ``test_loss``, ``loss_curve`` as [iteration, loss]
-    pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``), ``resources``
+    pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``, and
+    ``tcp``: per host, the TCP retransmission timeouts, loss probes, retransmitted and sent
+    segments over training, ``real.tcpstats``), ``resources``
     (``cpu_util_percent_per_rank``, ``peak_rss_bytes_per_rank``) and
     ``extra`` (scheme-specific: staleness histogram, server update time, ...).
     ``environment`` also names the ``launcher`` (``mpirun``, ``torchrun``, ``srun``,

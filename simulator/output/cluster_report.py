@@ -4,7 +4,9 @@ From the rows ``simulator.compare`` predicted (each record on its own cluster,
 with the calibrated link): ``with_flags`` marks the held-out points,
 ``error_table`` and the Markdown helpers make ``errors.csv`` and ``table.md``,
 ``figure`` draws ``cluster-compare.png`` (``simulator.validate_cluster`` writes
-them). Two kinds of points are *held out*: worker counts the profile never saw
+them). Beside each error, the stalls the records show (``simulator.stalls``) and
+what the error would be with them added to the prediction: a diagnostic of how much
+of the error the missing loss recovery accounts for, not a prediction. Two kinds of points are *held out*: worker counts the profile never saw
 (its ``workers_seen``), and shaped rates the link calibration never saw (all but
 ``calibrated_bits_per_s``).
 
@@ -23,6 +25,10 @@ def with_flags(df: pd.DataFrame, calibrated_bits_per_s: float) -> pd.DataFrame:
     df["mbit"] = (df["bandwidth_bits_per_s"] / 1e6).round().astype(int)
     df["unseen_rate"] = df["bandwidth_bits_per_s"] != calibrated_bits_per_s
     df["held_out_p"] = df["held_out"]
+    if "measured_stall_s" in df:     # what the error would be if the model had the stalls
+        stall = df["measured_stall_s"].fillna(0.0)
+        df["rel_error_stalls_added"] = (df["predicted_s"] + stall - df["measured_s"]) \
+            / df["measured_s"]
     return df
 
 
@@ -35,32 +41,51 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     for name, mask in subsets.items():
         for scheme, g in [("all", df[mask])] + list(df[mask].groupby("scheme")):
             err = g["rel_error"].abs()
+            added = g.get("rel_error_stalls_added", pd.Series(np.nan, index=g.index)).abs()
             rows.append({"points": name, "scheme": scheme, "n": len(g),
                          "median_error": err.median() if len(g) else np.nan,
-                         "worst_error": err.max() if len(g) else np.nan})
+                         "worst_error": err.max() if len(g) else np.nan,
+                         "median_error_stalls_added": added.median() if len(g) else np.nan,
+                         "worst_error_stalls_added": added.max() if len(g) else np.nan})
     return pd.DataFrame(rows)
 
 
 def markdown_table(df: pd.DataFrame) -> str:
     lines = ["| scheme | P | link Mbit/s | measured s/epoch (95% CI) | predicted | error | "
-             "predicted compute / comm / wait s | held out |",
-             "|---|---|---|---|---|---|---|---|"]
+             "predicted compute / comm / wait s | stalls s/epoch (TCP timeouts) | "
+             "error, stalls added | held out |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in df.sort_values(["scheme", "mbit", "workers"]).iterrows():
         held = ", ".join(n for n, f in (("P", r.held_out_p), ("rate", r.unseen_rate)) if f) or "-"
         ci = f" ± {r.measured_ci_s:.2f}" if r.runs > 1 else ""
         lines.append(f"| {r.scheme} | {r.workers} | {r.mbit} | {r.measured_s:.2f}{ci} "
                      f"({r.runs} run{'s' if r.runs > 1 else ''}) | {r.predicted_s:.2f} | "
                      f"{100 * r.rel_error:+.1f}% | {r.predicted_compute_s:.2f} / "
-                     f"{r.predicted_comm_s:.2f} / {r.predicted_wait_s:.2f} | {held} |")
+                     f"{r.predicted_comm_s:.2f} / {r.predicted_wait_s:.2f} | {_stalls(r)} | "
+                     f"{_pct(r.get('rel_error_stalls_added'))} | {held} |")
     return "\n".join(lines)
 
 
+def _pct(x, signed: bool = True) -> str:
+    return "-" if x is None or pd.isna(x) else f"{100 * x:{'+' if signed else ''}.1f}%"
+
+
+def _stalls(r) -> str:
+    stall, rto = r.get("measured_stall_s"), r.get("tcp_timeouts_per_epoch")
+    if stall is None or pd.isna(stall):
+        return "-"
+    return f"{stall:.2f}" + ("" if rto is None or pd.isna(rto) else f" ({rto:.1f})")
+
+
 def markdown_errors(errors: pd.DataFrame) -> str:
-    lines = ["| points | scheme | n | median error | worst error |", "|---|---|---|---|---|"]
+    lines = ["| points | scheme | n | median error | worst error | median / worst, measured "
+             "stalls added |", "|---|---|---|---|---|---|"]
     for _, r in errors.iterrows():
         if r.n:
             lines.append(f"| {r.points} | {r.scheme} | {r.n} | {100 * r.median_error:.1f}% | "
-                         f"{100 * r.worst_error:.1f}% |")
+                         f"{100 * r.worst_error:.1f}% | "
+                         f"{_pct(r.get('median_error_stalls_added'), False)} / "
+                         f"{_pct(r.get('worst_error_stalls_added'), False)} |")
     return "\n".join(lines)
 
 
