@@ -35,6 +35,7 @@ def test_server_rank_left_out_and_asynchronous_schemes_have_none():
     both = pd.concat([server, it], ignore_index=True)
     assert stalls.stall_s(both, "ps_sync") == pytest.approx(0.4 * 5 / 4)
     assert stalls.stall_s(both, "ps_async") is None and stalls.stall_s(it, "serial") is None
+    assert stalls.stall_s(it, "psgd") is None          # steps alone, one average at the end
     assert stalls.stall_s(iterations([0.5, 0.1]), "allreduce") is None     # too few
 
 
