@@ -26,6 +26,7 @@ def test_stalls_added_error_beside_the_error():
     assert df["rel_error_stalls_added"].tolist() == pytest.approx([-0.05, 0.25])  # NaN: none
     df["rel_error"] = (df["predicted_s"] - df["measured_s"]) / df["measured_s"]
     errors = cr.error_table(df).set_index(["points", "scheme"])
+    assert ("20 Mbit/s", "gather_scatter") in errors.index
     got = errors.loc[("all points", "gather_scatter")]
     assert got.median_error == pytest.approx(0.30)
     assert got.median_error_stalls_added == pytest.approx(0.05)

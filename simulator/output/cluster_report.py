@@ -33,10 +33,12 @@ def with_flags(df: pd.DataFrame, calibrated_bits_per_s: float) -> pd.DataFrame:
 
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Median and worst |relative error| per scheme (and all), on each subset of points."""
+    """Median and worst |relative error| per scheme (and all), on each subset of points
+    (held out or not, and each link rate)."""
     subsets = {"all points": np.ones(len(df), bool), "held-out P": df["held_out_p"].to_numpy(),
                "unseen rate": df["unseen_rate"].to_numpy(),
-               "held-out P and unseen rate": (df["held_out_p"] & df["unseen_rate"]).to_numpy()}
+               "held-out P and unseen rate": (df["held_out_p"] & df["unseen_rate"]).to_numpy(),
+               **{f"{m} Mbit/s": (df["mbit"] == m).to_numpy() for m in sorted(set(df["mbit"]))}}
     rows = []
     for name, mask in subsets.items():
         for scheme, g in [("all", df[mask])] + list(df[mask].groupby("scheme")):
