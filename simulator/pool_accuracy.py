@@ -12,7 +12,8 @@ given holds such a file::
         docs/results/accuracy-3 --out docs/results/accuracy-pooled
 
 Imports: pandas, numpy, simulator.contracts (tables, files), simulator.model.schemes
-(the order of the schemes), simulator.output (plots).
+(the order of the schemes), simulator.validate_accuracy (the goals), simulator.output
+(plots).
 """
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ import pandas as pd
 
 from simulator.contracts.tables import TableError, read_table
 from simulator.model.schemes import SCHEMES
+from simulator.validate_accuracy import GOAL_POINTS, GOAL_RELATIVE
 
 FILE = "accuracy_validation.csv"
-GOAL_POINTS, GOAL_RELATIVE = 1.0, 0.10
 NEEDED = {"scheme": "text", "workers": "positive_count",
           "final_accuracy_measured": "number", "final_accuracy_predicted": "number",
           "time_to_target_measured_s": "number?", "time_to_target_predicted_s": "number?"}
