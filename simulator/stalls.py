@@ -1,12 +1,12 @@
 """Stalls in the records that a model of bandwidth and latency does not have.
 
-On a link with a shallow queue (a switch port, a shaped link), a message can lose
-packets: at the start of a transfer after an idle connection (Linux restarts slow
-start after an idle period longer than the retransmission timeout), or when several
-senders converge on one receiver at once (TCP incast). Losses at the end of a
-window are recovered by the retransmission timer, whose floor on Linux is
-``RtoMin`` = 200 ms: the step that carries the message takes 200 ms (or a multiple)
-longer than its peers. The records show both sides of it:
+On a link with a shallow queue (a switch port, a shaped link), a message loses
+packets when what is sent at once exceeds what the queue holds: a window that grew
+past it, or several senders converging on one receiver (TCP incast). Losses that
+duplicate ACKs cannot signal (the end of a message, a whole window) are recovered by
+the retransmission timer, whose floor on Linux is ``RtoMin`` = 200 ms: the step
+that carries the message takes 200 ms (or a multiple) longer than its peers. The
+records show both sides of it:
 
 * ``measured_stall_s``: per epoch, the time a lock-step scheme's iterations spent
   beyond the run's typical step (its first quartile) in steps that took at least
