@@ -81,24 +81,8 @@ def build_parser() -> cli.Parser:
     p.add_argument("--threads", type=cli.positive_int, default=None,
                    help="threads per worker process (default: cores // ranks per host, as "
                         "real.train picks)")
-    c = p.add_argument_group("cluster (default: the machine the profile was measured on)")
-    c.add_argument("--cluster", type=cli.input_file,
-                   help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
-    h = c.add_mutually_exclusive_group()
-    h.add_argument("--hosts", type=cli.int_in(1, MAX_HOSTS),
-                   help="number of hosts, whatever P is")
-    h.add_argument("--ranks-per-host", type=cli.int_in(1, cli.MAX_WORKERS), metavar="K",
-                   help="hosts grow with P: ceil(ranks / K) hosts, K ranks on each")
-    c.add_argument("--cores-per-host", type=cli.int_in(1, MAX_CORES_PER_HOST),
-                   help="cores of each host (default: the profile's)")
-    c.add_argument("--bandwidth", default="10gbit", type=cli.bandwidth,
-                   help="link bandwidth per host and direction, e.g. 10gbit, 100mbit, 1.25GB/s")
-    c.add_argument("--latency", default="20us", type=cli.duration,
-                   help="one-way latency of a message, end to end, e.g. 20us")
-    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin",
-                   help="round_robin: rank r on host r mod H; packed: fill a host first")
-    c.add_argument("--shared-cores", action="store_true",
-                   help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
+    add_cluster_args(p.add_argument_group(
+        "cluster (default: the machine the profile was measured on)"))
     s = p.add_argument_group("schemes")
     s.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
                    help="psgd: average every K steps (0: once, at the end)")
@@ -153,6 +137,29 @@ def scheme_names(args, accelerators: bool = False) -> list[str]:
             raise ConfigError(f"--schemes: unknown scheme {n!r} "
                               f"(choose from all, {', '.join(SCHEMES)})")
     return names
+
+
+
+def add_cluster_args(c) -> None:
+    """The cluster flags (a file, or hosts, cores, link and placement), for ``predict`` and
+    every command that simulates as it does (``simulator.replay``)."""
+    c.add_argument("--cluster", type=cli.input_file,
+                   help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
+    h = c.add_mutually_exclusive_group()
+    h.add_argument("--hosts", type=cli.int_in(1, MAX_HOSTS),
+                   help="number of hosts, whatever P is")
+    h.add_argument("--ranks-per-host", type=cli.int_in(1, cli.MAX_WORKERS), metavar="K",
+                   help="hosts grow with P: ceil(ranks / K) hosts, K ranks on each")
+    c.add_argument("--cores-per-host", type=cli.int_in(1, MAX_CORES_PER_HOST),
+                   help="cores of each host (default: the profile's)")
+    c.add_argument("--bandwidth", default="10gbit", type=cli.bandwidth,
+                   help="link bandwidth per host and direction, e.g. 10gbit, 100mbit, 1.25GB/s")
+    c.add_argument("--latency", default="20us", type=cli.duration,
+                   help="one-way latency of a message, end to end, e.g. 20us")
+    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin",
+                   help="round_robin: rank r on host r mod H; packed: fill a host first")
+    c.add_argument("--shared-cores", action="store_true",
+                   help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
 
 
 def make_cluster(args, prof) -> Cluster | Callable[[int], Cluster]:

@@ -30,12 +30,11 @@ from simulator import accuracy
 from simulator.contracts import cli
 from simulator.contracts import profile as profile_mod
 from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import PLACEMENTS
 from simulator.contracts.files import atomic_write_text
 from simulator.contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
-from simulator.predict import DATASETS, make_cluster, runnable
+from simulator.predict import DATASETS, add_cluster_args, make_cluster, runnable
 
 PROG = "python -m simulator.replay"
 
@@ -75,16 +74,8 @@ def build_parser() -> cli.Parser:
                    help="threads per simulated worker (default: cores // ranks per host)")
     w.add_argument("--replay-threads", type=cli.positive_int, default=1,
                    help="torch threads of each replay (python -m real.replay --threads)")
-    c = p.add_argument_group("cluster (as simulator.predict; default: the profile's machine)")
-    c.add_argument("--cluster", type=cli.input_file, help="cluster TOML file")
-    h = c.add_mutually_exclusive_group()
-    h.add_argument("--hosts", type=int)
-    h.add_argument("--ranks-per-host", type=int, metavar="K")
-    c.add_argument("--cores-per-host", type=int)
-    c.add_argument("--bandwidth", default="10gbit")
-    c.add_argument("--latency", default="20us")
-    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin")
-    c.add_argument("--shared-cores", action="store_true")
+    add_cluster_args(p.add_argument_group(
+        "cluster (as simulator.predict; default: the profile's machine)"))
     p.add_argument("--out", default="replay", type=cli.output_folder,
                    help="folder for schedules, replays, tables, figure")
     return p

@@ -218,3 +218,19 @@ def test_summary_of_held_out_points():
     text = format_table(rows, 0.8, 3, held_out_above=2)
     assert "time to 0.8: median |error| 40.0%, mean signed +20.0%" in text
     assert "held out (P > 2), time to 0.8: median |error| 20.0%, mean signed -10.0%" in text
+
+
+def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
+    """The commands of docs/accuracy.md beyond P = 5: a described cluster, rates with units."""
+    from simulator import replay
+    from simulator.contracts import profile as profiles
+    from simulator.predict import make_cluster
+    args = replay.build_parser().parse_args(
+        ["--ranks-per-host", "4", "--cores-per-host", "4", "--bandwidth", "10gbit",
+         "--latency", "20us"])
+    assert args.bandwidth == pytest.approx(10e9 / 8) and args.latency == pytest.approx(20e-6)
+    grows = make_cluster(args, profiles.load_default())
+    assert grows(64).hosts == 16 and grows(64).link.bandwidth_bytes_per_s == pytest.approx(1.25e9)
+    with pytest.raises(SystemExit) as e:
+        replay.build_parser().parse_args(["--bandwidth", "10"])
+    assert e.value.code == 2 and "unit" in capsys.readouterr().err
