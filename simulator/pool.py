@@ -168,7 +168,7 @@ def build_parser():
                    help="comma-separated names of the sweeps in the figure (default: folder names)")
     p.add_argument("--out", default=None, type=cli.output_folder,
                    help="folder for pooled.csv and pooled.png (default: print the tables only)")
-    p.add_argument("--held-out-above", type=int, default=0, metavar="K",
+    p.add_argument("--held-out-above", type=cli.nonnegative_int, default=0, metavar="K",
                    help="accuracy validations: also summarise the points P > K (those beyond "
                         "the calibration's P <= K)")
     return p
