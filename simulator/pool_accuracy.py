@@ -116,23 +116,26 @@ def summary_lines(pooled: pd.DataFrame, label: str = "") -> list[str]:
     return lines
 
 
+def _secs(v) -> str:
+    return "-" if pd.isna(v) else f"{v:.2f} s"
+
+
+def _pct(v) -> str:
+    return "-" if pd.isna(v) else f"{100 * v:+.1f}%"
+
+
 def format_table(pooled: pd.DataFrame, n: int, target: float, held_out_above: int = 0) -> str:
     to = f"to {target:g}"
     lines = [f"{n} validation(s); errors: predicted minus measured",
              f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc pred':>10}{'err pt':>8}{'|err| pt':>9}"
              f"{to + ' meas':>14}{to + ' pred':>14}{'err':>8}{'min':>8}{'max':>8}{'seeds':>6}"]
     for _, r in pooled.iterrows():
-        def secs(v):
-            return "-" if pd.isna(v) else f"{v:.2f} s"
-
-        def pct(v):
-            return "-" if pd.isna(v) else f"{100 * v:+.1f}%"
         lines.append(f"{r.scheme:<15}{r.workers:>3}{r.final_accuracy_measured:>10.4f}"
                      f"{r.final_accuracy_predicted:>10.4f}{r.final_accuracy_error_points:>+8.2f}"
                      f"{r.final_accuracy_mean_abs_error_points:>9.2f}"
-                     f"{secs(r.time_to_target_measured_s):>14}"
-                     f"{secs(r.time_to_target_predicted_s):>14}{pct(r.time_to_target_error):>8}"
-                     f"{pct(r.time_to_target_error_min):>8}{pct(r.time_to_target_error_max):>8}"
+                     f"{_secs(r.time_to_target_measured_s):>14}"
+                     f"{_secs(r.time_to_target_predicted_s):>14}{_pct(r.time_to_target_error):>8}"
+                     f"{_pct(r.time_to_target_error_min):>8}{_pct(r.time_to_target_error_max):>8}"
                      f"{r.reached_both:>3}/{r.validations}")
     lines += summary_lines(pooled)
     if held_out_above:

@@ -36,8 +36,7 @@ def lockstep(scheme: str) -> bool:
     """Every worker meets every iteration, so one slow message holds up the step (psgd's
     workers step alone and meet once, at the average: no typical step to stall beyond)."""
     s = SCHEMES[scheme]
-    return ((s.synchronous and s.weights == "shared") or scheme == "ps_sync") \
-        and not s.single_worker
+    return s.lock_step and s.weights == "shared" and not s.single_worker
 
 
 def stall_s(it, scheme: str) -> float | None:

@@ -152,4 +152,3 @@ def test_warm_up_is_left_out_of_the_measured_time(tmp_path):
     assert compare.steady_epoch_s(rec(), "mpi_allreduce", 1) == pytest.approx(1.9)
     (tmp_path / record.ITER_FILE).unlink()
     assert compare.steady_epoch_s(rec(), "mpi_allreduce", 1) == pytest.approx(1.9)
-

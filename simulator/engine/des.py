@@ -55,8 +55,7 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
     ``eval_every`` iterations of the evaluating worker (0: at epoch ends only); a
     schedule has every iteration, so such a run is simulated whole."""
     period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
-    lock_step = spec.synchronous or spec.name == "ps_sync"
-    whole = trace or eval_every is not None or not (steady and lock_step)
+    whole = trace or eval_every is not None or not (steady and spec.lock_step)
     n, checked_events = None, 0
     if not whole and steady == "window":
         n = window(plan.iterations, period)

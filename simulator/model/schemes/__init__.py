@@ -31,6 +31,13 @@ class Scheme:
     single_worker: bool = False
     weights: str = "shared"            # replay: one shared weight vector, or a replica per worker
     evaluate: str = "weights"          # replay: the model scored (weights | average | holder)
+    meets_every_step: bool = False     # not synchronous, yet every rank meets every iteration
+
+    @property
+    def lock_step(self) -> bool:
+        """Every rank meets every iteration: the steps repeat, and one slow message holds
+        up the step."""
+        return self.synchronous or self.meets_every_step
 
 
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
@@ -46,7 +53,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("mpi_allreduce", "mpi", collective.start_mpi_allreduce, True, polls=True),
     Scheme("horovod", "gloo", fusion.start_horovod, True),   # nccl on accelerator hosts
     # ps_sync meets every iteration, but its workers start one by one (no fast path)
-    Scheme("ps_sync", "mpi", ps.start_ps_sync, False, extra_rank=True, polls=True),
+    Scheme("ps_sync", "mpi", ps.start_ps_sync, False, extra_rank=True, polls=True,
+           meets_every_step=True),
     Scheme("ps_async", "mpi", ps.start_ps_async, False, extra_rank=True, polls=True),
 )}
 
