@@ -104,11 +104,15 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
 MAX_RANKS = 4 * (os.cpu_count() or 1)       # as real.sweep: 4 ranks per core at most
 
 
-def calibrate_command(args, out: Path) -> list[str]:
+def calibrate_command(args, out: Path, runs: bool = True,
+                      threads: int | None = None) -> list[str]:
     """``calibrate`` on the probes and OUT/runs with at most ``--calibrate-workers``
-    processes, into OUT/profile.json (``--quick``, ``--force`` passed on)."""
+    processes, into OUT/profile.json (``--quick``, ``--force`` passed on). ``runs=False``:
+    the probes only; ``threads``: fit that torch thread count only."""
     return [sys.executable, "-m", "calibrate", "--out", str(out / "profile.json"),
-            "--workdir", str(out / "calibration"), "--runs", str(out / "runs"),
+            "--workdir", str(out / "calibration"),
+            *(["--runs", str(out / "runs")] if runs else []),
+            *(["--threads", str(threads)] if threads else []),
             "--models", args.model, "--max-workers", str(args.calibrate_workers)] \
         + (["--quick"] if args.quick else []) + (["--force"] if args.force else [])
 

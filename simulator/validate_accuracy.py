@@ -21,6 +21,13 @@
    reach is reported as such, never as a time. The summary is given for every
    point and for the held-out ones (P above ``--calibrate-workers``).
 
+``--cluster-rate 200mbit`` (as root) runs the real points on the emulated
+cluster instead: ``real.cluster up`` with max P + 1 hosts at that rate,
+``calibrate.link`` there (``OUT/link.toml``), every sweep with ``--cluster`` (one
+rank and one thread per host), the cluster torn down however the block ends;
+the compute profile comes from the plain machine's probes at one thread, and the
+replay predicts on the calibrated link (``--cluster OUT/link.toml``).
+
 Writes ``OUT/accuracy_validation.csv``, ``OUT/report.md`` and the figures
 ``time-to-target.png`` (time to the target against P, one line per scheme,
 predicted and measured), ``final-accuracy.png`` and ``accuracy-time.png``
@@ -30,7 +37,8 @@ the project's own command, logged in ``OUT/<stage>.log``;
 
 Imports: numpy, pandas, simulator.contracts.cli, simulator.contracts.curve,
 simulator.contracts.files, simulator.contracts.record, simulator.model.schemes,
-simulator.output.accuracy_plots, simulator.validate (the calibration stage, the wait for a quiet machine).
+simulator.output.accuracy_plots, simulator.validate (the calibration stage, the wait for a quiet machine),
+simulator.validate_cluster (the emulated cluster's rate and lifetime).
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +64,7 @@ from simulator.contracts.cli import (
 from simulator.contracts.files import atomic_write_text
 from simulator.model.schemes import SCHEMES
 from simulator.validate import calibrate_command, wait_for_low_load
+from simulator.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
 
 PROG = "python -m simulator.validate_accuracy"
 GOAL_POINTS = 1.0          # final accuracy within 1 point
@@ -90,7 +100,13 @@ def build_parser() -> Parser:
                    help="torch threads of each replay (the real runs use real.train's default)")
     p.add_argument("--out", default="validation-accuracy", type=cli.output_folder,
                    help="folder for the runs, the replays and the comparison")
-    p.add_argument("--skip-sweep", action="store_true", help="reuse OUT/runs")
+    p.add_argument("--cluster-rate", default=None, type=tc_rate, metavar="RATE",
+                   help="run the real points on the emulated cluster, its links shaped to RATE "
+                        "(tc units: 200mbit): max P + 1 hosts, one rank and one thread each, "
+                        "the link calibrated there (OUT/link.toml) and predicted on it; "
+                        "needs root")
+    p.add_argument("--skip-sweep", action="store_true",
+                   help="reuse OUT/runs (and OUT/link.toml)")
     p.add_argument("--skip-calibrate", action="store_true", help="reuse OUT/profile.json")
     p.add_argument("--skip-replay", action="store_true", help="reuse OUT/predicted")
     return p
@@ -105,23 +121,37 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     sizes = [arg for k, v in (("train-size", args.train_size), ("test-size", args.test_size))
              if v for arg in (f"--{k}", str(v))]
     workers = ",".join(map(str, args.workers))
-    threads = ["--threads", str(args.threads)] if args.threads else []
-    stages = [(f"sweep-seed-{s}", py + [
+    emulated = args.cluster_rate is not None
+    threads = args.threads or (1 if emulated else None)
+    threads = ["--threads", str(threads)] if threads else []
+    link = out / "link.toml"
+    stages = [("link", py + ["calibrate.link", "--out", str(link),
+                             "--workdir", str(out / "link")])] if emulated else []
+    stages += [(f"sweep-seed-{s}", py + [
         "real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
         "--epochs", str(args.epochs), "--timeout", str(args.timeout),
+        *(["--cluster"] if emulated else []),
         "--out", str(out / "runs" / f"seed-{s}"), *common, *sizes, "--", "--seed", str(s),
         *threads])
         for s in args.seeds]
     profile = args.profile or str(out / "profile.json")
-    if not args.profile:
-        stages.append(("calibrate", calibrate_command(args, out)))
+    if not args.profile:       # emulated: the plain machine's probes, not the cluster's runs
+        stages.append(("calibrate", calibrate_command(args, out, runs=not emulated,
+                                                      threads=1 if emulated else None)))
+    # (replay reads a lone count N as 1..N: one P goes as the range P-P)
+    replay_workers = workers if len(args.workers) > 1 else f"{workers}-{workers}"
     stages.append(("replay", py + [
-        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
+        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", replay_workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
         "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
         "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads,
-        "--profile", profile]))
+        *(["--cluster", str(link)] if emulated else []), "--profile", profile]))
     return stages
+
+
+def on_cluster(name: str) -> bool:
+    """Whether a stage runs on the emulated cluster (while it is up)."""
+    return name == "link" or name.startswith("sweep")
 
 
 def measured_rows(runs_dir: Path) -> list[dict]:
@@ -243,6 +273,9 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
         (f"{args.epochs} epochs, seeds {', '.join(map(str, args.seeds))}, target test accuracy "
          f"{args.target_accuracy:g}; measured by `real.sweep`, predicted by `simulator.replay` "
          "(simulated schedule replayed on the real model). Errors: predicted minus measured."),
+        *([f"Real runs on the emulated cluster, links shaped to {args.cluster_rate} (one rank "
+           "and one torch thread per host, all hosts on this machine's cores); predicted on "
+           "the link calibrated there (link.toml).", ""] if args.cluster_rate else []),
         "",
         "Commands:", "", "```", *(" ".join(c) for _, c in commands), "```", "",
         "```", table, "```", "",
@@ -253,19 +286,10 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
     return table
 
 
-def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    commands = stage_commands(args, out)
-    skip = {n for n, _ in commands if (n.startswith("sweep") and args.skip_sweep)
-            or (n == "calibrate" and args.skip_calibrate) or (n == "replay" and args.skip_replay)}
-    for name, cmd in commands:
-        if name in skip:
-            continue
+def run_stages(stages: list[tuple[str, list[str]]], out: Path, args) -> int:
+    """Each stage as a subprocess logged in OUT/<stage>.log; 0, or the exit code to return
+    (2: a stage refused its flags). A failed real run still compares; any other stage stops."""
+    for name, cmd in stages:
         if name == "calibrate" and not args.skip_sweep:     # the sweep's load fades first
             print(f"{PROG}: {wait_for_low_load((os.cpu_count() or 1) / 4, 300.0)}",
                   file=sys.stderr)
@@ -275,10 +299,41 @@ def main(argv=None) -> int:
               file=sys.stderr)
         if code == 2:
             return usage_error(PROG, f"stage {name}: {cli.last_line(log)}")
-        if code != 0 and not name.startswith("sweep"):     # a failed run still compares
+        if code != 0 and not name.startswith("sweep"):
             print(f"{PROG}: stage {name} failed (exit {code}): {cli.last_line(log)} "
                   f"(log {out / name}.log)", file=sys.stderr)
             return 1
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    commands = stage_commands(args, out)
+    skip = {n for n, _ in commands if (on_cluster(n) and args.skip_sweep)
+            or (n == "calibrate" and args.skip_calibrate) or (n == "replay" and args.skip_replay)}
+    todo = [(n, c) for n, c in commands if n not in skip]
+    if args.cluster_rate and args.skip_sweep and not (out / "link.toml").is_file():
+        return usage_error(PROG, f"--skip-sweep: {out / 'link.toml'} does not exist (run "
+                                 "without --skip-sweep first)")
+    emulated = [(n, c) for n, c in todo if on_cluster(n) and args.cluster_rate]
+    if emulated and cluster_tools_missing():
+        return usage_error(PROG, f"--cluster-rate: {cluster_tools_missing()}")
+    try:
+        with (cluster_up(max(args.workers) + 1, args.cluster_rate, out / "cluster-up.log", PROG)
+              if emulated else nullcontext()):
+            code = run_stages([(n, c) for n, c in todo if on_cluster(n)], out, args)
+        if code == 0:
+            code = run_stages([(n, c) for n, c in todo if not on_cluster(n)], out, args)
+    except RuntimeError as e:                          # the cluster did not come up
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    if code:
+        return code
     measured = measured_rows(out / "runs")
     try:
         predicted = json.loads((out / "predicted" / "curves.json").read_text())

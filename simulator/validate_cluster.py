@@ -57,11 +57,12 @@ def _rates(text: str) -> list[str]:
     if not rates:
         raise argparse.ArgumentTypeError(f"{text!r} names no rate")
     for r in rates:
-        _rate(r)
+        tc_rate(r)
     return rates
 
 
-def _rate(text: str) -> str:
+def tc_rate(text: str) -> str:
+    """A link rate as tc writes it (``200mbit``), checked; the text itself is kept."""
     try:
         rate_bits_per_s(text)
     except ValueError as e:
@@ -78,7 +79,7 @@ def build_parser() -> cli.Parser:
                    help="folder for everything")
     p.add_argument("--bandwidths", default=["200mbit", "1gbit"], type=_rates,
                    help="shaped link rates, comma-separated (tc units)")
-    p.add_argument("--calibrate-at", default=None, type=_rate,
+    p.add_argument("--calibrate-at", default=None, type=tc_rate,
                    help="the one rate the link calibration sees (default: the first)")
     p.add_argument("--schemes", default=["ps_sync", "allreduce", "gather_scatter"],
                    type=cli.choice_list(("ps_sync", "allreduce", "gather_scatter", "mpi_allreduce",
@@ -136,9 +137,9 @@ def _env() -> dict:
                          "PYTHONPATH": str(REPO_ROOT)}
 
 
-def _run(argv: list[str], log: Path, timeout_s: float) -> None:
+def _run(argv: list[str], log: Path, timeout_s: float, prog: str = PROG) -> None:
     """One step as a subprocess; its output goes to ``log``; a failure stops the experiment."""
-    print(f"{PROG}: {' '.join(argv[2:])}", file=sys.stderr)
+    print(f"{prog}: {' '.join(argv[2:])}", file=sys.stderr)
     code, text = cli.run_stage(argv, log, timeout_s, cwd=REPO_ROOT, env=_env())
     if code != 0:
         raise RuntimeError(f"`{' '.join(argv[2:])}` failed (exit {code}; log {log}): "
@@ -167,7 +168,7 @@ def run_at(rate: str, args, out: Path, link_toml: Path, calibrate_link: bool) ->
     """Bring the cluster up at ``rate``, calibrate its link (once), sweep, tear down."""
     hosts = max(args.workers) + 1                   # ps_sync: P workers + the server
     tag = f"{rate_bits_per_s(rate) // 10**6}mbit"
-    with _cluster_up(hosts, rate, out / "logs" / f"cluster-{tag}.log"):
+    with cluster_up(hosts, rate, out / "logs" / f"cluster-{tag}.log"):
         if calibrate_link:
             _run([sys.executable, "-m", "calibrate.link", "--out", str(link_toml),
                   "--workdir", str(out / "link")], out / "logs" / f"link-{tag}.log", 300)
@@ -184,10 +185,10 @@ def run_at(rate: str, args, out: Path, link_toml: Path, calibrate_link: bool) ->
 
 
 @contextmanager
-def _cluster_up(hosts: int, rate: str, log: Path):
+def cluster_up(hosts: int, rate: str, log: Path, prog: str = PROG):
     """``python -m real.cluster up`` around a block; ``down`` however the block ends."""
     _run([sys.executable, "-m", "real.cluster", "up", "--hosts", str(hosts), "--bandwidth", rate],
-         log, 120)
+         log, 120, prog)
     try:
         yield
     finally:
@@ -195,7 +196,7 @@ def _cluster_up(hosts: int, rate: str, log: Path):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
 
 
-def _cluster_tools_missing() -> str | None:
+def cluster_tools_missing() -> str | None:
     """Why the emulated cluster cannot be built here (root, ip, tc), or None."""
     if os.geteuid() != 0:
         return "the emulated cluster needs root (network namespaces)"
@@ -214,8 +215,8 @@ def main(argv=None) -> int:
     if cal_at not in rates:
         return cli.usage_error(PROG, f"--calibrate-at {cal_at} is not one of --bandwidths")
     link_toml = out / "link.toml"
-    if not args.skip_runs and _cluster_tools_missing():
-        return cli.usage_error(PROG, _cluster_tools_missing())
+    if not args.skip_runs and cluster_tools_missing():
+        return cli.usage_error(PROG, cluster_tools_missing())
     problem = preflight(args, out)
     if problem:
         return cli.usage_error(PROG, problem)

@@ -207,6 +207,40 @@ def test_validation_calibrates_on_its_own_runs_unless_given_a_profile(tmp_path):
     assert stages["replay"][stages["replay"].index("--profile") + 1] == str(given)
 
 
+def test_validation_on_the_emulated_cluster_calibrates_its_link_and_predicts_on_it():
+    """--cluster-rate: the link is calibrated first (on the cluster), every sweep runs with
+    --cluster at one thread, the compute profile comes from probes alone (the cluster's
+    runs are not the plain machine's), and the replay predicts on OUT/link.toml."""
+    from pathlib import Path
+
+    from simulator.validate_accuracy import build_parser, on_cluster, stage_commands
+    args = build_parser().parse_args(["--cluster-rate", "200mbit", "--workers", "8",
+                                      "--seeds", "1-2"])
+    stages = dict(stage_commands(args, Path("o")))
+    assert list(stages) == ["link", "sweep-seed-1", "sweep-seed-2", "calibrate", "replay"]
+    assert [n for n in stages if on_cluster(n)] == ["link", "sweep-seed-1", "sweep-seed-2"]
+    assert "--cluster" in stages["sweep-seed-1"] and stages["sweep-seed-1"][-2:] == ["--threads", "1"]
+    cal = stages["calibrate"]
+    assert "--runs" not in cal and cal[cal.index("--threads") + 1] == "1"
+    replay = stages["replay"]
+    link = stages["link"][stages["link"].index("--out") + 1]
+    assert replay[replay.index("--cluster") + 1] == link == str(Path("o") / "link.toml")
+    assert replay[replay.index("--threads") + 1] == "1"
+    assert replay[replay.index("--workers") + 1] == "8-8"       # P = 8 alone, not 1..8
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--cluster-rate", "fast"], "--cluster-rate"),
+    (["--cluster-rate", "200mbit", "--skip-sweep", "--skip-calibrate", "--skip-replay"],
+     "link.toml does not exist"),
+])
+def test_validation_cluster_rate_bad_input(tmp_path, capsys, argv, says):
+    from simulator.validate_accuracy import main
+    assert main(argv + ["--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_summary_of_held_out_points():
     """With a calibration on P <= 2, the table adds the summary of P >= 3 alone."""
     rows = [{"scheme": "psgd", "workers": p, "seeds_measured": 1, "seeds_predicted": 1,
