@@ -96,7 +96,11 @@ def _against_p(predicted, measured, key: str, ylabel: str, title: str, path) -> 
     ax.set_xticks(counts)
     ax.set(xlabel="workers P", ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    if pred or meas:
+        ax.legend(fontsize=6, ncol=2)
+    else:                                  # (no point has a value: no target reached)
+        ax.text(0.5, 0.5, "no point reached the target", ha="center",
+                transform=ax.transAxes)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110, tight=False)
 
