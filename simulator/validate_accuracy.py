@@ -120,10 +120,10 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
               str(args.eval_every)]
     sizes = [arg for k, v in (("train-size", args.train_size), ("test-size", args.test_size))
              if v for arg in (f"--{k}", str(v))]
-    workers = ",".join(map(str, args.workers))
+    workers = cli.workers_flag(args.workers)
     emulated = args.cluster_rate is not None
-    threads = args.threads or (1 if emulated else None)
-    threads = ["--threads", str(threads)] if threads else []
+    thread_count = args.threads or (1 if emulated else None)
+    threads = ["--threads", str(thread_count)] if thread_count else []
     link = out / "link.toml"
     stages = [("link", py + ["calibrate.link", "--out", str(link),
                              "--workdir", str(out / "link")])] if emulated else []
@@ -138,10 +138,8 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     if not args.profile:       # emulated: the plain machine's probes, not the cluster's runs
         stages.append(("calibrate", calibrate_command(args, out, runs=not emulated,
                                                       threads=1 if emulated else None)))
-    # (replay reads a lone count N as 1..N: one P goes as the range P-P)
-    replay_workers = workers if len(args.workers) > 1 else f"{workers}-{workers}"
     stages.append(("replay", py + [
-        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", replay_workers,
+        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
         "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
         "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads,
@@ -170,7 +168,7 @@ def measured_rows(runs_dir: Path) -> list[dict]:
 
 
 def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
-    """(scheme, P) -> final accuracy and time to target, mean over seeds."""
+    """(scheme, P) -> final accuracy, time to target and training time, mean over seeds."""
     groups: dict[tuple, list] = {}
     for r in rows:
         groups.setdefault((r["scheme"], r["workers"]), []).append(r["points"])
@@ -180,6 +178,7 @@ def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
         out[key] = {"seeds": len(pts),
                     "final_accuracy": float(np.mean([p[-1]["test_accuracy"] for p in pts])),
                     "time_to_target_s": None if None in times else float(np.mean(times)),
+                    "training_s": float(np.mean([p[-1]["train_s"] for p in pts])),
                     "reached": sum(t is not None for t in times)}
     return out
 
@@ -200,7 +199,11 @@ def compare(measured: list[dict], predicted: list[dict], target: float) -> list[
                      "time_to_target_measured_s": tm, "time_to_target_predicted_s": tp,
                      "time_to_target_error": rel,
                      "target_reached_measured": m["reached"],
-                     "target_reached_predicted": p["reached"]})
+                     "target_reached_predicted": p["reached"],
+                     "training_measured_s": m["training_s"],
+                     "training_predicted_s": p["training_s"],
+                     "training_error": (p["training_s"] - m["training_s"]) / m["training_s"]
+                     if m["training_s"] else None})
     return rows
 
 

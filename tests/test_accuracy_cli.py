@@ -241,6 +241,19 @@ def test_validation_cluster_rate_bad_input(tmp_path, capsys, argv, says):
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_validation_compares_training_time_of_the_last_points():
+    """Besides accuracy and time to target: the training time of the curves' last points,
+    mean over seeds, and its relative error (a scheme that reaches no target still has one)."""
+    from simulator.validate_accuracy import compare
+
+    def run(seed, end_s):
+        return {"scheme": "psgd", "workers": 8, "seed": seed, "points": [
+            {"train_s": 0.0, "test_accuracy": 0.1}, {"train_s": end_s, "test_accuracy": 0.7}]}
+    (row,) = compare([run(1, 10.0), run(2, 14.0)], [run(1, 18.0)], 0.8)
+    assert row["training_measured_s"] == 12.0 and row["training_predicted_s"] == 18.0
+    assert row["training_error"] == 0.5 and row["time_to_target_error"] is None
+
+
 def test_summary_of_held_out_points():
     """With a calibration on P <= 2, the table adds the summary of P >= 3 alone."""
     rows = [{"scheme": "psgd", "workers": p, "seeds_measured": 1, "seeds_predicted": 1,

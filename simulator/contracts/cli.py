@@ -361,6 +361,13 @@ def worker_range(text: str, limit: int = 4096) -> list[int]:
     return sorted(counts)
 
 
+def workers_flag(counts: list[int]) -> str:
+    """Worker counts as a ``--workers`` value that every command reads as these counts
+    alone: ``worker_range`` reads a lone '8' as [8], ``simulator.predict`` and
+    ``simulator.replay`` as 1..8, and both read '8-8' as [8]."""
+    return ",".join(map(str, counts)) if len(counts) > 1 else f"{counts[0]}-{counts[0]}"
+
+
 def worker_range_up_to(limit: int):
     """An argparse type: ``worker_range`` with at most ``limit`` workers."""
     def parse(text: str) -> list[int]:
