@@ -45,7 +45,7 @@ MAIN_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_all
 
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("--workers", type=cli.worker_range_up_to(MAX_RANKS), default=[1, 2, 3, 4, 5],
+    p.add_argument("--workers", type=cli.worker_counts_up_to(MAX_RANKS), default=[1, 2, 3, 4, 5],
                    help="worker counts of the sweep, e.g. 1-5 or 1,2,4")
     p.add_argument("--schemes", type=choice_list(MAIN_SCHEMES), default=["psgd"],
                    help=f"comma-separated, or all: {', '.join(MAIN_SCHEMES)}")
@@ -85,7 +85,7 @@ def skipped_stages(args) -> set[str]:
 def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     """Every stage's command, whether it runs this time or not."""
     py = [sys.executable, "-m"]
-    workers = ",".join(map(str, args.workers))
+    workers = cli.workers_flag(args.workers)
     sweep = py + ["real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
                   "--repeats", str(args.repeats), "--dataset", args.dataset, "--model", args.model,
                   "--epochs", str(args.epochs), "--out", str(out / "runs")]

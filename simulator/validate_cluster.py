@@ -85,7 +85,7 @@ def build_parser() -> cli.Parser:
                    type=cli.choice_list(("ps_sync", "allreduce", "gather_scatter", "mpi_allreduce",
                                          "psgd", "ps_async", "ddp", "async_avg")),
                    help="rank-based schemes, comma-separated, or all")
-    p.add_argument("--workers", default=[2, 3, 4], type=cli.worker_range_up_to(MAX_P),
+    p.add_argument("--workers", default=[2, 3, 4], type=cli.worker_counts_up_to(MAX_P),
                    help="P values")
     p.add_argument("--calibrate-workers", default=2, type=cli.int_in(1, 4),
                    help="the compute profile sees at most this many processes (P <= 4)")
@@ -121,7 +121,7 @@ def preflight(args, out: Path) -> str | None:
     if args.skip_runs:
         return None
     cmd = [sys.executable, "-m", "real.sweep", "--dry-run", "--algorithm", ",".join(args.schemes),
-           "--workers", "1", "--model", args.model, "--dataset", "synthetic", "--epochs", "1",
+           "--workers", "1-1", "--model", args.model, "--dataset", "synthetic", "--epochs", "1",
            "--batch-size", str(args.batch_size), "--train-size", str(args.train_size),
            "--test-size", "64", "--out", str(out / "runs-preflight"), "--", "--threads", "1"]
     done = subprocess.run(cmd, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
@@ -175,7 +175,7 @@ def run_at(rate: str, args, out: Path, link_toml: Path, calibrate_link: bool) ->
         n_runs = len(args.schemes) * len(args.workers) * args.repeats
         _run([sys.executable, "-m", "real.sweep", "--cluster",
               "--algorithm", ",".join(args.schemes),
-              "--workers", ",".join(map(str, args.workers)), "--repeats", str(args.repeats),
+              "--workers", cli.workers_flag(args.workers), "--repeats", str(args.repeats),
               "--retry-disturbed", str(args.retry_disturbed),
               "--model", args.model, "--dataset", "synthetic", "--epochs", "1",
               "--batch-size", str(args.batch_size), "--train-size", str(args.train_size),

@@ -18,7 +18,7 @@ TINY = ["--dataset", "synthetic", "--model", "linear", "--train-size", "480",
 @pytest.mark.slow
 def test_sweep_reports_time_to_target_or_not_reached(tmp_path):
     out = tmp_path / "sw"
-    r = py("real.sweep", "--algorithm", "psgd", "--workers", "2", *TINY[:-2],
+    r = py("real.sweep", "--algorithm", "psgd", "--workers", "2-2", *TINY[:-2],
            "--target-accuracy", "0.999", "--max-epochs", "1", "--eval-every", "4",
            "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -214,7 +214,7 @@ def test_validation_on_the_emulated_cluster_calibrates_its_link_and_predicts_on_
     from pathlib import Path
 
     from simulator.validate_accuracy import build_parser, on_cluster, stage_commands
-    args = build_parser().parse_args(["--cluster-rate", "200mbit", "--workers", "8",
+    args = build_parser().parse_args(["--cluster-rate", "200mbit", "--workers", "8-8",
                                       "--seeds", "1-2"])
     stages = dict(stage_commands(args, Path("o")))
     assert list(stages) == ["link", "sweep-seed-1", "sweep-seed-2", "calibrate", "replay"]

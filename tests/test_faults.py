@@ -175,7 +175,7 @@ def test_sweep_timeout_stops_the_point_and_says_so(tmp_path):
     env = {"PSGD_FAULT_RANK": "1", "PSGD_FAULT_AT_ITER": "3", "PSGD_FAULT_SIGNAL": "hang"}
     t0 = time.monotonic()
     r = run_cmd([sys.executable, "-m", "real.sweep", "--algorithm", "mpi_allreduce",
-                 "--workers", "2", "--out", str(tmp_path), "--timeout", "8", *FLAGS[:10],
+                 "--workers", "2-2", "--out", str(tmp_path), "--timeout", "8", *FLAGS[:10],
                  "--", "--timeout", "60"], env=env, timeout=180)
     assert r.returncode == 1 and time.monotonic() - t0 < 60, r.stderr[-2000:]
     rec = record.read(tmp_path / "mpi_allreduce-P2-r0")
@@ -190,7 +190,7 @@ def test_ctrl_c_in_a_sweep_stops_the_point_and_records_it_interrupted(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
                PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([sys.executable, "-m", "real.sweep", "--algorithm", "psgd",
-                             "--workers", "2", "--out", str(tmp_path), *LONG[:10], "--",
+                             "--workers", "2-2", "--out", str(tmp_path), *LONG[:10], "--",
                              "--timeout", str(TIMEOUT_S)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

@@ -115,7 +115,7 @@ def test_a_sweep_point_runs_in_a_network_of_its_own(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
                PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([sys.executable, "-m", "real.sweep", "--algorithm", "psgd",
-                             "--workers", "2", "--out", str(tmp_path), *RUN[:8]],
+                             "--workers", "2-2", "--out", str(tmp_path), *RUN[:8]],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     mine = os.readlink("/proc/self/ns/net")

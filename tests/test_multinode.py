@@ -61,7 +61,7 @@ def test_mpirun_hostfile_across_two_hosts_names_both(tmp_path):
     with rc.emulated_cluster(2, "500mbit", prefix=PREFIX, subnet=SUBNET) as c:
         hosts.write_text(f"# one rank per host\n{c.addresses[0]}:1\n{c.addresses[1]}:1\n")
         done = subprocess.run([sys.executable, "-m", "real.sweep", "--cluster", "--prefix", PREFIX,
-                               "--hostfile", str(hosts), "--algorithm", "psgd", "--workers", "2",
+                               "--hostfile", str(hosts), "--algorithm", "psgd", "--workers", "2-2",
                                "--dataset", "synthetic", "--train-size", "256", "--test-size",
                                "64", "--out", str(tmp_path / "runs"), "--threads", "1",
                                "--model", "mlp"],
@@ -99,7 +99,7 @@ def test_a_hostfile_naming_a_host_the_cluster_lacks_is_refused(tmp_path):
     with rc.emulated_cluster(2, "100mbit", prefix=PREFIX, subnet=SUBNET) as c:
         hosts.write_text(f"{c.addresses[0]}\n10.79.0.99:1\n")
         done = subprocess.run([sys.executable, "-m", "real.sweep", "--cluster", "--prefix", PREFIX,
-                               "--hostfile", str(hosts), "--workers", "2",
+                               "--hostfile", str(hosts), "--workers", "2-2",
                                "--out", str(tmp_path / "runs")],
                               env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -167,3 +167,21 @@ def test_help_shows_each_default_once_and_no_raw_lists():
     text = predict.build_parser().format_help()
     assert "(default: None)" not in text and "['all']" not in text
     assert text.count("(default: 16)") == 1
+
+
+@pytest.mark.parametrize("module", ["real.sweep", "simulator.replay", "simulator.validate",
+                                    "simulator.validate_accuracy", "simulator.validate_cluster"])
+def test_every_command_reads_worker_counts_alike(module):
+    """One syntax for --workers: a lone N is P = 1..N, 'N-N' is P = N alone, powers too."""
+    import importlib
+    parser = importlib.import_module(module).build_parser()
+    assert parser.parse_args(["--workers", "3"]).workers == [1, 2, 3]
+    assert parser.parse_args(["--workers", "3-3"]).workers == [3]
+    assert parser.parse_args(["--workers", "2^0..2"]).workers == [1, 2, 4]
+
+
+def test_seeds_are_numbers_not_worker_counts():
+    from simulator.contracts.cli import number_list, worker_counts, workers_flag
+    assert number_list("3") == [3] and number_list("1-3") == [1, 2, 3]
+    for counts in ([8], [2, 3, 4], [1, 8, 64]):
+        assert worker_counts(workers_flag(counts)) == counts

@@ -341,48 +341,38 @@ def choice_list(valid: tuple[str, ...], allow_all: bool = True):
     return parse
 
 
-def worker_range(text: str, limit: int = 4096) -> list[int]:
-    """'1-5', '1,2,4' or '3' -> sorted worker counts, each from 1 to ``limit``."""
-    counts: set[int] = set()
+def number_list(text: str) -> list[int]:
+    """'1-3', '1,2,4' or '3' -> sorted whole numbers, each at least 1 (seeds: a lone '3'
+    is seed 3; worker counts read a lone N as 1..N, ``worker_counts``)."""
+    numbers: set[int] = set()
     try:
         for part in text.split(","):
             lo, _, hi = part.partition("-")
             lo_i, hi_i = int(lo), int(hi or lo)
             if lo_i > hi_i:
                 raise argparse.ArgumentTypeError(f"range {part!r} runs backwards")
-            if hi_i > limit:
-                raise argparse.ArgumentTypeError(f"{hi_i} workers is more than {limit} "
-                                                 "(the most this command runs)")
-            counts.update(range(lo_i, hi_i + 1))
+            numbers.update(range(lo_i, hi_i + 1))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a worker range like 1-5 or 1,2,4") from None
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"worker counts must be at least 1 (got {text!r})")
-    return sorted(counts)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list like 1-3 or 1,2,4") from None
+    if not numbers or min(numbers) < 1:
+        raise argparse.ArgumentTypeError(f"numbers must be at least 1 (got {text!r})")
+    return sorted(numbers)
 
 
 def workers_flag(counts: list[int]) -> str:
-    """Worker counts as a ``--workers`` value that every command reads as these counts
-    alone: ``worker_range`` reads a lone '8' as [8], ``simulator.predict`` and
-    ``simulator.replay`` as 1..8, and both read '8-8' as [8]."""
+    """Worker counts as a ``--workers`` value that reads back as these counts alone
+    (``worker_counts`` reads a lone '8' as 1..8, and '8-8' as [8])."""
     return ",".join(map(str, counts)) if len(counts) > 1 else f"{counts[0]}-{counts[0]}"
-
-
-def worker_range_up_to(limit: int):
-    """An argparse type: ``worker_range`` with at most ``limit`` workers."""
-    def parse(text: str) -> list[int]:
-        return worker_range(text, limit)
-    parse.__name__ = "worker_range"
-    return parse
 
 
 MAX_WORKERS = 65536
 _POWERS = re.compile(r"^(\d+)\^(\d+)\.\.(\d+)$")
 
 
-def worker_counts(text: str) -> list[int]:
-    """Worker counts as a user writes them: ``16`` (P = 1..16), ``1,8,64,512``, ``4-16``,
-    ``2^0..10`` (powers 1, 2, 4 ... 1024), or a comma list of those."""
+def worker_counts(text: str, limit: int = MAX_WORKERS) -> list[int]:
+    """Worker counts as a user writes them, the same for every command: ``16`` (P = 1..16),
+    ``1,8,64,512``, ``4-16``, ``2^0..10`` (powers 1, 2, 4 ... 1024), or a comma list of
+    those; each from 1 to ``limit`` (the most the command runs)."""
     items = [t.strip() for t in str(text).split(",")]
     if len(items) == 1 and items[0].isdigit():
         if int(items[0]) < 1:
@@ -393,10 +383,19 @@ def worker_counts(text: str) -> list[int]:
         counts.update(_worker_item(item, text))
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"worker counts must be at least 1 (got {text!r})")
-    if max(counts) > MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"{max(counts)} workers is more than this tool "
-                                         f"simulates ({MAX_WORKERS})")
+    if max(counts) > limit:
+        what = ("this tool simulates" if limit == MAX_WORKERS
+                else "this command runs")
+        raise argparse.ArgumentTypeError(f"{max(counts)} workers is more than {what} ({limit})")
     return sorted(counts)
+
+
+def worker_counts_up_to(limit: int):
+    """An argparse type: ``worker_counts`` with at most ``limit`` workers."""
+    def parse(text: str) -> list[int]:
+        return worker_counts(text, limit)
+    parse.__name__ = "worker_counts"
+    return parse
 
 
 def _worker_item(item: str, text: str) -> range | list[int]:
