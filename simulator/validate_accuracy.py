@@ -251,7 +251,32 @@ def format_table(rows: list[dict], target: float, epochs: int, held_out_above: i
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
+def report_commands(commands, skipped: set[str], out: Path) -> list[str]:
+    """The stages' commands as a reader types them (``python -m``, the folder as OUT). A
+    stage skipped this time (its results already in OUT) shows the command that made
+    them, from the first line of its log, and is marked so."""
+    lines = []
+    for name, cmd in commands:
+        text = " ".join(cmd)
+        if name in skipped:
+            ran = _logged_command(out / f"{name}.log")
+            text = f"{ran or text}    # (not run this time: its results were in OUT)"
+        lines.append(text.replace(sys.executable, "python").replace(str(out), "OUT"))
+    return lines
+
+
+def _logged_command(log: Path) -> str | None:
+    """The command a stage's log starts with (``cli.run_stage`` writes it), or None."""
+    try:
+        with open(log, errors="replace") as f:
+            first = f.readline().rstrip("\n")
+    except OSError:
+        return None
+    return first[2:] if first.startswith("$ ") else None
+
+
+def write_outputs(out: Path, rows, measured, predicted, args, commands,
+                  skipped: set[str] = frozenset()) -> str:
     import pandas as pd
 
     from simulator.output.accuracy_plots import (
@@ -281,7 +306,7 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands) -> str:
            "and one torch thread per host, all hosts on this machine's cores); predicted on "
            "the link calibrated there (link.toml).", ""] if args.cluster_rate else []),
         "",
-        "Commands:", "", "```", *(" ".join(c) for _, c in commands), "```", "",
+        "Commands:", "", "```", *report_commands(commands, skipped, out), "```", "",
         "```", table, "```", "",
         "![time to target](time-to-target.png)", "",
         "![final accuracy](final-accuracy.png)", "",
@@ -347,7 +372,7 @@ def main(argv=None) -> int:
     rows = compare(measured, predicted, args.target_accuracy)
     if not rows:
         return usage_error(PROG, f"no (scheme, P) both measured in {out / 'runs'} and predicted")
-    print(write_outputs(out, rows, measured, predicted, args, commands))
+    print(write_outputs(out, rows, measured, predicted, args, commands, skip))
     print(f"\nreport: {out / 'report.md'}", file=sys.stderr)
     return 0
 

@@ -281,3 +281,21 @@ def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
     with pytest.raises(SystemExit) as e:
         replay.build_parser().parse_args(["--bandwidth", "10"])
     assert e.value.code == 2 and "unit" in capsys.readouterr().err
+
+
+def test_report_commands_read_as_typed_and_skipped_stages_show_what_ran(tmp_path):
+    """The report's commands say `python -m` and OUT, not this machine's paths; a stage
+    skipped this time shows the command that made its results (its log's first line)."""
+    import sys
+
+    from simulator.validate_accuracy import report_commands
+    out = tmp_path / "v"
+    out.mkdir()
+    ran = [sys.executable, "-m", "real.sweep", "--timeout", "900", "--out", str(out / "runs")]
+    (out / "sweep-seed-1.log").write_text("$ " + " ".join(ran) + "\nlog\n")
+    now = [sys.executable, "-m", "real.sweep", "--timeout", "3600", "--out", str(out / "runs")]
+    replay = [sys.executable, "-m", "simulator.replay", "--out", str(out / "predicted")]
+    lines = report_commands([("sweep-seed-1", now), ("replay", replay)], {"sweep-seed-1"}, out)
+    assert lines[0].startswith("python -m real.sweep --timeout 900 --out OUT/runs")
+    assert "not run this time" in lines[0]
+    assert lines[1] == "python -m simulator.replay --out OUT/predicted"
