@@ -10,6 +10,7 @@ Imports: SimPy, simulator.contracts, simulator.model, engine (placement, result)
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import simpy
 
@@ -60,26 +61,34 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
     if not whole and steady == "window":
         n = window(plan.iterations, period)
     elif not whole and steady == "until-stable" and period <= 1:
-        result, stable = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                              checks=checkpoints(plan.iterations))
-        if result is not None:                 # never stable: it ran whole
-            return result
-        n, checked_events = stable
+        checked = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+                       checks=checkpoints(plan.iterations))
+        if checked.stable_at is None:          # never stable: it ran whole
+            return checked.result
+        n, checked_events = checked.stable_at, checked.events
     if n is None:
         return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                    eval_every=eval_every)[0]
+                    eval_every=eval_every).result
     short = replace(plan, iterations=n)
-    result, recorder = _run(spec, cfg, short, workload, cluster, profile, seed,
-                            [s[:n] for s in steps], trace, watch=(n // 2, n))
-    result = extrapolate(result, recorder, n, plan.iterations)
+    window_run = _run(spec, cfg, short, workload, cluster, profile, seed,
+                      [s[:n] for s in steps], trace, watch=(n // 2, n))
+    result = extrapolate(window_run.result, window_run.recorder, n, plan.iterations)
     return replace(result, events=result.events + checked_events)
 
 
+class _Run(NamedTuple):
+    """What one SimPy run gave: its Result and Recorder, or (``stable_at`` set) the step
+    count at which its pace was stable, where it stopped without a Result."""
+    result: Result | None
+    recorder: Recorder
+    stable_at: int | None = None
+    events: int = 0
+
+
 def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=(),
-         eval_every: int | None = None, checks: list[int] = ()):
-    """Build and run the SimPy model: (Result, Recorder); with ``checks``, a run whose
-    pace is stable at one of those step counts stops there: (None, (that count, the events
-    it took))."""
+         eval_every: int | None = None, checks: list[int] = ()) -> _Run:
+    """Build and run the SimPy model; with ``checks``, a run whose pace is stable at one
+    of those step counts stops there (``_Run.stable_at``, no Result)."""
     env = simpy.Environment()
     placement = placement_of_ranks(spec, cluster, plan.workers)
     pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
@@ -103,7 +112,7 @@ def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=
     spec.start(env, Setup(plan, workers, comm, recorder, server))
     stable_at = _until_stable(env, recorder, plan.workers, checks)
     if stable_at is not None:
-        return None, (stable_at, events_scheduled(env))
+        return _Run(None, recorder, stable_at, events_scheduled(env))
     p = plan.workers
     bytes_sent = sum(comm.network.bytes_sent) if hasattr(comm, "network") else 0.0
     meta = {"scheme": spec.name, "workers": p, "seed": seed, "fidelity": cfg.fidelity}
@@ -112,7 +121,7 @@ def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=
                           dict(sorted(recorder.staleness.items())), events_scheduled(env),
                           bytes_sent, recorder.chrome_trace(meta) if trace else None,
                           log.sorted_events() if log else None)
-    return result, recorder
+    return _Run(result, recorder, events=result.events)
 
 
 def _until_stable(env: simpy.Environment, recorder: Recorder, workers: int,
