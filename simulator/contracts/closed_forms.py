@@ -13,6 +13,7 @@ not a power of two, recursive doubling and Rabenseifner first fold the
     release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
     gather / scatter      a + (P-1) n b            (root's port carries all P-1 messages)
     binomial broadcast    ceil(log2 P) (a + n b)
+    hand-off wait         (m-1)^2 q / (2m), averaged over the cores' m   [``handoff_s``]
 
 Release/gather is what MPICH's ``auto`` runs when every rank is on one host
 (ch4's POSIX collectives): the ranks reduce up a k-ary tree of radix 4 into
@@ -273,3 +274,17 @@ def _count(items) -> dict:
     for x in items:
         out[x] = out.get(x, 0) + 1
     return out
+
+
+def handoff_s(runnable: int, cores: int, quantum_s: float) -> float:
+    """Mean wait of a message for its receiver's turn on a core (seconds), when the
+    ``runnable`` busy processes share ``cores`` round-robin in whole quanta
+    (``model.hardware.timeslice``)."""
+    if quantum_s <= 0 or runnable <= cores or cores < 1:
+        return 0.0
+    low, extra = divmod(runnable, cores)          # `extra` cores hold low + 1 processes
+    total = 0.0
+    for m, n_cores in ((low + 1, extra), (low, cores - extra)):
+        if m > 1:
+            total += n_cores * m * (m - 1) ** 2 * quantum_s / (2 * m)
+    return total / runnable

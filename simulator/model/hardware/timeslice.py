@@ -14,18 +14,11 @@ The kernel keeps one run queue per core, so ``n`` processes on ``C`` cores
 sit ``ceil(n / C)`` or ``floor(n / C)`` to a core; ``handoff_s`` averages
 ``h`` over the processes. With ``n <= C`` nobody waits: ``h = 0``.
 
-Imports: the standard library only.
+The closed form lives with the others in ``simulator.contracts.closed_forms`` (so that
+``calibrate.poll_probe`` can print it beside what it measures).
+
+Imports: simulator.contracts.closed_forms.
 """
 from __future__ import annotations
 
-
-def handoff_s(runnable: int, cores: int, quantum_s: float) -> float:
-    """Mean wait of a message for its receiver's turn on a core (seconds)."""
-    if quantum_s <= 0 or runnable <= cores or cores < 1:
-        return 0.0
-    low, extra = divmod(runnable, cores)          # `extra` cores hold low + 1 processes
-    total = 0.0
-    for m, n_cores in ((low + 1, extra), (low, cores - extra)):
-        if m > 1:
-            total += n_cores * m * (m - 1) ** 2 * quantum_s / (2 * m)
-    return total / runnable
+from simulator.contracts.closed_forms import handoff_s  # noqa: F401  (the model's form)
