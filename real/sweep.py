@@ -59,7 +59,8 @@ def build_parser() -> cli.Parser:
     p.add_argument("--algorithm", default=["psgd"], type=cli.choice_list(schemes.SCHEMES),
                    help=f"scheme(s), comma-separated, or all: {', '.join(schemes.SCHEMES)}")
     p.add_argument("--workers", default=[1, 2], type=cli.worker_counts_up_to(MAX_CLUSTER_RANKS),
-                   help="e.g. 1-5 or 1,2,4 (at most 4 per core here; with --cluster, its hosts)")
+                   metavar="P", help=f"{cli.WORKERS_HELP} (at most 4 per core here; with "
+                                     "--cluster, its hosts; default: 1-2)")
     p.add_argument("--repeats", default=1, type=cli.int_in(1, 1000), help="runs per point")
     p.add_argument("--model", default="cnn", choices=MODELS, metavar="NAME",
                    help=f"model: {', '.join(MODELS)}")

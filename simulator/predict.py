@@ -59,8 +59,7 @@ ps_sync and ps_async use a parameter server (one more rank)."""
 def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EPILOG)
     p.add_argument("--workers", type=cli.worker_counts, default=cli.worker_counts("16"),
-                   metavar="P", help="worker counts: N (P = 1..N), a list 1,8,64, a range "
-                                     "4-16 or powers 2^0..10 (default: 16)")
+                   metavar="P", help=f"{cli.WORKERS_HELP} (default: 16)")
     p.add_argument("--schemes", nargs="+", default=["all"], metavar="NAME",
                    help=f"schemes, comma or space separated, or all: {', '.join(SCHEMES)} "
                         "(default: all)")

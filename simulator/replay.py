@@ -44,7 +44,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("--schemes", type=cli.choice_list(tuple(SCHEMES)), default=list(SCHEMES),
                    help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
     p.add_argument("--workers", type=cli.worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
-                   help="worker counts: N (1..N), a list 1,8,64 or a range 4-16 (default: 1-5)")
+                   help=f"{cli.WORKERS_HELP} (default: 1-5)")
     p.add_argument("--seeds", type=cli.number_list, default=[1], metavar="S",
                    help="seeds, e.g. 1-3: each is the training seed (weights, data order) and "
                         "the simulation's")

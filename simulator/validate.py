@@ -46,7 +46,7 @@ MAIN_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_all
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=cli.worker_counts_up_to(MAX_RANKS), default=[1, 2, 3, 4, 5],
-                   help="worker counts of the sweep, e.g. 1-5 or 1,2,4")
+                   metavar="P", help=f"{cli.WORKERS_HELP}; the sweep's (default: 1-5)")
     p.add_argument("--schemes", type=choice_list(MAIN_SCHEMES), default=["psgd"],
                    help=f"comma-separated, or all: {', '.join(MAIN_SCHEMES)}")
     p.add_argument("--calibrate-workers", type=cli.int_in(1, MAX_RANKS), default=2,

@@ -76,7 +76,8 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--schemes", type=choice_list(tuple(SCHEMES)), default=list(SCHEMES),
                    help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
-    p.add_argument("--workers", type=worker_counts, default=[1, 2, 3, 4, 5])
+    p.add_argument("--workers", type=worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
+                   help=f"{cli.WORKERS_HELP} (default: 1-5)")
     p.add_argument("--seeds", type=number_list, default=[1, 2, 3], metavar="S")
     p.add_argument("--epochs", type=positive_int, default=3)
     p.add_argument("--target-accuracy", type=accuracy, default=0.80)

@@ -86,7 +86,7 @@ def build_parser() -> cli.Parser:
                                          "psgd", "ps_async", "ddp", "async_avg")),
                    help="rank-based schemes, comma-separated, or all")
     p.add_argument("--workers", default=[2, 3, 4], type=cli.worker_counts_up_to(MAX_P),
-                   help="P values")
+                   metavar="P", help=f"{cli.WORKERS_HELP} (default: 2,3,4)")
     p.add_argument("--calibrate-workers", default=2, type=cli.int_in(1, 4),
                    help="the compute profile sees at most this many processes (P <= 4)")
     p.add_argument("--model", default="ps_cnn", help="1.2 M parameters: 4.8 MB of gradients")

@@ -366,6 +366,8 @@ def workers_flag(counts: list[int]) -> str:
 
 
 MAX_WORKERS = 65536
+WORKERS_HELP = ("worker counts: N (P = 1..N), a list 1,8,64, a range 4-16 (8-8: P = 8 alone) "
+                "or powers 2^0..10")
 _POWERS = re.compile(r"^(\d+)\^(\d+)\.\.(\d+)$")
 
 
