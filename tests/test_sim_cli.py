@@ -164,7 +164,7 @@ def test_hosts_grow_with_p_when_ranks_per_host_is_given(tmp_path, capsys):
 
 
 def test_help_shows_each_default_once_and_no_raw_lists():
-    text = predict.build_parser().format_help()
+    text = " ".join(predict.build_parser().format_help().split())   # (lines wrap)
     assert "(default: None)" not in text and "['all']" not in text
     assert text.count("(default: 16)") == 1
 
