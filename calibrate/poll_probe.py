@@ -139,10 +139,7 @@ def build_parser() -> cli.Parser:
 
 
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    args = build_parser().parse_args(argv)          # (a usage error exits 2 here)
     if args.rank_loop:
         out = rank_loop(args.bytes, args.calls)
         if out is not None:
