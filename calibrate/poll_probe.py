@@ -4,9 +4,9 @@
 that shares its core with ``m - 1`` other busy processes the wait of a
 round-robin of whole quanta, ``h(m) = (m - 1)^2 q / (2 m)`` (4.5 ms at m = 4,
 q = 4 ms). That holds when the others compute. When they too wait inside an
-MPI call, MPICH (with UCX, this machine's device) calls ``sched_yield`` in its
-progress loop: the waiting ranks give the core up long before their quantum,
-and a message's receiver runs again within microseconds.
+MPI call, the waiting ranks of MPICH 5 (UCX on one host) call ``sched_yield``
+many times a call (``strace -c`` counts them): they give the core up long
+before their quantum, and a message's receiver runs again within microseconds.
 
 This probe measures it: ``k`` ranks under ``mpirun`` call ``MPI_Allreduce`` on
 ``--bytes`` in a tight loop (nothing between the calls, so every rank that
