@@ -256,13 +256,17 @@ def report_commands(commands, skipped: set[str], out: Path) -> list[str]:
     """The stages' commands as a reader types them (``python -m``, the folder as OUT). A
     stage skipped this time (its results already in OUT) shows the command that made
     them, from the first line of its log, and is marked so."""
+    def as_typed(tokens) -> str:
+        home = str(out)
+        return " ".join("python" if t == sys.executable else
+                        "OUT" + t[len(home):] if t == home or t.startswith(home + os.sep) else t
+                        for t in tokens)
     lines = []
     for name, cmd in commands:
-        text = " ".join(cmd)
-        if name in skipped:
-            ran = _logged_command(out / f"{name}.log")
-            text = f"{ran or text}    # (not run this time: its results were in OUT)"
-        lines.append(text.replace(sys.executable, "python").replace(str(out), "OUT"))
+        ran = _logged_command(out / f"{name}.log") if name in skipped else None
+        text = as_typed(ran.split(" ") if ran else cmd)
+        lines.append(f"{text}    # (not run this time: its results were in OUT)"
+                     if name in skipped else text)
     return lines
 
 
@@ -351,8 +355,9 @@ def main(argv=None) -> int:
         return usage_error(PROG, f"--skip-sweep: {out / 'link.toml'} does not exist (run "
                                  "without --skip-sweep first)")
     emulated = [(n, c) for n, c in todo if on_cluster(n) and args.cluster_rate]
-    if emulated and cluster_tools_missing():
-        return usage_error(PROG, f"--cluster-rate: {cluster_tools_missing()}")
+    missing = cluster_tools_missing() if emulated else None
+    if missing:
+        return usage_error(PROG, f"--cluster-rate: {missing}")
     try:
         with (cluster_up(max(args.workers) + 1, args.cluster_rate, out / "cluster-up.log", PROG)
               if emulated else nullcontext()):

@@ -3,6 +3,7 @@ simulator.replay and simulator.predict predict it, the validation compares both.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -299,3 +300,12 @@ def test_report_commands_read_as_typed_and_skipped_stages_show_what_ran(tmp_path
     assert lines[0].startswith("python -m real.sweep --timeout 900 --out OUT/runs")
     assert "not run this time" in lines[0]
     assert lines[1] == "python -m simulator.replay --out OUT/predicted"
+
+
+def test_report_commands_replace_the_folder_only_where_it_is_a_path(tmp_path, monkeypatch):
+    """An OUT named like a flag's word ("out") is replaced in paths, never inside flags."""
+    from simulator.validate_accuracy import report_commands
+    monkeypatch.chdir(tmp_path)
+    cmd = ["python", "-m", "simulator.replay", "--out", "out/predicted", "--eval-every", "80"]
+    (line,) = report_commands([("replay", cmd)], set(), Path("out"))
+    assert line == "python -m simulator.replay --out OUT/predicted --eval-every 80"
