@@ -109,6 +109,10 @@ def scored_curve(ctx, data, t_start: float, t_end: float, initial: torch.Tensor 
         points = _average_over_workers(ctx, points)
     if not ctx.launch.is_root:
         return {}
+    if getattr(ctx, "heartbeat", None) is not None:
+        # rank 0 alone from here: scoring waits for no peer, and a long run's points take
+        # longer than --timeout, which the recorder would take for a hang
+        ctx.heartbeat.phase("eval")
     from real.models import load_flat_params
     from real.step import evaluate
     scratch = copy.deepcopy(ctx.model)

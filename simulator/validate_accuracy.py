@@ -78,15 +78,23 @@ def build_parser() -> Parser:
                    help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
     p.add_argument("--workers", type=worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
                    help=f"{cli.WORKERS_HELP} (default: 1-5)")
-    p.add_argument("--seeds", type=number_list, default=[1, 2, 3], metavar="S")
-    p.add_argument("--epochs", type=positive_int, default=3)
-    p.add_argument("--target-accuracy", type=accuracy, default=0.80)
+    p.add_argument("--seeds", type=number_list, default=[1, 2, 3], metavar="S",
+                   help="seeds, a list 1,2,3 or a range 1-3; one real run and one replay "
+                        "per scheme, P and seed (default: 1-3)")
+    p.add_argument("--epochs", type=positive_int, default=3,
+                   help="epochs every run and replay trains (default: 3)")
+    p.add_argument("--target-accuracy", type=accuracy, default=0.80, metavar="ACC",
+                   help="test accuracy whose time is compared, between 0 and 1 (default: 0.80)")
     p.add_argument("--eval-every", type=positive_int, default=40,
                    help="evaluation points every N iterations at P = 1 (N/P at P workers)")
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--dataset", default="fashion-mnist")
-    p.add_argument("--train-size", type=positive_int, default=None)
-    p.add_argument("--test-size", type=positive_int, default=None)
+    p.add_argument("--model", default="cnn", help="built-in model (default: cnn, the seed "
+                   "sheets' network)")
+    p.add_argument("--dataset", default="fashion-mnist",
+                   help="as real.train's --dataset (default: fashion-mnist)")
+    p.add_argument("--train-size", type=positive_int, default=None,
+                   help="training samples per epoch (default: the whole training set)")
+    p.add_argument("--test-size", type=positive_int, default=None,
+                   help="test samples of each evaluation (default: the whole test set)")
     p.add_argument("--profile", default=None, type=cli.input_file,
                    help="profile JSON to predict with (default: calibrate one after the sweep)")
     p.add_argument("--calibrate-workers", type=cli.int_in(1, 64), default=2,
