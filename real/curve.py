@@ -109,7 +109,7 @@ def scored_curve(ctx, data, t_start: float, t_end: float, initial: torch.Tensor 
         points = _average_over_workers(ctx, points)
     if not ctx.launch.is_root:
         return {}
-    if getattr(ctx, "heartbeat", None) is not None:
+    if ctx.heartbeat is not None:
         # rank 0 alone from here: scoring waits for no peer, and a long run's points take
         # longer than --timeout, which the recorder would take for a hang
         ctx.heartbeat.phase("eval")
