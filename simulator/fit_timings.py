@@ -275,7 +275,7 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
                                           "intra_bandwidth"),
                          "latency": val(duration_text(hw.intra.latency_s), "intra_latency")}
         data["nccl"] = {"call_latency": val(duration_text(hw.call_latency_s), "call_latency"),
-                        "channels": hw.channels}
+                        "channels": hw.channels} | _nccl_kept(hw)
     paths = [atomic_write_text(out / "cluster.toml", dumps(data))]
     from simulator.contracts.workload import save_workload, workload_of_cost
     w = workload_of_cost(prof.model(model.model), device=cluster.device.name
@@ -283,6 +283,21 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
                          provenance={"source": "fitted", "command": src})
     paths.append(save_workload(w, out / "workload.toml", comment=src))
     return paths
+
+
+def _nccl_kept(hw) -> dict:
+    """The starting point's NCCL values that no fit moves: the channel cap, the protocol
+    and the LL protocol's costs."""
+    from simulator.contracts.units import duration_text, rate_text
+    kept = {"protocol": hw.protocol}
+    if hw.channel_bytes_per_s:
+        kept["channel_bandwidth"] = rate_text(hw.channel_bytes_per_s)
+    if hw.ll is not None:
+        kept |= {"ll_call_latency": duration_text(hw.ll.call_latency_s),
+                 "ll_intra_latency": duration_text(hw.ll.intra_latency_s),
+                 "ll_link_latency": duration_text(hw.ll.link_latency_s),
+                 "ll_bandwidth_share": hw.ll.bandwidth_share}
+    return kept
 
 
 def build_parser() -> cli.Parser:

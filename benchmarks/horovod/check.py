@@ -15,7 +15,9 @@ Inputs, each with its source (nothing is fitted to the published efficiency):
   written by ``python -m calibrate.workload`` from ``benchmarks/horovod/models.py``):
   together the workload files ``*-p100.toml`` this command writes (backward 2/3 of
   a step, split over the layers by their FLOPs);
-* the cluster: preset ``pascal-pcie-25gbe`` (every number sourced in the file);
+* the cluster: preset ``pascal-pcie-25gbe`` (every number sourced in the file), NCCL's
+  ring allreduce with the protocol of ``--protocol`` (default: the preset's ``auto``,
+  LL or Simple by the tuner's closed forms);
 * Horovod 0.12: fusion threshold 64 MiB, cycle 5 ms, NCCL ring (no tree, no
   hierarchical allreduce then), fp32 gradients.
 
@@ -80,10 +82,12 @@ def p100_workload(name: str) -> ModelWorkload:
 
 
 def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: SchemeConfig,
-               preset: str = PRESET) -> dict[int, float]:
+               preset: str = PRESET, protocol: str = "auto") -> dict[int, float]:
     """Predicted scaling efficiency (%) at each GPU count: time per step at 1 GPU over
-    time per step at P (every GPU takes BATCH images per step)."""
-    cluster = growing(load_preset(preset))
+    time per step at P (every GPU takes BATCH images per step); NCCL's ring runs
+    ``protocol`` (auto, simple, ll)."""
+    base = load_preset(preset)
+    cluster = growing(replace(base, hardware=replace(base.hardware, protocol=protocol)))
     mach = machine(load_default(), "embedded", cluster(1), [(workload, name)])
     work = Workload(model=name, batch_per_worker=BATCH, iterations=20)
     times = {p: simulate(cfg, p, work, cluster(p), mach.profile).time_s
@@ -125,7 +129,7 @@ def figure(results: dict[str, dict[int, float]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def sensitivity(costs_us: list[float]) -> str:
+def sensitivity(costs_us: list[float], protocol: str) -> str:
     """Predicted efficiency at the published points when rank 0's negotiation costs
     ``costs_us`` per other rank and cycle (Horovod's coordination, not in the main table)."""
     lines = ["| negotiation per rank | " + " | ".join(
@@ -135,7 +139,8 @@ def sensitivity(costs_us: list[float]) -> str:
     lines.append(f"| published | {published} |")
     for us in costs_us:
         cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring", negotiation_s=us * 1e-6)
-        eff = {n: efficiency(n, p100_workload(n), list(PUBLISHED), cfg) for n in THROUGHPUT}
+        eff = {n: efficiency(n, p100_workload(n), list(PUBLISHED), cfg, protocol=protocol)
+               for n in THROUGHPUT}
         lines.append(f"| {us:g} us | " + " | ".join(f"{eff[n][p]:.1f}" for p in PUBLISHED
                                                      for n in THROUGHPUT) + " |")
     return "\n".join(lines)
@@ -148,6 +153,9 @@ def main(argv=None) -> int:
     ap.add_argument("--negotiation-us", default="",
                     help="also print the published points predicted with these costs of "
                          "Horovod's negotiation per rank and cycle, e.g. 0,2,5,10")
+    ap.add_argument("--protocol", choices=("auto", "simple", "ll"), default="auto",
+                    help="NCCL's protocol for the ring allreduces: the faster of LL and Simple "
+                         "by the tuner's closed forms (default), or one of them")
     args = ap.parse_args(argv)
     counts = [2 ** k for k in range(10)]
     cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring")
@@ -157,7 +165,7 @@ def main(argv=None) -> int:
         save_workload(w, HERE / f"{name}-p100.toml",
                       comment=f"{NAMES[name]} on a Tesla P100 PCIe, made by "
                               "python -m benchmarks.horovod.check")
-        results[name] = efficiency(name, w, counts, cfg)
+        results[name] = efficiency(name, w, counts, cfg, protocol=args.protocol)
     out = Path(args.out)
     rows = ["gpus,model,predicted_efficiency_pct,published_efficiency_pct"]
     for name, eff in results.items():
@@ -169,7 +177,7 @@ def main(argv=None) -> int:
     print(table(results))
     if args.negotiation_us:
         print()
-        print(sensitivity([float(x) for x in args.negotiation_us.split(",")]))
+        print(sensitivity([float(x) for x in args.negotiation_us.split(",")], args.protocol))
     print(f"\nwrote {out / 'horovod.csv'}, {out / 'horovod.png'}", file=sys.stderr)
     return 0
 

@@ -47,6 +47,11 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [nccl]
     call_latency = "8.4us"      # NCCL's base latency per collective call
     channels = 2                # rings (or trees) a collective is split over
+    protocol = "auto"           # ring allreduce: "simple", "ll", or the faster ("auto")
+    ll_call_latency = "3.6us"   # the low-latency (LL) protocol's base latency per call,
+    ll_intra_latency = "1.0us"  # its latency per ring step inside a host,
+    ll_link_latency = "0.9us"   # its latency per ring step between hosts,
+    ll_bandwidth_share = 0.25   # and the share of the bandwidth it reaches (no ll_*: Simple only)
 
 Every value may be written as ``{ value = ..., source = "..." }``: presets
 (``simulator/data/presets/*.toml``, ``load_preset``) give each number its
@@ -76,7 +81,8 @@ SECTION_KEYS = {
     "intra": ("bandwidth", "latency", "payload_efficiency"),
     "device": ("name", "flops"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
-    "nccl": ("call_latency", "channels", "channel_bandwidth"),
+    "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
+             "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
 TOP_KEYS = ("name", "source")
@@ -122,6 +128,31 @@ class Link:
 
 
 TOPOLOGIES = ("switch", "two_tier")
+PROTOCOLS = ("auto", "simple", "ll")
+
+
+@dataclass(frozen=True)
+class LowLatency:
+    """NCCL's LL protocol for ring allreduce: each 8-byte line carries 4 bytes of data and
+    a flag, so a step needs no separate synchronisation (a lower latency per step and per
+    call) but moves data at a fraction of the bandwidth. NCCL 2.5.6's tuner prices a ring
+    allreduce of n bytes over P ranks, for either protocol, as::
+
+        call_latency + 2 (P - 1) step_latency + n / (bus bandwidth * share * P / (2 (P - 1)))
+
+    and runs the cheaper (``src/graph/tuning.cc``, ``src/enqueue.cc``)."""
+    call_latency_s: float
+    intra_latency_s: float         # per ring step between two devices of a host
+    link_latency_s: float          # per ring step when the ring crosses hosts
+    bandwidth_share: float
+
+    def __post_init__(self):
+        nonnegative("ll_call_latency", self.call_latency_s)
+        nonnegative("ll_intra_latency", self.intra_latency_s)
+        nonnegative("ll_link_latency", self.link_latency_s)
+        if not 0.0 < self.bandwidth_share <= 1.0:
+            raise ConfigError("ll_bandwidth_share must be in (0, 1] "
+                              f"(got {self.bandwidth_share!r})")
 
 
 @dataclass(frozen=True)
@@ -147,7 +178,8 @@ class Hardware:
       what their hosts' NICs can send;
     * NCCL: ``call_latency_s`` per collective call, ``channels`` rings or trees
       a collective is split over, each moving at most ``channel_bytes_per_s``
-      (0: no cap).
+      (0: no cap); ``ll``: its low-latency protocol (None: every call runs Simple),
+      and ``protocol``: which one a ring allreduce runs (``auto``: the faster).
     """
     device: Device | None = None
     intra: Link | None = None
@@ -158,9 +190,18 @@ class Hardware:
     call_latency_s: float = 0.0
     channels: int = 1
     channel_bytes_per_s: float = 0.0
+    ll: LowLatency | None = None
+    protocol: str = "auto"
 
     def __post_init__(self):
         positive("nics", self.nics)
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"unknown NCCL protocol {self.protocol!r} "
+                              f"(choose from {', '.join(PROTOCOLS)})")
+        if self.protocol == "ll" and self.ll is None:
+            raise ConfigError("protocol = \"ll\" needs the LL protocol's costs in [nccl]: "
+                              "ll_call_latency, ll_intra_latency, ll_link_latency, "
+                              "ll_bandwidth_share")
         positive("channels", self.channels)
         positive("oversubscription", self.oversubscription)
         if self.topology not in TOPOLOGIES:
@@ -435,4 +476,22 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
                         if r.section("nccl") is not None else 0.0),
         channels=r.integer("nccl", "channels", 1) if r.section("nccl") is not None else 1,
         channel_bytes_per_s=(r.parsed("nccl", "channel_bandwidth", parse_bandwidth)
-                             if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0))
+                             if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0),
+        ll=_low_latency(r),
+        protocol=str(r.get("nccl", "protocol", "auto")) if r.section("nccl") is not None
+        else "auto")
+
+
+def _low_latency(r: _Reader) -> LowLatency | None:
+    """NCCL's LL protocol where the [nccl] section prices it (all four ``ll_*`` keys)."""
+    keys = ("ll_call_latency", "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share")
+    given = [k for k in keys if k in (r.section("nccl") or {})]
+    if not given:
+        return None
+    if len(given) < len(keys):
+        missing = ", ".join(k for k in keys if k not in given)
+        raise ConfigError(f"[nccl] prices the LL protocol only in part: add {missing}")
+    return LowLatency(r.parsed("nccl", "ll_call_latency", parse_duration),
+                      r.parsed("nccl", "ll_intra_latency", parse_duration),
+                      r.parsed("nccl", "ll_link_latency", parse_duration),
+                      r.number("nccl", "ll_bandwidth_share"))

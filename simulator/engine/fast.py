@@ -30,7 +30,7 @@ from simulator.contracts.closed_forms import steps as step_count
 from simulator.engine.placement import handoffs, placement_of_ranks
 from simulator.engine.result import build_result
 from simulator.model.comm import call_cpu_s
-from simulator.model.comm.choice import resolve_algorithm
+from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.fabric import make_routes
 from simulator.model.schemes.fusion import cycles
@@ -85,7 +85,7 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
         if transport.step_extra_s(kind) > 0:
             t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm)
         if len(ranks) > 1:
-            t += transport.call_latency_s
+            t += call_latency_s(transport, routes, algorithm)
         if spec.polls:
             return t
         spans = len({placement[r] for r in ranks}) > 1

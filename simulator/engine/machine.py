@@ -186,6 +186,12 @@ def _value(cluster: Cluster, field: str) -> str:
                        "nccl.call_latency": f"{hw.call_latency_s * 1e6:g} us",
                        "topology.kind": hw.topology,
                        "topology.oversubscription": hw.oversubscription})
+        if hw.ll:
+            values.update({"nccl.protocol": hw.protocol,
+                           "nccl.ll_call_latency": f"{hw.ll.call_latency_s * 1e6:g} us",
+                           "nccl.ll_intra_latency": f"{hw.ll.intra_latency_s * 1e6:g} us",
+                           "nccl.ll_link_latency": f"{hw.ll.link_latency_s * 1e6:g} us",
+                           "nccl.ll_bandwidth_share": hw.ll.bandwidth_share})
         if hw.device:
             values["device.name"] = hw.device.name
             values["device.flops"] = f"{hw.device.flops_per_s / 1e12:g} TFLOP/s"

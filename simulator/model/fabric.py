@@ -14,13 +14,19 @@ memory inside a host. A cluster with ``Hardware`` adds:
 * NCCL's channels: a collective split over ``channels`` rings moves each part
   at most at ``channel_bytes_per_s``; the parts of one message cross the same
   resources, so together they are one flow of at most ``channels *
-  channel_bytes_per_s`` (``flow_cap``; 0 = no cap).
+  channel_bytes_per_s`` (``flow_cap``; 0 = no cap);
+* NCCL's LL protocol (``ll_routes``): the same resources, its own latency per
+  ring step inside a host and between hosts.
 
 The resources are the same kind ``network.Network`` shares max-min fairly and
 ``comm.costs`` counts per step, so both fidelities see them.
 Imports: ``simulator.contracts`` and ``model.network``.
 """
 from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import replace
 
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import Transport
@@ -45,6 +51,22 @@ class FabricRoutes(Routes):
             self.uplink_bytes_per_s = (hw.hosts_per_leaf * hw.nics
                                        * cluster.link.bandwidth_bytes_per_s / hw.oversubscription)
         self.flow_cap = hw.channels * hw.channel_bytes_per_s
+
+    @functools.cached_property
+    def ll_routes(self) -> FabricRoutes | None:
+        """These routes as NCCL's LL protocol runs a ring over them: the same devices,
+        NICs and switches, each step after the protocol's own latency (a call moves
+        ``1 / bandwidth_share`` times its bytes: ``comm.costs``, ``comm.message``).
+        None where the cluster does not price the protocol."""
+        ll = self.hardware.ll
+        if ll is None:
+            return None
+        other = copy.copy(self)
+        if self.intra is not None:
+            other.intra = replace(self.intra, latency_s=ll.intra_latency_s)
+        if self.link is not None:
+            other.link = replace(self.link, latency_s=ll.link_latency_s)
+        return other
 
     def params(self, src: int, dst: int) -> tuple[float, float]:
         latency_s, resources = self.path(src, dst)

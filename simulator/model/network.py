@@ -22,6 +22,7 @@ Imports: SimPy, simulator.contracts (cluster, profile), model.fluid.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import simpy
@@ -35,6 +36,8 @@ class Routes:
     """Who is where and what a message between two ranks costs when nothing contends."""
 
     flow_cap = 0.0      # bytes/s one message may use at most (0: no cap; ``model.fabric``)
+    hardware = None     # accelerators, NICs, NCCL (``model.fabric``)
+    ll_routes = None    # the routes of NCCL's LL protocol (``model.fabric``)
 
     def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport,
                  handoff_s: tuple[float, ...] | None = None):
@@ -102,6 +105,13 @@ class Network:
         self._resources: dict[tuple, Resource] = {}
         self._paths: dict[tuple, tuple] = {}     # (src, dst) -> _route(src, dst)
         self.bytes_sent = [0.0] * len(routes.placement)
+
+    def over(self, routes: Routes) -> Network:
+        """This network (its flows and resources) with messages taking ``routes``'
+        latencies: NCCL's LL protocol on the same NICs and links."""
+        other = copy.copy(self)
+        other.routes, other._paths = routes, {}
+        return other
 
     def _resource(self, key: tuple, capacity: float) -> Resource:
         r = self._resources.get(key)

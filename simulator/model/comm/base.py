@@ -32,7 +32,7 @@ import simpy
 
 from simulator.contracts.closed_forms import collective_s, steps
 from simulator.contracts.profile import Transport
-from simulator.model.comm.choice import resolve_algorithm
+from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 
@@ -209,7 +209,7 @@ class Comm:
             extra_s = self.transport.step_extra_s(kind)
             if extra_s > 0:
                 extra_s *= steps(kind, p, n_bytes, algorithm)
-            extra_s += self.transport.call_latency_s
+            extra_s += call_latency_s(self.transport, self.routes, algorithm)
             self._extra_cache[key] = extra_s
         return extra_s
 

@@ -8,6 +8,8 @@ Imports: SimPy, model.comm (base, collectives), model.network.
 """
 from __future__ import annotations
 
+import copy
+
 import simpy
 
 from simulator.model.comm import collectives
@@ -82,9 +84,26 @@ class MessageComm(Comm):
             received.succeed()
         self.network.transfer(src, dst, n_bytes).callbacks.append(arrive)
 
+    def _ll_view(self) -> MessageComm:
+        """This comm as NCCL's LL protocol sends: the same network, flows and pending
+        messages, each message after the protocol's latency; a call's reductions at the
+        rate of its data (it moves ``1 / bandwidth_share`` times its bytes)."""
+        view = self.__dict__.get("_ll")
+        if view is None:
+            view = self._ll = copy.copy(self)
+            view.routes = self.routes.ll_routes
+            view.network = self.network.over(view.routes)
+            share = self.routes.hardware.ll.bandwidth_share
+            view.gamma_s_per_byte = self.gamma_s_per_byte * share
+        return view
+
     def _run(self, kind, rank, ranks, i, n_bytes, root, algorithm, key, is_last):
         tag = key
-        if kind == "allreduce":
+        if kind == "allreduce" and algorithm == "ring_ll":      # NCCL's LL protocol
+            share = self.routes.hardware.ll.bandwidth_share
+            yield from collectives.ALLREDUCE["ring"](self._ll_view(), ranks, i,
+                                                     n_bytes / share, tag)
+        elif kind == "allreduce":
             yield from collectives.ALLREDUCE[algorithm](self, ranks, i, n_bytes, tag)
         elif kind == "gather":
             yield from collectives.gather(self, ranks, i, n_bytes, tag, root)
