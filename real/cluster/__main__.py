@@ -15,7 +15,7 @@ import sys
 from real.cluster import netns
 from real.cluster.check import measure_bandwidth
 from real.cluster.lifecycle import AlreadyUp, Terminated, _sigterm_raises, down, up
-from real.cluster.netns import ClusterUnavailable
+from real.cluster.netns import HOST_QUEUE_PACKETS, ClusterUnavailable
 from real.cluster.state import (
     DEFAULT_PREFIX,
     DEFAULT_SUBNET,
@@ -37,14 +37,35 @@ def _print_status(prefix: str) -> int:
         return 1
     print(f"cluster '{prefix}': {cluster.n_hosts} hosts, "
           f"{cluster.bandwidth_bits_per_s / 1e6:g} Mbit/s per link and direction, "
-          f"burst {cluster.burst_bytes} B, queue {cluster.queue_s * 1e3:g} ms, "
-          f"bridge {cluster.bridge} in {cluster.bridge_namespace}")
+          f"burst {cluster.burst_bytes} B, queue {cluster.queue_s * 1e3:g} ms, host queue "
+          + (f"{cluster.host_queue_packets} packets" if cluster.host_queue_packets
+             else "the shaper's") + f", bridge {cluster.bridge} in {cluster.bridge_namespace}")
     for i, (ns, addr) in enumerate(zip(cluster.namespaces, cluster.addresses)):
         state = "up" if ns in live else "MISSING"
         print(f"  host {i}: {ns:<10} {addr:<15} {cluster.interface}  [{state}]  "
               f"{netns.qdisc_summary(ns, cluster.interface) if ns in live else ''}")
+    if cluster.bridge_namespace in live:
+        _print_drops(cluster, live)
     print(f"  state: {state_path(prefix)}")
     return 0
+
+
+def _print_drops(cluster, live) -> None:
+    """Packets each link's two shapers sent and dropped since the cluster came up: at the
+    host's own end (its sends) and at the switch's end (what the host receives)."""
+    print("  packets since up: host -> switch sent / dropped, switch -> host sent / dropped")
+    totals = [0, 0, 0, 0]
+    for i, ns in enumerate(cluster.namespaces):
+        if ns not in live:
+            continue
+        out = netns.qdisc_counters(ns, cluster.interface)
+        into = netns.qdisc_counters(cluster.bridge_namespace, f"h{i}")
+        for k, v in enumerate(out + into):
+            totals[k] += v
+        print(f"  host {i}: {out[0]:>9} / {out[1]:<8} {into[0]:>9} / {into[1]}")
+    share = [d / (s + d) if s + d else 0.0 for s, d in (totals[:2], totals[2:])]
+    print(f"  all:    {totals[0]:>9} / {totals[1]:<8} {totals[2]:>9} / {totals[3]}   "
+          f"(dropped {100 * share[0]:.1f}% at the hosts, {100 * share[1]:.1f}% at the switch)")
 
 
 def _arg(parse):
@@ -100,7 +121,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="per link and direction, tc units (100mbit, 1gbit, 500kbit)")
     u.add_argument("--queue", default="5ms", type=_arg(parse_duration),
                    help="how long a packet may wait in a link's shaper (tc tbf latency): the "
-                        "port's buffer, in time")
+                        "switch port's buffer, in time")
+    u.add_argument("--host-queue", default=HOST_QUEUE_PACKETS, type=cli.int_in(0, 100_000),
+                   help="packets a host's own end of its link queues behind its shaper, as a "
+                        "NIC queue (Linux's txqueuelen is 1000); 0: the shaper's --queue, as "
+                        "at the switch")
     u.add_argument("--burst", default="auto", type=_burst,
                    help="token-bucket depth, tc units (64kb); auto: 2 ms of traffic, >= 16kb")
     u.add_argument("--subnet", default=DEFAULT_SUBNET, type=_subnet,
@@ -156,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             with _sigterm_raises():
                 cluster = up(args.hosts, args.bandwidth, args.burst, args.prefix, args.subnet,
-                             args.queue)
+                             args.queue, args.host_queue)
             return _print_status(cluster.prefix)
         if args.command == "status":
             return _print_status(args.prefix)

@@ -58,7 +58,8 @@ def _sigterm_raises() -> Iterator[None]:
 
 def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
        prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
-       queue_s: float = netns.DEFAULT_QUEUE_S) -> Cluster:
+       queue_s: float = netns.DEFAULT_QUEUE_S,
+       host_queue_packets: int = netns.HOST_QUEUE_PACKETS) -> Cluster:
     """Build the cluster and write its state file.  Anything half-built is removed
     before an error (or Ctrl-C, or SIGTERM) propagates."""
     netns.require_tools()
@@ -73,6 +74,8 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         raise ValueError(f"burst {burst_bytes} B is less than a full-size frame")
     if not 0.0005 <= queue_s <= 1.0:
         raise ValueError(f"queue {queue_s * 1e3:g} ms is outside 0.5 ms .. 1 s")
+    if not 0 <= host_queue_packets <= 100_000:
+        raise ValueError(f"host queue {host_queue_packets} packets is outside 0 .. 100000")
     addresses = netns.host_addresses(subnet, hosts)
     if netns.list_namespaces(prefix):
         raise AlreadyUp(f"a cluster with prefix '{prefix}' is already up; "
@@ -83,11 +86,12 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         addresses=addresses, interface=netns.HOST_IFACE, subnet=subnet,
         bridge_namespace=netns.bridge_namespace(prefix), bridge=netns.BRIDGE,
         bandwidth_bits_per_s=rate, burst_bytes=burst_bytes,
-        hydra_launcher=str(STATE_DIR / f"{prefix}-cluster-hydra-launcher"), queue_s=queue_s)
+        hydra_launcher=str(STATE_DIR / f"{prefix}-cluster-hydra-launcher"), queue_s=queue_s,
+        host_queue_packets=host_queue_packets)
     with _sigterm_raises():
         try:
             netns.create(prefix, addresses, ipaddress.ip_network(subnet).prefixlen,
-                         rate, burst_bytes, queue_s)
+                         rate, burst_bytes, queue_s, host_queue_packets)
             write_hydra_launcher(cluster)
             write_atomically(state_path(prefix), json.dumps(cluster.to_json(), indent=2) + "\n")
         except BaseException:
@@ -109,11 +113,13 @@ def down(prefix: str = DEFAULT_PREFIX) -> list[str]:
 @contextmanager
 def emulated_cluster(hosts: int, bandwidth: str | int, burst: str | int | None = None,
                      prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
-                     queue_s: float = netns.DEFAULT_QUEUE_S) -> Iterator[Cluster]:
+                     queue_s: float = netns.DEFAULT_QUEUE_S,
+                     host_queue_packets: int = netns.HOST_QUEUE_PACKETS) -> Iterator[Cluster]:
     """``with emulated_cluster(2, "100mbit") as c:`` -- torn down however the block ends
     (exception, Ctrl-C, or SIGTERM when used from the main thread)."""
     with _sigterm_raises():
-        cluster = up(hosts, bandwidth, burst, prefix=prefix, subnet=subnet, queue_s=queue_s)
+        cluster = up(hosts, bandwidth, burst, prefix=prefix, subnet=subnet, queue_s=queue_s,
+                     host_queue_packets=host_queue_packets)
         try:
             yield cluster
         finally:

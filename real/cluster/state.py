@@ -38,6 +38,8 @@ class Cluster:
     schema_version: int = SCHEMA_VERSION
     queue_s: float = 0.05            # how long a packet may wait in a shaper (tbf latency);
                                      # clusters written before it existed had 50 ms
+    host_queue_packets: int = 0      # a host's own queue behind its shaper, packets (0: the
+                                     # shaper's queue_s)
 
     @property
     def n_hosts(self) -> int:
