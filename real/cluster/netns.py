@@ -17,9 +17,10 @@ the host's own end queues that many packets behind its shaper instead, as a
 NIC queue does (Linux's ``txqueuelen`` is 1000): the host then drops none of
 what its TCP sends, where the 5 ms queue drops 4-34% of it at 20-100 Mbit/s
 (TCP hands over GSO bursts of up to 64 kB), and TCP Small Queues keep a bulk
-stream's backlog there at 13-29 kB (docs/cluster.md, "The host's own queue").  The bridge lives in
-its own namespace and nothing is attached to the root namespace: the machine's
-own network is never touched and no packet can leave the namespaces.
+stream's backlog there at 13-29 kB (docs/cluster.md, "The host's own queue").
+The bridge lives in its own namespace and nothing is attached to the root
+namespace: the machine's own network is never touched and no packet can leave
+the namespaces.
 
 Everything this module creates carries the prefix, so ``destroy(prefix)`` can
 find and remove all of it, whatever state a failed bring-up left behind.
