@@ -15,7 +15,7 @@ import sys
 from real.cluster import netns
 from real.cluster.check import measure_bandwidth
 from real.cluster.lifecycle import AlreadyUp, Terminated, _sigterm_raises, down, up
-from real.cluster.netns import HOST_QUEUE_PACKETS, ClusterUnavailable
+from real.cluster.netns import DEFAULT_HOST_QUEUE_PACKETS, ClusterUnavailable
 from real.cluster.state import (
     DEFAULT_PREFIX,
     DEFAULT_SUBNET,
@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--queue", default="5ms", type=_arg(parse_duration),
                    help="how long a packet may wait in a link's shaper (tc tbf latency): the "
                         "switch port's buffer, in time")
-    u.add_argument("--host-queue", default=HOST_QUEUE_PACKETS, type=cli.int_in(0, 100_000),
+    u.add_argument("--host-queue", default=DEFAULT_HOST_QUEUE_PACKETS,
+                   type=cli.int_in(0, 100_000),
                    help="packets a host's own end of its link queues behind its shaper, as a "
                         "NIC queue (Linux's txqueuelen is 1000); 0: the shaper's --queue, as "
                         "at the switch")

@@ -59,7 +59,7 @@ def _sigterm_raises() -> Iterator[None]:
 def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
        prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
        queue_s: float = netns.DEFAULT_QUEUE_S,
-       host_queue_packets: int = netns.HOST_QUEUE_PACKETS) -> Cluster:
+       host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS) -> Cluster:
     """Build the cluster and write its state file.  Anything half-built is removed
     before an error (or Ctrl-C, or SIGTERM) propagates."""
     netns.require_tools()
@@ -114,7 +114,8 @@ def down(prefix: str = DEFAULT_PREFIX) -> list[str]:
 def emulated_cluster(hosts: int, bandwidth: str | int, burst: str | int | None = None,
                      prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
                      queue_s: float = netns.DEFAULT_QUEUE_S,
-                     host_queue_packets: int = netns.HOST_QUEUE_PACKETS) -> Iterator[Cluster]:
+                     host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
+                     ) -> Iterator[Cluster]:
     """``with emulated_cluster(2, "100mbit") as c:`` -- torn down however the block ends
     (exception, Ctrl-C, or SIGTERM when used from the main thread)."""
     with _sigterm_raises():

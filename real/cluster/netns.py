@@ -44,7 +44,7 @@ from contextlib import contextmanager
 HOST_IFACE = "psgd0"
 BRIDGE = "br0"
 # A host's own queue behind its shaper, in packets (0: the shaper's queue_s, as a port)
-HOST_QUEUE_PACKETS = 0
+DEFAULT_HOST_QUEUE_PACKETS = 0
 # How long a packet may wait in a token bucket before it is dropped (tbf's
 # "latency"): the shaper's queue, in time like a switch port's buffer. A deep
 # queue (50 ms) at a low rate delays the ACKs of one direction behind the data
@@ -138,7 +138,7 @@ def _no_ipv6(ns: str) -> None:
 
 def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
            bandwidth_bits_per_s: int, burst_bytes: int, queue_s: float = DEFAULT_QUEUE_S,
-           host_queue_packets: int = HOST_QUEUE_PACKETS) -> None:
+           host_queue_packets: int = DEFAULT_HOST_QUEUE_PACKETS) -> None:
     """Build bridge, hosts, links and shaping.  On any failure the caller must destroy()."""
     br = bridge_namespace(prefix)
     _run("ip", "netns", "add", br)

@@ -478,8 +478,7 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         channel_bytes_per_s=(r.parsed("nccl", "channel_bandwidth", parse_bandwidth)
                              if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0),
         ll=_low_latency(r),
-        protocol=str(r.get("nccl", "protocol", "auto")) if r.section("nccl") is not None
-        else "auto")
+        protocol=str(r.get("nccl", "protocol", "auto")))
 
 
 def _low_latency(r: _Reader) -> LowLatency | None:

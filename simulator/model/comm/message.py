@@ -25,6 +25,7 @@ class MessageComm(Comm):
         self.network = Network(env, routes)
         self._sends: dict[tuple, tuple] = {}
         self._recvs: dict[tuple, simpy.Event] = {}
+        self._ll: MessageComm | None = None     # the LL protocol's view (``_ll_view``)
 
     def transfer(self, src, dst, n_bytes):
         moved = self.network.transfer(src, dst, n_bytes)
@@ -88,7 +89,7 @@ class MessageComm(Comm):
         """This comm as NCCL's LL protocol sends: the same network, flows and pending
         messages, each message after the protocol's latency; a call's reductions at the
         rate of its data (it moves ``1 / bandwidth_share`` times its bytes)."""
-        view = self.__dict__.get("_ll")
+        view = self._ll
         if view is None:
             view = self._ll = copy.copy(self)
             view.routes = self.routes.ll_routes
