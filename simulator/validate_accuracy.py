@@ -19,7 +19,12 @@
    absolute error in accuracy points) and the training time to the target
    (mean over seeds, relative error); a point whose target some seed does not
    reach is reported as such, never as a time. The summary is given for every
-   point and for the held-out ones (P above ``--calibrate-workers``).
+   point and for the held-out ones (P above ``--calibrate-workers``);
+5. the measured order: every ps_async run that recorded the order its server
+   applied the pushes in is replayed along that order as well
+   (``simulator.measured_schedule``, ``OUT/measured-order``). Where that replay
+   gives the run's accuracy and the prediction does not, the miss is the
+   predicted order's (the time model's), not the replay's.
 
 ``--cluster-rate 200mbit`` (as root) runs the real points on the emulated
 cluster instead: ``real.cluster up`` with max P + 1 hosts at that rate,
@@ -35,8 +40,10 @@ predicted and measured), ``final-accuracy.png`` and ``accuracy-time.png``
 the project's own command, logged in ``OUT/<stage>.log``;
 ``--skip-sweep`` / ``--skip-calibrate`` / ``--skip-replay`` reuse what OUT holds.
 
-Imports: numpy, pandas, simulator.contracts.cli, simulator.contracts.curve,
-simulator.contracts.files, simulator.contracts.record, simulator.model.schemes,
+Imports: numpy, pandas, simulator.accuracy (the replay of a measured order),
+simulator.contracts.cli, simulator.contracts.curve, simulator.contracts.checks,
+simulator.contracts.files, simulator.contracts.record, simulator.contracts.schedule,
+simulator.measured_schedule, simulator.model.schemes,
 simulator.output.accuracy_plots, simulator.validate (the calibration stage, the wait for a quiet machine),
 simulator.validate_cluster (the emulated cluster's rate and lifetime).
 """
@@ -51,8 +58,11 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.accuracy import ReplaySettings, run_replay
 from simulator.contracts import cli, record
 from simulator.contracts import curve as curves
+from simulator.contracts import schedule as schedules
+from simulator.contracts.checks import ConfigError
 from simulator.contracts.cli import (
     Parser,
     accuracy,
@@ -63,6 +73,9 @@ from simulator.contracts.cli import (
     worker_counts,
 )
 from simulator.contracts.files import atomic_write_text
+from simulator.measured_schedule import SCHEME as ORDERED_SCHEME
+from simulator.measured_schedule import MeasuredError
+from simulator.measured_schedule import measured as measured_schedule
 from simulator.model.schemes import SCHEMES
 from simulator.validate import calibrate_command, wait_for_low_load
 from simulator.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
@@ -177,6 +190,37 @@ def measured_rows(runs_dir: Path) -> list[dict]:
     return rows
 
 
+def measured_order_rows(out: Path, args) -> list[dict]:
+    """ps_async runs that recorded their push order, replayed along it (one row per run, as
+    the predicted rows: scheme, workers, seed, points); each next to the simulator's
+    schedule of the same point, whose header it takes (``simulator.measured_schedule``)."""
+    rows = []
+    for d in record.find_runs(out / "runs"):
+        try:
+            rec = record.read(d)
+        except record.RecordError:
+            continue
+        cfg = rec["config"]
+        if cfg["algorithm"] != ORDERED_SCHEME or rec["status"] != "completed" \
+                or "push_order" not in rec.get("extra", {}):
+            continue
+        p, seed = rec["environment"]["workers"], cfg["seed"]
+        name = f"{ORDERED_SCHEME}-P{p}-s{seed}"
+        like = out / "predicted" / "schedules" / f"{name}.jsonl"
+        if not like.is_file():
+            continue
+        sched = measured_schedule(rec, schedules.read(like), str(d))
+        path = schedules.write(out / "measured-order" / "schedules" / f"{name}.jsonl", sched)
+        print(f"{PROG}: replaying {name} along its measured push order", file=sys.stderr)
+        settings = ReplaySettings(seed=seed, lr=cfg["lr"], momentum=cfg["momentum"],
+                                  lr_decay=cfg["lr_decay"], test_size=args.test_size,
+                                  threads=args.replay_threads)
+        replayed = run_replay(path, out / "measured-order" / "replays" / name, sched, settings)
+        rows.append({"scheme": ORDERED_SCHEME, "workers": p, "seed": seed,
+                     "points": replayed["points"]})
+    return rows
+
+
 def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
     """(scheme, P) -> final accuracy, time to target and training time, mean over seeds."""
     groups: dict[tuple, list] = {}
@@ -193,8 +237,12 @@ def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
     return out
 
 
-def compare(measured: list[dict], predicted: list[dict], target: float) -> list[dict]:
+def compare(measured: list[dict], predicted: list[dict], target: float,
+            ordered: list[dict] = ()) -> list[dict]:
+    """Per (scheme, P) measured beside predicted; with ``ordered`` (the replays of measured
+    push orders), their mean final accuracy too, over the seeds that have one."""
     meas, pred = per_point(measured, target), per_point(predicted, target)
+    order = per_point(list(ordered), target)
     rows = []
     for key in sorted(set(meas) & set(pred), key=lambda k: (list(SCHEMES).index(k[0]), k[1])):
         m, p = meas[key], pred[key]
@@ -213,8 +261,29 @@ def compare(measured: list[dict], predicted: list[dict], target: float) -> list[
                      "training_measured_s": m["training_s"],
                      "training_predicted_s": p["training_s"],
                      "training_error": (p["training_s"] - m["training_s"]) / m["training_s"]
-                     if m["training_s"] else None})
+                     if m["training_s"] else None,
+                     "final_accuracy_measured_order": order[key]["final_accuracy"]
+                     if key in order else None,
+                     "seeds_measured_order": order[key]["seeds"] if key in order else 0})
     return rows
+
+
+def order_lines(rows: list[dict]) -> list[str]:
+    """The replays of the measured push orders beside the run and the prediction."""
+    have = [r for r in rows if r.get("final_accuracy_measured_order") is not None]
+    if not have:
+        return []
+    lines = ["", f"{ORDERED_SCHEME} replayed along the measured push order (the run's own "
+                 "order; predicted: the simulator's):",
+             f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc order':>11}{'err pt':>8}"
+             f"{'acc pred':>10}{'err pt':>8}{'seeds':>7}"]
+    for r in have:
+        m, o = r["final_accuracy_measured"], r["final_accuracy_measured_order"]
+        lines.append(f"{r['scheme']:<15}{r['workers']:>3}{m:>10.4f}{o:>11.4f}"
+                     f"{100 * (o - m):>+8.2f}{r['final_accuracy_predicted']:>10.4f}"
+                     f"{r['final_accuracy_error_points']:>+8.2f}"
+                     f"{r['seeds_measured_order']:>4}/{r['seeds_measured']}")
+    return lines
 
 
 def summary_lines(rows: list[dict], target: float, label: str) -> list[str]:
@@ -257,7 +326,7 @@ def format_table(rows: list[dict], target: float, epochs: int, held_out_above: i
     held = [r for r in rows if r["workers"] > held_out_above] if held_out_above else []
     if held:
         lines += summary_lines(held, target, f"held out (P > {held_out_above}), ")
-    return "\n".join(lines)
+    return "\n".join(lines + order_lines(rows))
 
 
 def report_commands(commands, skipped: set[str], out: Path) -> list[str]:
@@ -383,7 +452,11 @@ def main(argv=None) -> int:
     except (OSError, json.JSONDecodeError):
         return usage_error(PROG, f"no predicted curves in {out / 'predicted'}; run without "
                                  "--skip-replay")
-    rows = compare(measured, predicted, args.target_accuracy)
+    try:
+        ordered = measured_order_rows(out, args)
+    except (schedules.ScheduleError, MeasuredError, ConfigError) as e:
+        return usage_error(PROG, f"measured push order: {e}")
+    rows = compare(measured, predicted, args.target_accuracy, ordered)
     if not rows:
         return usage_error(PROG, f"no (scheme, P) both measured in {out / 'runs'} and predicted")
     print(write_outputs(out, rows, measured, predicted, args, commands, skip))

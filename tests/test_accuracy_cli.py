@@ -139,6 +139,34 @@ def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
 
 
 @pytest.mark.slow
+def test_replay_of_a_measured_push_order_reproduces_a_real_ps_async_run_with_dropout(tmp_path):
+    """ps_async's order is the run's timing; its server records it, and the replay along it
+    (each worker its own dropout masks, every gradient on the version it read) gives the
+    run's test losses at every evaluation point."""
+    import argparse
+
+    from real.data import load_dataset
+    from real.replay import replay
+    from simulator.contracts.workload import Workload
+    from simulator.engine.schedule import simulate_schedule
+    from simulator.measured_schedule import measured as measured_schedule
+    r = mpi(3, "real.train", "--algorithm", "ps_async", "--run-id", "r", "--out", str(tmp_path),
+            "--dataset", "synthetic", "--model", "cnn", "--train-size", "256", "--test-size",
+            "128", "--batch-size", "32", "--epochs", "1", "--eval-every", "1", "--lr", "0.1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = record.read(tmp_path / "r")
+    curve = rec["results"]["curve"]
+    wl = Workload(model="cnn", batch_per_worker=32, dataset_samples=256, epochs=1)
+    _, like = simulate_schedule("ps_async", 2, wl, "synthetic", train_size=256, eval_every=1)
+    sched = measured_schedule(rec, like, str(tmp_path / "r"))
+    data = load_dataset("synthetic", train_size=256, test_size=128, seed=1)
+    got = replay(sched, data, argparse.Namespace(seed=1, lr=0.1, momentum=0.0, lr_decay=0.0))
+    assert [p["step"] for p in got["points"]] == [p["step"] for p in curve]
+    for m, g in zip(curve, got["points"]):
+        assert g["test_loss"] == pytest.approx(m["test_loss"], abs=1e-4)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("alg,launch", [("psgd", 2), ("async_avg", 2), ("ps_sync", 3),
                                         ("ps_async", 3), ("hogwild", None)])
 def test_a_run_records_its_curve_and_stops_once_its_target_is_reached(tmp_path, alg, launch):
@@ -309,3 +337,24 @@ def test_report_commands_replace_the_folder_only_where_it_is_a_path(tmp_path, mo
     cmd = ["python", "-m", "simulator.replay", "--out", "out/predicted", "--eval-every", "80"]
     (line,) = report_commands([("replay", cmd)], set(), Path("out"))
     assert line == "python -m simulator.replay --out OUT/predicted --eval-every 80"
+
+
+def test_the_replay_of_the_measured_push_order_stands_beside_run_and_prediction():
+    """ps_async rows carry the mean final accuracy of the replays of the runs' own push
+    orders (over the seeds that recorded one), and the table sets it beside both."""
+    measured = [_row("ps_async", 5, s, [0.1, acc], [0, 10]) for s, acc in ((1, 0.78), (2, 0.76))]
+    predicted = [_row("ps_async", 5, s, [0.1, 0.75], [0, 9]) for s in (1, 2)]
+    ordered = [_row("ps_async", 5, 1, [0.1, 0.781], [0, 10])]
+    measured += [_row("psgd", 2, 1, [0.1, 0.8], [0, 10])]
+    predicted += [_row("psgd", 2, 1, [0.1, 0.8], [0, 10])]
+    rows = {(r["scheme"], r["workers"]): r for r in compare(measured, predicted, 0.7, ordered)}
+    ps = rows[("ps_async", 5)]
+    assert ps["final_accuracy_measured_order"] == pytest.approx(0.781)
+    assert ps["seeds_measured_order"] == 1 and ps["seeds_measured"] == 2
+    assert rows[("psgd", 2)]["final_accuracy_measured_order"] is None
+    text = format_table(list(rows.values()), 0.7, 3)
+    line = text.splitlines()[-1]
+    assert line.split() == ["ps_async", "5", "0.7700", "0.7810", "+1.10", "0.7500", "-2.00",
+                            "1/2"]
+    assert "measured push order" in text.splitlines()[-3] and "psgd" not in text.splitlines()[-1]
+    assert "measured push order" not in format_table([rows[("psgd", 2)]], 0.7, 3)

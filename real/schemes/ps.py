@@ -24,7 +24,10 @@ the per-epoch learning-rate decay behave as in every other scheme.
 * ``ps_async``: the server applies each push alone as it arrives
   (``Recv`` from ``ANY_SOURCE``) and answers that worker with the current w;
   workers train on their own 1/P shard at their own pace.  The staleness of
-  every applied gradient goes into the record as a histogram.
+  every applied gradient goes into the record as a histogram, and the order of
+  the pushes as ``push_order`` (per update: the worker, the version its gradient
+  was computed on, the training time it was applied at): the measured schedule,
+  which ``simulator.measured_schedule`` turns into a schedule the replay can train on.
 
 With ``--target-accuracy`` the server scores w at the end of each of its
 epochs; once the target is reached it answers every worker's next push with
@@ -142,6 +145,13 @@ class Server:
         self.version = 0
         self.update_s: list[float] = []
         self.staleness: Counter = Counter()
+        self.pushes: dict[str, list] = {"worker": [], "read": [], "t_s": []}
+
+    def pushed(self, worker: int, read: int, t_s: float) -> None:
+        """The push about to be applied (to version ``self.version``): ps_async's order."""
+        self.pushes["worker"].append(int(worker))
+        self.pushes["read"].append(int(read))
+        self.pushes["t_s"].append(round(float(t_s), 6))
 
     def apply(self, mean_grad: np.ndarray) -> None:
         t0 = self.ctx.log.now()
@@ -173,6 +183,8 @@ class Server:
                      staleness_max=max(self.staleness, default=0),
                      staleness_mean=(sum(k * v for k, v in self.staleness.items())
                                      / max(1, sum(self.staleness.values()))))
+        if self.pushes["worker"]:
+            extra.update(push_order=self.pushes)
 
 
 def serve_sync(ctx) -> list[float]:
@@ -218,6 +230,7 @@ def serve_async(ctx) -> list[float]:
                     for r in range(ctx.workers))
     grad = np.empty_like(s.w)
     epoch_s, t, done = [], log.now(), 0
+    start, paused = t, (lambda: ctx.curve.paused_s if ctx.curve is not None else 0.0)
     sent = s.broadcast()                                # the first w: a communication-only row
     log.add(0, -1, 0, t, t, log.now(), sent, None)
     stop = False                # --target-accuracy reached: every later push is answered "done"
@@ -233,6 +246,7 @@ def serve_async(ctx) -> list[float]:
         t1 = log.now()
         s.apply(grad)
         t2 = log.now()
+        s.pushed(src - 1, version, t2 - start - paused())        # ranks 1..P: workers 0..P-1
         s.curve_point(per_epoch, ctx.cfg.eval_every * ctx.workers)
         stop = (s.version % per_epoch == 0 and ctx.curve is not None
                 and ctx.curve.reached())
