@@ -139,8 +139,11 @@ def run_replay(schedule_path: Path, out: Path, sched: schedules.Schedule,
 
 
 def _same_settings(recorded: dict, settings: ReplaySettings) -> bool:
+    """The same training, and the same torch threads where they were asked for (another
+    count sums in another order: the floats, and so a sensitive run's accuracy, differ)."""
     return all(recorded.get(k) == getattr(settings, k)
-               for k in ("seed", "lr", "momentum", "lr_decay", "test_size"))
+               for k in ("seed", "lr", "momentum", "lr_decay", "test_size")) and \
+        (settings.threads is None or recorded.get("threads") == settings.threads)
 
 
 def _env() -> dict:

@@ -212,9 +212,13 @@ def measured_order_rows(out: Path, args) -> list[dict]:
         sched = measured_schedule(rec, schedules.read(like), str(d))
         path = schedules.write(out / "measured-order" / "schedules" / f"{name}.jsonl", sched)
         print(f"{PROG}: replaying {name} along its measured push order", file=sys.stderr)
+        # the run's own torch threads: the same sums in the same order, so the replay
+        # repeats the run's floats (with other threads it drifts, by up to 1.5 points of
+        # accuracy at P = 8)
+        threads = rec["environment"].get("threads_per_rank") or args.replay_threads
         settings = ReplaySettings(seed=seed, lr=cfg["lr"], momentum=cfg["momentum"],
                                   lr_decay=cfg["lr_decay"], test_size=args.test_size,
-                                  threads=args.replay_threads)
+                                  threads=threads)
         replayed = run_replay(path, out / "measured-order" / "replays" / name, sched, settings)
         rows.append({"scheme": ORDERED_SCHEME, "workers": p, "seed": seed,
                      "points": replayed["points"]})

@@ -358,3 +358,15 @@ def test_the_replay_of_the_measured_push_order_stands_beside_run_and_prediction(
                             "1/2"]
     assert "measured push order" in text.splitlines()[-3] and "psgd" not in text.splitlines()[-1]
     assert "measured push order" not in format_table([rows[("psgd", 2)]], 0.7, 3)
+
+
+def test_a_replay_made_with_other_torch_threads_is_not_taken_for_one_asked_with_these():
+    """The replay of a measured order runs with the run's own threads, so that it repeats
+    the run's floats; one made with another count is made again, not reused."""
+    from simulator.accuracy import ReplaySettings, _same_settings
+    recorded = {"seed": 2, "lr": 0.05, "momentum": 0.0, "lr_decay": 0.0, "test_size": None,
+                "threads": 2}
+    assert _same_settings(recorded, ReplaySettings(seed=2, threads=2))
+    assert not _same_settings(recorded, ReplaySettings(seed=2, threads=1))
+    assert _same_settings(recorded, ReplaySettings(seed=2))          # no count asked: any
+    assert not _same_settings(recorded, ReplaySettings(seed=3, threads=2))
