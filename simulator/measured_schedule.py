@@ -99,8 +99,8 @@ def _check(rec: dict, h, where: str) -> dict:
     if not pushes or not pushes.get("worker"):
         raise MeasuredError(f"{where} has no push_order (recorded before 2026-11-25, or no "
                             "update applied): run it again")
-    workers = 1 + max(pushes["worker"])
-    if workers > h.workers:
+    workers = rec.get("environment", {}).get("workers") or 1 + max(pushes["worker"])
+    if workers != h.workers:
         raise MeasuredError(f"{where} has pushes of {workers} workers; --like is a schedule of "
                             f"P = {h.workers}")
     wl = h.workload

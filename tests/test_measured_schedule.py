@@ -93,6 +93,7 @@ def test_a_run_stopped_early_keeps_the_points_it_reached():
     (record([0, 1], [0, 0], model="cnn"), "ps_async", "model 'cnn'"),
     ({"run_id": "x", "config": {"algorithm": "ps_async"}, "extra": {}}, "ps_async",
      "no push_order"),
+    (record([0, 1], [0, 0]) | {"environment": {"workers": 4}}, "ps_async", "4 workers"),
 ])
 def test_what_cannot_give_a_measured_schedule_is_named(rec, sim, says):
     with pytest.raises(MeasuredError, match=says):
