@@ -175,41 +175,42 @@ def on_cluster(name: str) -> bool:
     return name == "link" or name.startswith("sweep")
 
 
-def measured_rows(runs_dir: Path) -> list[dict]:
-    """One row per completed run with a curve: scheme, workers, seed, points."""
-    rows = []
+def completed_runs(runs_dir: Path) -> list[tuple[Path, dict]]:
+    """(folder, record) of every completed run with a curve, each record read once."""
+    runs = []
     for d in record.find_runs(runs_dir):
         try:
             rec = record.read(d)
         except record.RecordError:
             continue
         if rec["status"] == "completed" and rec["results"].get("curve"):
-            rows.append({"scheme": rec["config"]["algorithm"],
-                         "workers": rec["environment"]["workers"],
-                         "seed": rec["config"].get("seed"), "points": rec["results"]["curve"]})
-    return rows
+            runs.append((d, rec))
+    return runs
 
 
-def measured_order_rows(out: Path, args) -> list[dict]:
+def measured_rows(runs: list[tuple[Path, dict]]) -> list[dict]:
+    """One row per run: scheme, workers, seed, points."""
+    return [{"scheme": rec["config"]["algorithm"], "workers": rec["environment"]["workers"],
+             "seed": rec["config"].get("seed"), "points": rec["results"]["curve"]}
+            for _d, rec in runs]
+
+
+def measured_order_rows(runs: list[tuple[Path, dict]], out: Path, args) -> list[dict]:
     """ps_async runs that recorded their push order, replayed along it (one row per run, as
     the predicted rows: scheme, workers, seed, points); each next to the simulator's
     schedule of the same point, whose header it takes (``simulator.measured_schedule``)."""
     rows = []
-    for d in record.find_runs(out / "runs"):
-        try:
-            rec = record.read(d)
-        except record.RecordError:
-            continue
+    for d, rec in runs:
         cfg = rec["config"]
-        if cfg["algorithm"] != ORDERED_SCHEME or rec["status"] != "completed" \
-                or "push_order" not in rec.get("extra", {}):
+        if cfg["algorithm"] != ORDERED_SCHEME or "push_order" not in rec.get("extra", {}):
             continue
         p, seed = rec["environment"]["workers"], cfg["seed"]
         name = f"{ORDERED_SCHEME}-P{p}-s{seed}"
         like = out / "predicted" / "schedules" / f"{name}.jsonl"
         if not like.is_file():
             continue
-        sched = measured_schedule(rec, schedules.read(like), str(d))
+        sched_like = schedules.read(like)
+        sched = measured_schedule(rec, sched_like, str(d))
         path = schedules.write(out / "measured-order" / "schedules" / f"{name}.jsonl", sched)
         print(f"{PROG}: replaying {name} along its measured push order", file=sys.stderr)
         # the run's own torch threads: the same sums in the same order, so the replay
@@ -221,8 +222,19 @@ def measured_order_rows(out: Path, args) -> list[dict]:
                                   threads=threads)
         replayed = run_replay(path, out / "measured-order" / "replays" / name, sched, settings)
         rows.append({"scheme": ORDERED_SCHEME, "workers": p, "seed": seed,
-                     "points": replayed["points"]})
+                     "points": replayed["points"],
+                     "run_accuracy": rec["results"]["curve"][-1]["test_accuracy"],
+                     "staleness_run": staleness([a - r for a, r in
+                                                 enumerate(rec["extra"]["push_order"]["read"])], p),
+                     "staleness_predicted": staleness([e["applied"] - e["read"] for e in
+                                                       sched_like.updates()], p)})
     return rows
+
+
+def staleness(values: list[int], workers: int) -> tuple[float, float, float]:
+    """Mean, standard deviation and share at P - 1 of an order's staleness."""
+    return (float(np.mean(values)), float(np.std(values)),
+            sum(v == workers - 1 for v in values) / len(values))
 
 
 def per_point(rows: list[dict], target: float) -> dict[tuple, dict]:
@@ -308,7 +320,28 @@ def summary_lines(rows: list[dict], target: float, label: str) -> list[str]:
     return lines
 
 
-def format_table(rows: list[dict], target: float, epochs: int, held_out_above: int = 0) -> str:
+def order_run_lines(ordered: list[dict], predicted: list[dict]) -> list[str]:
+    """Per run: its accuracy, the replay of its order, the prediction of the same seed, and
+    the staleness (mean, sd, share at P - 1) of the run's order and of the predicted one."""
+    if not ordered:
+        return []
+    pred = {(r["scheme"], r["workers"], r["seed"]): r["points"][-1]["test_accuracy"]
+            for r in predicted}
+    lines = ["", "per run (staleness: mean, standard deviation, share at P - 1):",
+             f"{'P':>12}{'seed':>6}{'acc run':>9}{'acc order':>11}{'acc pred':>10}"
+                 f"{'staleness run':>22}{'predicted':>20}"]
+    for r in sorted(ordered, key=lambda r: (r["workers"], r["seed"])):
+        acc = pred.get((r["scheme"], r["workers"], r["seed"]))
+        run, sim = (" ".join(f"{v:.2f}" for v in r[k])
+                    for k in ("staleness_run", "staleness_predicted"))
+        lines.append(f"{r['workers']:>12}{r['seed']:>6}{r['run_accuracy']:>9.4f}"
+                     f"{r['points'][-1]['test_accuracy']:>11.4f}"
+                     f"{acc if acc is not None else float('nan'):>10.4f}{run:>22}{sim:>20}")
+    return lines
+
+
+def format_table(rows: list[dict], target: float, epochs: int, held_out_above: int = 0,
+                 ordered: list[dict] = (), predicted_rows: list[dict] = ()) -> str:
     lines = [(f"{'scheme':<15}{'P':>3}{'acc meas':>10}{'acc pred':>10}{'err pt':>8}"
               f"{f'to {target:g} meas':>25}{f'to {target:g} pred':>25}{'err':>8}")]
     for r in rows:
@@ -330,7 +363,7 @@ def format_table(rows: list[dict], target: float, epochs: int, held_out_above: i
     held = [r for r in rows if r["workers"] > held_out_above] if held_out_above else []
     if held:
         lines += summary_lines(held, target, f"held out (P > {held_out_above}), ")
-    return "\n".join(lines + order_lines(rows))
+    return "\n".join(lines + order_lines(rows) + order_run_lines(list(ordered), predicted_rows))
 
 
 def report_commands(commands, skipped: set[str], out: Path) -> list[str]:
@@ -362,7 +395,7 @@ def _logged_command(log: Path) -> str | None:
 
 
 def write_outputs(out: Path, rows, measured, predicted, args, commands,
-                  skipped: set[str] = frozenset()) -> str:
+                  skipped: set[str] = frozenset(), ordered: list[dict] = ()) -> str:
     import pandas as pd
 
     from simulator.output.accuracy_plots import (
@@ -382,7 +415,7 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands,
     accuracy_time_plot(predicted, out / "accuracy-time.png",
                        "Test accuracy against training time", measured=measured)
     table = format_table(rows, args.target_accuracy, args.epochs,
-                         0 if args.profile else args.calibrate_workers)
+                         0 if args.profile else args.calibrate_workers, ordered, predicted)
     text = "\n".join([
         f"# Time to accuracy: predicted against measured ({args.model}, {args.dataset})", "",
         (f"{args.epochs} epochs, seeds {', '.join(map(str, args.seeds))}, target test accuracy "
@@ -450,20 +483,21 @@ def main(argv=None) -> int:
         return 1
     if code:
         return code
-    measured = measured_rows(out / "runs")
+    runs = completed_runs(out / "runs")
+    measured = measured_rows(runs)
     try:
         predicted = json.loads((out / "predicted" / "curves.json").read_text())
     except (OSError, json.JSONDecodeError):
         return usage_error(PROG, f"no predicted curves in {out / 'predicted'}; run without "
                                  "--skip-replay")
     try:
-        ordered = measured_order_rows(out, args)
+        ordered = measured_order_rows(runs, out, args)
     except (schedules.ScheduleError, MeasuredError, ConfigError) as e:
         return usage_error(PROG, f"measured push order: {e}")
     rows = compare(measured, predicted, args.target_accuracy, ordered)
     if not rows:
         return usage_error(PROG, f"no (scheme, P) both measured in {out / 'runs'} and predicted")
-    print(write_outputs(out, rows, measured, predicted, args, commands, skip))
+    print(write_outputs(out, rows, measured, predicted, args, commands, skip, ordered))
     print(f"\nreport: {out / 'report.md'}", file=sys.stderr)
     return 0
 

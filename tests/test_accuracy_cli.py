@@ -370,3 +370,17 @@ def test_a_replay_made_with_other_torch_threads_is_not_taken_for_one_asked_with_
     assert not _same_settings(recorded, ReplaySettings(seed=2, threads=1))
     assert _same_settings(recorded, ReplaySettings(seed=2))          # no count asked: any
     assert not _same_settings(recorded, ReplaySettings(seed=3, threads=2))
+
+
+def test_the_report_lists_each_measured_order_with_its_staleness_beside_the_predicted():
+    from simulator.validate_accuracy import order_run_lines, staleness
+    assert staleness([3, 3, 1, 5], 4) == (3.0, pytest.approx(2 ** 0.5), 0.5)
+    ordered = [_row("ps_async", 4, 2, [0.1, 0.83], [0, 10])
+               | {"run_accuracy": 0.8301, "staleness_run": (2.96, 0.85, 0.56),
+                  "staleness_predicted": (2.98, 0.92, 0.53)}]
+    predicted = [_row("ps_async", 4, 2, [0.1, 0.8359], [0, 9]),
+                 _row("ps_async", 4, 1, [0.1, 0.5], [0, 9])]
+    line = order_run_lines(ordered, predicted)[-1].split()
+    assert line == ["4", "2", "0.8301", "0.8300", "0.8359", "2.96", "0.85", "0.56", "2.98",
+                    "0.92", "0.53"]
+    assert order_run_lines([], predicted) == []
