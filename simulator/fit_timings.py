@@ -287,7 +287,7 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
 
 def _nccl_kept(hw) -> dict:
     """The starting point's NCCL values that no fit moves: the channel cap, the protocol
-    and the LL protocol's costs."""
+    (with its size rule's threshold) and the LL protocol's costs."""
     from simulator.contracts.units import duration_text, rate_text
     kept = {"protocol": hw.protocol}
     if hw.channel_bytes_per_s:
@@ -297,6 +297,10 @@ def _nccl_kept(hw) -> dict:
                  "ll_intra_latency": duration_text(hw.ll.intra_latency_s),
                  "ll_link_latency": duration_text(hw.ll.link_latency_s),
                  "ll_bandwidth_share": hw.ll.bandwidth_share}
+    if hw.protocol == "nccl-2.2":
+        kept["ll_threshold"] = f"{hw.ll_threshold_bytes:g}B"
+    if hw.protocol == "nccl-2.3":
+        kept["ll_thread_threshold"] = f"{hw.ll_thread_bytes:g}B"
     return kept
 
 

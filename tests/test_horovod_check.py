@@ -37,3 +37,11 @@ def test_the_check_prints_every_published_point(tmp_path, capsys):
     csv = (tmp_path / "horovod.csv").read_text().splitlines()
     assert csv[0].startswith("gpus,model") and len(csv) == 1 + 3 * 10
     assert (tmp_path / "horovod.png").stat().st_size > 0
+
+
+def test_an_unknown_protocol_rule_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        check.main(["--out", str(tmp_path), "--protocols", "nccl-2.3,ll128"])
+    assert e.value.code == 2
+    assert "unknown rule 'll128'" in capsys.readouterr().err
+    assert not (tmp_path / "horovod.csv").exists()

@@ -1,6 +1,8 @@
 """NCCL's LL protocol: its closed form, its messages, the tuner's choice, and its cluster keys."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import simpy
 from hypothesis import given, settings
@@ -114,6 +116,47 @@ def test_the_protocol_setting_is_obeyed(protocol, ll, expect):
         assert resolve_algorithm("nccl", "ring", tuple(range(8)), n_bytes, routes) == expect
 
 
+def fabric_with(protocol, hosts, per_host, thread_bytes=32.0, threshold=16384.0):
+    base = fabric(hosts=hosts, per_host=per_host)
+    return replace(base, hardware=replace(base.hardware, protocol=protocol,
+                                          ll_thread_bytes=thread_bytes,
+                                          ll_threshold_bytes=threshold))
+
+
+def test_nccl_2_2_runs_ll_up_to_its_fixed_threshold_whatever_p():
+    """NCCL 2.1-2.2: NCCL_LL_THRESHOLD, 16 KiB by default, on 8 ranks as on 512."""
+    for hosts, per_host in ((2, 4), (128, 4)):
+        routes = routes_of(fabric_with("nccl-2.2", hosts, per_host))
+        ranks = tuple(range(hosts * per_host))
+        assert resolve_algorithm("nccl", "ring", ranks, 16384, routes) == "ring_ll"
+        assert resolve_algorithm("nccl", "ring", ranks, 16385, routes) == "ring"
+    routes = routes_of(fabric_with("nccl-2.2", 2, 4, threshold=1e6))
+    assert resolve_algorithm("nccl", "ring", tuple(range(8)), 9e5, routes) == "ring_ll"
+
+
+@pytest.mark.parametrize("hosts,per_host,channels", [(1, 4, 1), (2, 4, 1), (128, 4, 1),
+                                                      (16, 8, 2)])
+def test_nccl_2_3_runs_ll_up_to_its_per_rank_and_ring_threshold(hosts, per_host, channels):
+    """NCCL 2.3-2.4: 256 threads x threadThreshold bytes per rank and ring, the threshold
+    doubled across nodes: on Pascal 8 KiB per rank and ring in one node, 16 KiB across."""
+    base = fabric_with("nccl-2.3", hosts, per_host)
+    routes = routes_of(replace(base, hardware=replace(base.hardware, channels=channels)))
+    p = hosts * per_host
+    limit = p * channels * 256 * 32 * (2 if hosts > 1 else 1)
+    ranks = tuple(range(p))
+    assert resolve_algorithm("nccl", "ring", ranks, limit, routes) == "ring_ll"
+    assert resolve_algorithm("nccl", "ring", ranks, limit + 1, routes) == "ring"
+    if hosts == 128:
+        assert limit == 8 * 2**20                   # 8 MiB at 512 GPUs, one ring
+
+
+def test_a_release_rule_needs_its_settings():
+    with pytest.raises(ConfigError, match="needs ll_thread_threshold"):
+        fabric_with("nccl-2.3", 2, 4, thread_bytes=0.0)
+    with pytest.raises(ConfigError, match="needs the LL protocol's costs"):
+        fabric(hosts=2, per_host=4, protocol="nccl-2.2", ll=None)
+
+
 def test_trees_and_hierarchical_run_simple():
     routes = routes_of(fabric(hosts=4, per_host=2, protocol="ll"))
     ranks = tuple(range(8))
@@ -180,6 +223,8 @@ def test_a_cluster_file_prices_the_ll_protocol(tmp_path):
     ('protocol = "ll128"\n', "unknown NCCL protocol 'll128'"),
     (LL_KEYS.replace("0.25", "1.5"), "ll_bandwidth_share must be in (0, 1]"),
     (LL_KEYS.replace('"0.9us"', '"-1us"'), "nccl.ll_link_latency"),
+    (LL_KEYS + 'protocol = "nccl-2.3"\n', "needs ll_thread_threshold in [nccl]"),
+    (LL_KEYS + 'll_threshold = "16"\n', "nccl.ll_threshold"),
 ])
 def test_bad_ll_settings_are_named(tmp_path, extra, words):
     f = tmp_path / "c.toml"
@@ -187,6 +232,16 @@ def test_bad_ll_settings_are_named(tmp_path, extra, words):
     with pytest.raises(ConfigError) as e:
         load_cluster(f)
     assert str(f) in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_a_cluster_file_names_a_release_rule(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text(CLUSTER + LL_KEYS + 'protocol = "nccl-2.3"\nll_thread_threshold = "64B"\n')
+    hw = load_cluster(f).hardware
+    assert hw.protocol == "nccl-2.3" and hw.ll_thread_bytes == 64
+    f.write_text(CLUSTER + LL_KEYS + 'protocol = "nccl-2.2"\nll_threshold = "1MiB"\n')
+    hw = load_cluster(f).hardware
+    assert hw.ll_threshold_bytes == 2**20 and hw.ll_by_size(2**20, 8, True)
 
 
 def test_a_fitted_cluster_keeps_the_ll_protocol(tmp_path):
@@ -200,3 +255,18 @@ def test_a_fitted_cluster_keeps_the_ll_protocol(tmp_path):
     f.write_text(CLUSTER + dumps(_nccl_kept(hw)))
     kept = load_cluster(f).hardware
     assert kept.ll == hw.ll and kept.protocol == hw.protocol == "auto"
+
+
+@pytest.mark.parametrize("protocol", ["nccl-2.2", "nccl-2.3"])
+def test_a_fitted_cluster_keeps_a_release_rule(tmp_path, protocol):
+    from simulator.contracts.cluster import load_preset
+    from simulator.contracts.tomlw import dumps
+    from simulator.fit_timings import _nccl_kept
+    hw = replace(load_preset("pascal-pcie-25gbe").hardware, protocol=protocol,
+                 ll_threshold_bytes=65536.0)
+    f = tmp_path / "c.toml"
+    f.write_text(CLUSTER + dumps(_nccl_kept(hw)))
+    kept = load_cluster(f).hardware
+    assert kept.protocol == protocol
+    assert kept.ll_by_size(65536, 512, True) == hw.ll_by_size(65536, 512, True)
+    assert kept.ll_by_size(8 * 2**20, 512, True) == hw.ll_by_size(8 * 2**20, 512, True)

@@ -16,8 +16,9 @@ Inputs, each with its source (nothing is fitted to the published efficiency):
   together the workload files ``*-p100.toml`` this command writes (backward 2/3 of
   a step, split over the layers by their FLOPs);
 * the cluster: preset ``pascal-pcie-25gbe`` (every number sourced in the file), NCCL's
-  ring allreduce with the protocol of ``--protocol`` (default: the preset's ``auto``,
-  LL or Simple by the tuner's closed forms);
+  ring allreduce with the protocol rule of ``--protocol`` (default ``nccl-2.2``: the
+  releases the published runs had, NCCL 2.0-2.2, ran LL only up to 16 KiB a call;
+  ``nccl-2.3``: NCCL 2.3-2.4's per-rank rule; ``auto``: NCCL 2.5's tuner);
 * Horovod 0.12: fusion threshold 64 MiB, cycle 5 ms, NCCL ring (no tree, no
   hierarchical allreduce then), fp32 gradients.
 
@@ -31,7 +32,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simulator.contracts.cluster import load_preset
+from simulator.contracts.cluster import PROTOCOLS, load_preset
 from simulator.contracts.files import atomic_write_text, save_figure
 from simulator.contracts.profile import load_default
 from simulator.contracts.workload import ModelWorkload, Workload, load_workload, save_workload
@@ -85,7 +86,7 @@ def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: Schem
                preset: str = PRESET, protocol: str = "auto") -> dict[int, float]:
     """Predicted scaling efficiency (%) at each GPU count: time per step at 1 GPU over
     time per step at P (every GPU takes BATCH images per step); NCCL's ring runs
-    ``protocol`` (auto, simple, ll)."""
+    ``protocol`` (``contracts.cluster.PROTOCOLS``)."""
     base = load_preset(preset)
     cluster = growing(replace(base, hardware=replace(base.hardware, protocol=protocol)))
     mach = machine(load_default(), "embedded", cluster(1), [(workload, name)])
@@ -132,17 +133,29 @@ def figure(results: dict[str, dict[int, float]], path: Path) -> Path:
 def sensitivity(costs_us: list[float], protocol: str) -> str:
     """Predicted efficiency at the published points when rank 0's negotiation costs
     ``costs_us`` per other rank and cycle (Horovod's coordination, not in the main table)."""
-    lines = ["| negotiation per rank | " + " | ".join(
+    return points_table("negotiation per rank",
+                        [(f"{us:g} us", us, protocol) for us in costs_us])
+
+
+def protocols_table(protocols: list[str]) -> str:
+    """Predicted efficiency at the published points under other protocol rules."""
+    return points_table("protocol", [(name, 0.0, name) for name in protocols])
+
+
+def points_table(what: str, rows: list[tuple[str, float, str]]) -> str:
+    """One row per (label, negotiation us per rank, protocol): efficiency at every
+    published point, under the published row."""
+    lines = [f"| {what} | " + " | ".join(
         f"{NAMES[n]} {p}" for p in PUBLISHED for n in THROUGHPUT) + " |",
         "|---:|" + "---:|" * (len(PUBLISHED) * len(THROUGHPUT))]
     published = " | ".join(f"{PUBLISHED[p][0][n]:.1f}" for p in PUBLISHED for n in THROUGHPUT)
     lines.append(f"| published | {published} |")
-    for us in costs_us:
+    for label, us, protocol in rows:
         cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring", negotiation_s=us * 1e-6)
         eff = {n: efficiency(n, p100_workload(n), list(PUBLISHED), cfg, protocol=protocol)
                for n in THROUGHPUT}
-        lines.append(f"| {us:g} us | " + " | ".join(f"{eff[n][p]:.1f}" for p in PUBLISHED
-                                                     for n in THROUGHPUT) + " |")
+        lines.append(f"| {label} | " + " | ".join(f"{eff[n][p]:.1f}" for p in PUBLISHED
+                                                   for n in THROUGHPUT) + " |")
     return "\n".join(lines)
 
 
@@ -153,10 +166,19 @@ def main(argv=None) -> int:
     ap.add_argument("--negotiation-us", default="",
                     help="also print the published points predicted with these costs of "
                          "Horovod's negotiation per rank and cycle, e.g. 0,2,5,10")
-    ap.add_argument("--protocol", choices=("auto", "simple", "ll"), default="auto",
-                    help="NCCL's protocol for the ring allreduces: the faster of LL and Simple "
-                         "by the tuner's closed forms (default), or one of them")
+    ap.add_argument("--protocol", choices=PROTOCOLS, default="nccl-2.2",
+                    help="NCCL's protocol for the ring allreduces: the rule of the releases "
+                         "the published runs had (nccl-2.2, the default: LL up to 16 KiB a "
+                         "call, as in NCCL 2.1-2.2; 2.0 had no LL), NCCL 2.3-2.4's (nccl-2.3: "
+                         "up to 16 KiB per rank and ring here), the faster of LL and Simple "
+                         "by NCCL 2.5's tuner (auto), or one of them")
+    ap.add_argument("--protocols", default="",
+                    help="also print the published points predicted under these protocol "
+                         "rules, e.g. nccl-2.3,auto")
     args = ap.parse_args(argv)
+    unknown = [x for x in args.protocols.split(",") if x and x not in PROTOCOLS]
+    if unknown:
+        ap.error(f"--protocols: unknown rule {unknown[0]!r} (choose from {', '.join(PROTOCOLS)})")
     counts = [2 ** k for k in range(10)]
     cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring")
     results = {}
@@ -178,6 +200,9 @@ def main(argv=None) -> int:
     if args.negotiation_us:
         print()
         print(sensitivity([float(x) for x in args.negotiation_us.split(",")], args.protocol))
+    if args.protocols:
+        print()
+        print(protocols_table(args.protocols.split(",")))
     print(f"\nwrote {out / 'horovod.csv'}, {out / 'horovod.png'}", file=sys.stderr)
     return 0
 

@@ -47,7 +47,10 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [nccl]
     call_latency = "8.4us"      # NCCL's base latency per collective call
     channels = 2                # rings (or trees) a collective is split over
-    protocol = "auto"           # ring allreduce: "simple", "ll", or the faster ("auto")
+    protocol = "auto"           # ring allreduce: "simple", "ll", the faster ("auto", NCCL 2.5's
+                                # tuner), or a release's size rule ("nccl-2.2", "nccl-2.3")
+    ll_threshold = "16KiB"      # "nccl-2.2": LL up to this many bytes a call (NCCL_LL_THRESHOLD)
+    ll_thread_threshold = "32B" # "nccl-2.3": bytes per thread (32 Pascal and older, 64 Volta on)
     ll_call_latency = "3.6us"   # the low-latency (LL) protocol's base latency per call,
     ll_intra_latency = "1.0us"  # its latency per ring step inside a host,
     ll_link_latency = "0.9us"   # its latency per ring step between hosts,
@@ -82,7 +85,8 @@ SECTION_KEYS = {
     "device": ("name", "flops"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
-             "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share"),
+             "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
+             "ll_thread_threshold"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
 TOP_KEYS = ("name", "source")
@@ -128,7 +132,9 @@ class Link:
 
 
 TOPOLOGIES = ("switch", "two_tier")
-PROTOCOLS = ("auto", "simple", "ll")
+PROTOCOLS = ("auto", "simple", "ll", "nccl-2.2", "nccl-2.3")
+LL_THRESHOLD_BYTES = 16384        # NCCL_LL_THRESHOLD's default up to NCCL 2.2 (its docs)
+LL_MAX_THREADS = 256              # NCCL_LL_MAX_NTHREADS of NCCL 2.3-2.4 (src/include/core.h)
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,9 @@ class Hardware:
     * NCCL: ``call_latency_s`` per collective call, ``channels`` rings or trees
       a collective is split over, each moving at most ``channel_bytes_per_s``
       (0: no cap); ``ll``: its low-latency protocol (None: every call runs Simple),
-      and ``protocol``: which one a ring allreduce runs (``auto``: the faster).
+      and ``protocol``: which one a ring allreduce runs (``auto``: the faster, as
+      NCCL 2.5's tuner picks; ``nccl-2.2`` and ``nccl-2.3``: the size rules of
+      those releases, ``ll_by_size``).
     """
     device: Device | None = None
     intra: Link | None = None
@@ -192,16 +200,22 @@ class Hardware:
     channel_bytes_per_s: float = 0.0
     ll: LowLatency | None = None
     protocol: str = "auto"
+    ll_threshold_bytes: float = LL_THRESHOLD_BYTES
+    ll_thread_bytes: float = 0.0      # "nccl-2.3": NCCL's threadThreshold (0: not given)
 
     def __post_init__(self):
         positive("nics", self.nics)
         if self.protocol not in PROTOCOLS:
             raise ConfigError(f"unknown NCCL protocol {self.protocol!r} "
                               f"(choose from {', '.join(PROTOCOLS)})")
-        if self.protocol == "ll" and self.ll is None:
-            raise ConfigError("protocol = \"ll\" needs the LL protocol's costs in [nccl]: "
-                              "ll_call_latency, ll_intra_latency, ll_link_latency, "
+        if self.protocol in ("ll", "nccl-2.2", "nccl-2.3") and self.ll is None:
+            raise ConfigError(f"protocol = \"{self.protocol}\" needs the LL protocol's costs in "
+                              "[nccl]: ll_call_latency, ll_intra_latency, ll_link_latency, "
                               "ll_bandwidth_share")
+        nonnegative("ll_threshold", self.ll_threshold_bytes)
+        if self.protocol == "nccl-2.3" and self.ll_thread_bytes <= 0:
+            raise ConfigError("protocol = \"nccl-2.3\" needs ll_thread_threshold in [nccl]: "
+                              "\"32B\" for Pascal and older GPUs, \"64B\" for Volta and newer")
         positive("channels", self.channels)
         positive("oversubscription", self.oversubscription)
         if self.topology not in TOPOLOGIES:
@@ -214,6 +228,21 @@ class Hardware:
 
     def leaf_of(self, host: int) -> int:
         return host // self.hosts_per_leaf if self.topology == "two_tier" else 0
+
+    def ll_by_size(self, n_bytes: float, ranks: int, across_hosts: bool) -> bool:
+        """Whether a ring allreduce of ``n_bytes`` over ``ranks`` runs LL under the size
+        rule of ``protocol``. NCCL 2.1-2.2: up to ``NCCL_LL_THRESHOLD`` bytes a call
+        (16 KiB unless set). NCCL 2.3-2.4 (``ncclGetCollResource`` in 2.3.7's
+        ``src/include/common_coll.h``, ``getKernelInfo`` in 2.4.8's ``src/enqueue.cc``):
+        up to ``threadThreshold`` bytes per thread of 256 threads per rank and ring,
+        the threshold doubled when the communicator spans nodes::
+
+            n <= ranks * channels * 256 * thread_bytes * (2 if across hosts else 1)
+        """
+        if self.protocol == "nccl-2.2":
+            return n_bytes <= self.ll_threshold_bytes
+        per_thread = self.ll_thread_bytes * (2 if across_hosts else 1)
+        return n_bytes <= ranks * self.channels * LL_MAX_THREADS * per_thread
 
 
 @dataclass(frozen=True)
@@ -478,7 +507,11 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         channel_bytes_per_s=(r.parsed("nccl", "channel_bandwidth", parse_bandwidth)
                              if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0),
         ll=_low_latency(r),
-        protocol=str(r.get("nccl", "protocol", "auto")))
+        protocol=str(r.get("nccl", "protocol", "auto")),
+        ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, "16KiB")
+        if r.section("nccl") is not None else LL_THRESHOLD_BYTES,
+        ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B")
+        if r.section("nccl") is not None else 0.0)
 
 
 def _low_latency(r: _Reader) -> LowLatency | None:

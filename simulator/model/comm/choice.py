@@ -35,9 +35,10 @@ def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_by
 
 def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Routes) -> str:
     """``ring_ll`` where NCCL runs this ring allreduce with its LL protocol: always with
-    ``protocol = "ll"``, with ``auto`` where the LL call's contention-free closed form
-    (its call and step latencies, ``n / bandwidth_share`` bytes) is the shorter, as
-    NCCL's tuner compares its own; else ``ring`` (Simple). Where the tuner's ``auto``
+    ``protocol = "ll"``; by the release's size rule with ``nccl-2.2`` and ``nccl-2.3``
+    (``Hardware.ll_by_size``); with ``auto`` where the LL call's contention-free closed
+    form (its call and step latencies, ``n / bandwidth_share`` bytes) is the shorter, as
+    NCCL 2.5's tuner compares its own; else ``ring`` (Simple). Where the tuner's ``auto``
     picked the double binary tree it ran that with Simple (LL trees are not modelled)."""
     hw, ll_routes = routes.hardware, routes.ll_routes
     if ll_routes is None or hw.protocol == "simple":
@@ -45,6 +46,9 @@ def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Rou
     if hw.protocol == "ll":
         return "ring_ll"
     p = len(ranks)
+    if hw.protocol in ("nccl-2.2", "nccl-2.3"):
+        across_hosts = len({routes.placement[r] for r in ranks}) > 1
+        return "ring_ll" if hw.ll_by_size(n, p, across_hosts) else "ring"
     a, b = routes.group_params(ranks)
     a_ll, _ = ll_routes.group_params(ranks)
     simple_s = hw.call_latency_s + ring_allreduce_s(p, n, a, b)
