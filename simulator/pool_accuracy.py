@@ -5,7 +5,14 @@ on its own sweep) leaves one ``accuracy_validation.csv`` per folder. Pooling the
 gives what the time-to-accuracy goal is stated over: per scheme and P, the final
 test accuracy measured and predicted as means over the seeds (error in points), and
 the signed relative error of the time to the target, mean over the seeds that
-reached it on both sides. ``simulator.pool`` calls this when every folder it is
+reached it on both sides.
+
+How far a measured time to target is itself uncertain comes from the runs: within
+one validation, the runs the model predicts alike (serial SGD under several schemes'
+launchers at P = 1) are repeats of one computation as far as the model can tell, and
+the spread of their measured times is the spread of one measurement (``repeat_spread``).
+A point's mean error over n seeds is then uncertain by that spread over sqrt(n); the
+report names the points whose error is beyond 1.96 of it (95%). ``simulator.pool`` calls this when every folder it is
 given holds such a file::
 
     python -m simulator.pool docs/results/accuracy-1 docs/results/accuracy-2 \\
@@ -28,6 +35,8 @@ from simulator.model.schemes import SCHEMES
 from simulator.validate_accuracy import GOAL_POINTS, GOAL_RELATIVE
 
 FILE = "accuracy_validation.csv"
+REPEATS_MIN = 3        # runs of one validation predicted alike that count as repeats
+Z_95 = 1.96
 NEEDED = {"scheme": "text", "workers": "positive_count",
           "final_accuracy_measured": "number", "final_accuracy_predicted": "number",
           "time_to_target_measured_s": "number?", "time_to_target_predicted_s": "number?"}
@@ -97,9 +106,34 @@ def pool(rows: pd.DataFrame) -> pd.DataFrame:
     out["final_accuracy_error_points"] = 100 * (out["final_accuracy_predicted"]
                                                 - out["final_accuracy_measured"])
     out["reached_both"] = out["reached_both"].fillna(0).astype(int)
+    spread = repeat_spread(rows)
+    if spread is not None:
+        out["time_to_target_noise"] = spread[0] / np.sqrt(out["reached_both"].clip(lower=1))
+        out["beyond_noise"] = out["time_to_target_error"].abs() > Z_95 * out[
+            "time_to_target_noise"]
     order = {s: i for i, s in enumerate(SCHEMES)}
-    return out.sort_values(["scheme", "workers"], key=lambda c: c.map(order)
-                           if c.name == "scheme" else c, ignore_index=True)
+    out = out.sort_values(["scheme", "workers"], key=lambda c: c.map(order)
+                          if c.name == "scheme" else c, ignore_index=True)
+    out.attrs["repeat_spread"] = spread
+    return out
+
+
+def repeat_spread(rows: pd.DataFrame) -> tuple[float, int, int] | None:
+    """(relative standard deviation of one measured time to target, runs, groups): the
+    runs of each validation whose predicted times to target are equal (to the
+    microsecond), at least ``REPEATS_MIN`` of them, each group about its own mean,
+    pooled. Any real difference between those runs counts as spread here. None where
+    no validation has such a group."""
+    reached = rows.dropna(subset=["time_to_target_measured_s", "time_to_target_predicted_s"])
+    key = reached["time_to_target_predicted_s"].round(6)
+    squares, dof, runs, groups = 0.0, 0, 0, 0
+    for _key, g in reached.groupby([reached["validation"], key]):
+        if len(g) < REPEATS_MIN:
+            continue
+        rel = g["time_to_target_measured_s"] / g["time_to_target_measured_s"].mean() - 1
+        squares += float((rel ** 2).sum())
+        dof, runs, groups = dof + len(g) - 1, runs + len(g), groups + 1
+    return ((squares / dof) ** 0.5, runs, groups) if dof else None
 
 
 def summary_lines(pooled: pd.DataFrame, label: str = "") -> list[str]:
@@ -113,6 +147,16 @@ def summary_lines(pooled: pd.DataFrame, label: str = "") -> list[str]:
                      f"{100 * rel.abs().median():.1f}%, worst {100 * rel.abs().max():.1f}%, "
                      f"mean {100 * rel.mean():+.1f}%; within {100 * GOAL_RELATIVE:g}%: "
                      f"{int((rel.abs() <= GOAL_RELATIVE).sum())} of {len(rel)}")
+    spread = pooled.attrs.get("repeat_spread")
+    if len(rel) and spread is not None:
+        beyond = pooled[pooled["beyond_noise"]]
+        names = ", ".join(f"{r.scheme} P={r.workers} {100 * r.time_to_target_error:+.0f}%"
+                          for r in beyond.itertuples())
+        lines.append(f"{label}time to target, measurement spread: one run "
+                     f"{100 * spread[0]:.1f}% (sd over {spread[1]} runs in {spread[2]} groups "
+                     f"predicted alike), a mean over n seeds that over sqrt(n); beyond "
+                     f"{Z_95:g} of it: {len(beyond)} of {len(rel)}" + (f" ({names})"
+                                                                       if names else ""))
     return lines
 
 

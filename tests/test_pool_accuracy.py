@@ -70,3 +70,35 @@ def test_bad_folders_one_line(tmp_path, capsys, case, named):
     assert pool.main([str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0]
+
+
+def test_runs_predicted_alike_give_the_spread_of_one_measurement(tmp_path, capsys):
+    """Three P = 1 runs predicted alike, measured 9, 10 and 11 s: one run's spread is 10%
+    (sd about their mean); a single seed's error is beyond it past 19.6%."""
+    alike = [{"scheme": s, "workers": 1, "final_accuracy_measured": 0.82,
+              "final_accuracy_predicted": 0.82, "time_to_target_measured_s": m,
+              "time_to_target_predicted_s": 10.0}
+             for s, m in (("serial", 9.0), ("psgd", 10.0), ("allreduce", 11.0))]
+    off = [{"scheme": s, "workers": 2, "final_accuracy_measured": 0.8,
+            "final_accuracy_predicted": 0.8, "time_to_target_measured_s": 10.0,
+            "time_to_target_predicted_s": pred} for s, pred in (("psgd", 11.5), ("ddp", 13.0))]
+    folder = tmp_path / "v"
+    folder.mkdir()
+    pd.DataFrame(alike + off).to_csv(folder / pa.FILE, index=False)
+    (folder / "report.md").write_text("3 epochs, seeds 1, target test accuracy 0.8; ...")
+    rows, _target = pa.read_validations([folder], ["v"])
+    spread, runs, groups = pa.repeat_spread(rows)
+    assert spread == pytest.approx(0.1) and (runs, groups) == (3, 1)
+    out = pa.pool(rows).set_index(["scheme", "workers"])
+    assert not out.loc[("psgd", 2), "beyond_noise"]                # +15%
+    assert out.loc[("ddp", 2), "beyond_noise"]                     # +30%
+    assert pool.main([str(folder)]) == 0
+    assert "one run 10.0% (sd over 3 runs in 1 groups" in capsys.readouterr().out
+    assert "beyond 1.96 of it: 1 of 5 (ddp P=2 +30%)" in pa.format_table(pa.pool(rows), 1, 0.8)
+
+
+def test_no_runs_predicted_alike_no_spread(tmp_path):
+    a = write_validation(tmp_path / "a", 0.81, 20.0, 22.0)
+    rows, _target = pa.read_validations([a], ["a"])
+    assert pa.repeat_spread(rows) is None
+    assert "measurement spread" not in pa.format_table(pa.pool(rows), 1, 0.8)
