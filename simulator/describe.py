@@ -21,10 +21,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, load_cluster, load_preset, preset_names
+from simulator.contracts.cluster import (
+    PROTOCOLS,
+    Cluster,
+    load_cluster,
+    load_preset,
+    preset_names,
+)
 from simulator.contracts.workload import load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
+
+NEEDS_NCCL = ("--nccl-protocol needs accelerator hosts: a --preset, or a --cluster file with "
+              "an [nccl] section")
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +53,10 @@ def add_arguments(parser) -> None:
                    help="horovod: tensor fusion threshold (MiB)")
     w.add_argument("--cycle-ms", type=float, default=5.0,
                    help="horovod: background loop's cycle time (ms)")
+    w.add_argument("--nccl-protocol", choices=PROTOCOLS,
+                   help="NCCL's protocol for ring allreduces, instead of the cluster's: simple, "
+                        "ll, auto (the faster, as NCCL 2.5's tuner picks), or the size rule of "
+                        "NCCL 2.1-2.2 (nccl-2.2) or 2.3-2.4 (nccl-2.3)")
     w.add_argument("--negotiation-us", type=float, default=0.0,
                    help="horovod: rank 0's time per other rank and cycle to collect requests "
                         "and answer (us; 0: not modelled)")
@@ -66,8 +79,12 @@ def described_cluster(args):
     if preset and path:
         raise ConfigError("give --preset or --cluster, not both")
     if not (preset or path):
+        if getattr(args, "nccl_protocol", None):
+            raise ConfigError(NEEDS_NCCL)
         return None
     base = load_preset(preset) if preset else load_cluster(path)
+    if getattr(args, "nccl_protocol", None):
+        base = with_protocol(base, args.nccl_protocol)
     if getattr(args, "ranks_per_host", None):
         base = replace(base, ranks_per_host=args.ranks_per_host, placement="packed")
     if args.hosts is not None:
@@ -75,6 +92,15 @@ def described_cluster(args):
     if not (preset or base.device):
         return base                      # a CPU cluster file: its hosts, as before
     return growing(base)
+
+
+def with_protocol(base: Cluster, protocol: str) -> Cluster:
+    """``base`` with NCCL's protocol rule set by the user (``--nccl-protocol``)."""
+    if base.hardware is None:
+        raise ConfigError(NEEDS_NCCL)
+    sources = tuple((f, s) for f, s in base.sources if f != "nccl.protocol")
+    return replace(base, hardware=replace(base.hardware, protocol=protocol),
+                   sources=sources + (("nccl.protocol", "user (--nccl-protocol)"),))
 
 
 def growing(base: Cluster):

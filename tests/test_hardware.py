@@ -248,11 +248,33 @@ def test_predict_with_a_preset_and_a_workload(tmp_path, capsys):
     (["--preset", "nope"], "unknown preset"),
     (["--workload", "missing.toml"], "does not exist"),
     (["--schemes", "ddp", "--backend", "nccl"], "needs accelerator hosts"),
+    (["--nccl-protocol", "ll"], "--nccl-protocol needs accelerator hosts"),
+    (["--nccl-protocol", "nccl-2.3", "--cluster", "CPU"], "--nccl-protocol needs accelerator"),
+    (["--nccl-protocol", "nccl-2.3", "--preset", "dgx-a100"], "needs ll_thread_threshold"),
 ])
 def test_predict_bad_inputs_are_one_line(capsys, tmp_path, flags, expect):
+    if "CPU" in flags:
+        cpu = tmp_path / "cpu.toml"
+        cpu.write_text('[cluster]\nhosts = 2\ncores_per_host = 4\n[link]\nbandwidth = "10gbit"\n'
+                       'latency = "20us"\n')
+        flags = [str(cpu) if f == "CPU" else f for f in flags]
     code = predict.main(["--workers", "2", "--no-plot", "--out", str(tmp_path), *flags])
     err = capsys.readouterr().err.strip()
     assert code == 2 and expect in err and len(err.splitlines()) == 1, err
+
+
+def test_the_nccl_protocol_flag_sets_the_rule_and_says_so(tmp_path, capsys):
+    code = predict.main(["--workers", "512", "--schemes", "horovod", "--algorithm", "ring",
+                         "--workload", "benchmarks/horovod/resnet101-p100.toml",
+                         "--preset", "pascal-pcie-25gbe", "--nccl-protocol", "nccl-2.2",
+                         "--iterations", "5", "--no-plot", "--out", str(tmp_path), "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "user: nccl" in out
+    import json
+    rows = json.loads((tmp_path / "predictions.json").read_text())["meta"]["provenance"]
+    protocol = [r for r in rows if r["quantity"] == "cluster nccl.protocol"]
+    assert protocol == [{"quantity": "cluster nccl.protocol", "value": "nccl-2.2",
+                         "origin": "user (--nccl-protocol)"}]
 
 
 def test_the_default_prediction_is_unchanged_by_new_flags():
