@@ -21,13 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import (
-    PROTOCOLS,
-    Cluster,
-    load_cluster,
-    load_preset,
-    preset_names,
-)
+from simulator.contracts.cluster import PROTOCOLS, Cluster, load_cluster, load_preset, preset_names
 from simulator.contracts.workload import load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
