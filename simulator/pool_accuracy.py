@@ -12,8 +12,10 @@ one validation, the runs the model predicts alike (serial SGD under several sche
 launchers at P = 1) are repeats of one computation as far as the model can tell, and
 the spread of their measured times is the spread of one measurement (``repeat_spread``).
 A point's mean error over n seeds is then uncertain by that spread over sqrt(n); the
-report names the points whose error is beyond 1.96 of it (95%). ``simulator.pool`` calls this when every folder it is
-given holds such a file::
+report names the points whose error is beyond 1.96 of it (95%). (A validation of several
+seeds holds their means, whose spread is a mean's.)
+
+``simulator.pool`` calls this when every folder it is given holds such a file::
 
     python -m simulator.pool docs/results/accuracy-1 docs/results/accuracy-2 \\
         docs/results/accuracy-3 --out docs/results/accuracy-pooled
