@@ -171,12 +171,15 @@ def test_measured_bandwidth_within_15_percent(bandwidth):
     timeout (200 ms at least, docs/validation.md) costs the 1.75 s window 11%, and it is
     TCP's loss recovery at the shallow queue, not the rate, that it measures then. (A 1 s
     stream's 0.75 s window read 5% over the rate on a loaded machine: a late first read
-    after the warm-up takes in what queued meanwhile at once; a longer window halves that.)"""
+    after the warm-up takes in what queued meanwhile at once; a longer window halves that.
+    A stream short of the rate on the wire is tried again too: a sender starved of CPU by
+    other work read 10% under it.)"""
     from real.cluster.check import measure_bandwidth
     asked = rc.parse_bandwidth(bandwidth)
     with rc.emulated_cluster(2, bandwidth, prefix=PREFIX) as c:
         tries = []
-        while len(tries) < 3 and (not tries or tries[-1].goodput_bits_per_s < 0.85 * asked):
+        while len(tries) < 3 and (not tries or tries[-1].goodput_bits_per_s < 0.85 * asked
+                                   or tries[-1].wire_bits_per_s < 0.95 * asked):
             tries.append(measure_bandwidth(c, 0, 1, seconds=2.0, port=5201 + len(tries)))
     m = max(tries, key=lambda t: t.goodput_bits_per_s)
     assert m.goodput_bits_per_s == pytest.approx(asked, rel=0.15)
