@@ -298,9 +298,9 @@ def _nccl_kept(hw) -> dict:
                  "ll_link_latency": duration_text(hw.ll.link_latency_s),
                  "ll_bandwidth_share": hw.ll.bandwidth_share}
     if hw.protocol == "nccl-2.2":
-        kept["ll_threshold"] = f"{hw.ll_threshold_bytes:g}B"
+        kept["ll_threshold"] = f"{hw.ll_threshold_bytes:.0f}B"
     if hw.protocol == "nccl-2.3":
-        kept["ll_thread_threshold"] = f"{hw.ll_thread_bytes:g}B"
+        kept["ll_thread_threshold"] = f"{hw.ll_thread_bytes:.0f}B"
     return kept
 
 

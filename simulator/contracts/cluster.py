@@ -508,10 +508,8 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
                              if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0),
         ll=_low_latency(r),
         protocol=str(r.get("nccl", "protocol", "auto")),
-        ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, "16KiB")
-        if r.section("nccl") is not None else LL_THRESHOLD_BYTES,
-        ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B")
-        if r.section("nccl") is not None else 0.0)
+        ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, f"{LL_THRESHOLD_BYTES}B"),
+        ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"))
 
 
 def _low_latency(r: _Reader) -> LowLatency | None:

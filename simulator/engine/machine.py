@@ -192,8 +192,8 @@ def _value(cluster: Cluster, field: str) -> str:
                            "nccl.ll_intra_latency": f"{hw.ll.intra_latency_s * 1e6:g} us",
                            "nccl.ll_link_latency": f"{hw.ll.link_latency_s * 1e6:g} us",
                            "nccl.ll_bandwidth_share": hw.ll.bandwidth_share})
-            values["nccl.ll_threshold"] = f"{hw.ll_threshold_bytes:g} B"
-            values["nccl.ll_thread_threshold"] = f"{hw.ll_thread_bytes:g} B"
+            values["nccl.ll_threshold"] = f"{hw.ll_threshold_bytes:.0f} B"
+            values["nccl.ll_thread_threshold"] = f"{hw.ll_thread_bytes:.0f} B"
         if hw.device:
             values["device.name"] = hw.device.name
             values["device.flops"] = f"{hw.device.flops_per_s / 1e12:g} TFLOP/s"

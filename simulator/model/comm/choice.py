@@ -47,8 +47,7 @@ def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Rou
         return "ring_ll"
     p = len(ranks)
     if hw.protocol in ("nccl-2.2", "nccl-2.3"):
-        across_hosts = len({routes.placement[r] for r in ranks}) > 1
-        return "ring_ll" if hw.ll_by_size(n, p, across_hosts) else "ring"
+        return "ring_ll" if hw.ll_by_size(n, p, not routes.one_host(ranks)) else "ring"
     a, b = routes.group_params(ranks)
     a_ll, _ = ll_routes.group_params(ranks)
     simple_s = hw.call_latency_s + ring_allreduce_s(p, n, a, b)
