@@ -31,6 +31,9 @@ FLAGS = ["--dataset", "synthetic", "--model", "linear", "--train-size", "512",
 LONG = ["--dataset", "synthetic", "--model", "linear", "--train-size", "20000",
         "--test-size", "64", "--batch-size", "8", "--epochs", "3", "--timeout", str(TIMEOUT_S)]
 FAULT = {"PSGD_FAULT_RANK": "1", "PSGD_FAULT_AT_ITER": "3"}
+# Holds a run at a known point: rank 1 stops for good at iteration 3 (until killed), so a test
+# that signals the run from outside never races its end.
+HOLD = FAULT | {"PSGD_FAULT_SIGNAL": "hang"}
 
 
 def faulty_run(alg: str, out, *mpirun_flags: str, env=FAULT, flags=FLAGS):
@@ -82,29 +85,29 @@ def test_survivor_notices_and_the_record_names_the_dead_rank(tmp_path, alg, says
 
 @pytest.mark.slow
 def test_sigkill_under_plain_mpirun_leaves_a_record_naming_the_rank(tmp_path):
-    """kill -9 of rank 1's training process from outside, while it trains."""
-    progress = tmp_path / "progress"
+    """kill -9 of rank 1's training process from outside. Rank 1 first stops for good at
+    iteration 3 (``PSGD_FAULT_SIGNAL=hang``), so the run is still going when the kill comes,
+    however fast the machine trains."""
     tag = f"faults-{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag, **HOLD,
                PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "real.train",
                              "--algorithm", "psgd", "--average-every", "4", "--run-id", "x",
-                             "--out", str(tmp_path), "--progress-file", str(progress), *LONG,
-                             "--epochs", "40"],    # (0.1 ms steps: long enough to be hit)
+                             "--out", str(tmp_path), *LONG],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True)
     try:
-        victim = _wait_for_rank_training(tag, 1, progress, proc)
-        os.kill(victim, signal.SIGKILL)
+        _wait_for_fault(proc.stderr)
+        os.kill(_training_pid(tag, 1), signal.SIGKILL)
         killed_at = time.monotonic()
-        proc.wait(timeout=60)
+        proc.communicate(timeout=60)
         rec = failed_record(tmp_path / "x", TIMEOUT_S + 10 - (time.monotonic() - killed_at))
     finally:
         if proc.poll() is None:
             proc.kill()
     failure = rec["failure"]
     assert rec["status"] == "failed" and failure["rank"] == 1 and failure["signal"] == "SIGKILL"
-    assert failure["kind"] == "died" and failure["last_iteration"] >= 2, failure
+    assert failure["kind"] == "died" and failure["last_iteration"] == 2, failure
     assert "rank 1 was killed by SIGKILL after iteration" in failure["cause"]
     assert rec["config"]["algorithm"] == "psgd" and rec["environment"]["ranks"] == 2
     assert not _processes_tagged(tag), "a rank outlived the run"
@@ -186,17 +189,18 @@ def test_sweep_timeout_stops_the_point_and_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_in_a_sweep_stops_the_point_and_records_it_interrupted(tmp_path):
+    # Rank 1 stops for good at iteration 3, so the point is still running when the Ctrl-C
+    # arrives, however fast the machine trains.
     tag = f"sweep-{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag,
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_TEST_TAG=tag, **HOLD,
                PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([sys.executable, "-m", "real.sweep", "--algorithm", "psgd",
                              "--workers", "2-2", "--out", str(tmp_path), *LONG[:10], "--",
                              "--timeout", str(TIMEOUT_S)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    progress = tmp_path / "logs" / ".psgd-P2-r0.progress"
     try:
-        _wait_for_rank_training(tag, 1, progress, proc)
+        _wait_for_fault(tmp_path / "logs" / "psgd-P2-r0.log", proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -226,23 +230,31 @@ def _processes_tagged(tag: str) -> list[int]:
     return found
 
 
-def _wait_for_rank_training(tag: str, rank: int, progress, proc, within_s: float = 60) -> int:
-    """The pid of the training process of ``rank`` once rank 0 has done a few iterations."""
+def _wait_for_fault(source, proc=None, within_s: float = 60) -> None:
+    """Until the held rank says it stopped (``HOLD``): ``source`` is a text stream (read line by
+    line) or a log file that ``proc`` writes."""
+    if not isinstance(source, os.PathLike):
+        for line in source:
+            if "fault injected" in line:
+                return
+        raise AssertionError("the run ended before the fault")
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the run ended before the fault"
+        if source.exists() and "fault injected" in source.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no fault within {within_s} s")
+
+
+def _training_pid(tag: str, rank: int) -> int:
+    """The pid of the training process of ``rank`` (not its launcher or recorder)."""
+    for pid in _processes_tagged(tag):
         try:
-            done = int(progress.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            done = 0
-        if done >= 20:
-            for pid in _processes_tagged(tag):
-                try:
-                    with open(f"/proc/{pid}/environ", "rb") as f:
-                        env = f.read().split(b"\0")
-                except OSError:
-                    continue
-                if f"PMI_RANK={rank}".encode() in env and b"PSGD_SUPERVISED=1" in env:
-                    return pid
-        time.sleep(0.2)
-    raise AssertionError("the ranks never got going")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in env and b"PSGD_SUPERVISED=1" in env:
+            return pid
+    raise AssertionError(f"no training process of rank {rank}")
