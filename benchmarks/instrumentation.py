@@ -5,7 +5,7 @@
 Both loops train the same model on the same batches (synthetic data, batch 64).
 The plain loop is the PyTorch-examples loop (zero_grad, forward, nll_loss,
 backward, step). The instrumented one is ``real.step.local_epochs`` with its
-IterationLog, i.e. exactly what ``real.train --algorithm serial`` runs.
+IterationLog, i.e. exactly what ``real.train --schemes serial`` runs.
 The two alternate, after a warm-up, so drift on a shared machine hits both;
 the overhead is the ratio of their median per-iteration times.
 

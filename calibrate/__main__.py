@@ -63,8 +63,8 @@ def forwarded_plan_argv(args: argparse.Namespace, plan: planmod.ProbePlan) -> li
     j = lambda xs: ",".join(str(x) for x in xs)
     argv = ["--models", j(plan.models), "--batches", j(plan.batches), "--threads", j(plan.threads),
             "--sharing", j(plan.sharing_ks), "--server-params", j(plan.server_params),
-            "--sizes", j(plan.comm_sizes_bytes), "--workers", j(plan.comm_workers),
-            "--algorithms", j(plan.comm_algorithms), "--timeout-s", str(plan.timeout_s)]
+            "--sizes", j(plan.comm_sizes_bytes), "--workers", cli.workers_flag(list(plan.comm_workers)),
+            "--mpi-allreduce", j(plan.comm_algorithms), "--timeout-s", str(plan.timeout_s)]
     if args.quick:
         argv.insert(0, "--quick")
     if getattr(args, "repeats", None):

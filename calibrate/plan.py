@@ -116,7 +116,7 @@ def check_plan(plan: ProbePlan, cores: int | None = None) -> None:
                                f"(known: {', '.join(ALL_MODELS)})")
     bad_alg = sorted(set(plan.comm_algorithms) - set(MPI_ALGORITHMS))
     if bad_alg:
-        raise CalibrationError(f"--algorithms: unknown {', '.join(bad_alg)} "
+        raise CalibrationError(f"--mpi-allreduce: unknown {', '.join(bad_alg)} "
                                f"(known: {', '.join(MPI_ALGORITHMS)})")
     for name, values in (("--batches", plan.batches), ("--threads", plan.threads),
                          ("--sizes", plan.comm_sizes_bytes), ("--workers", plan.comm_workers),

@@ -67,14 +67,18 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
                             "server tensor sizes (default: 1e3..1e7)"),
         "--sizes": (cli.int_list(1, MAX_MESSAGE_BYTES, scientific=True),
                     "message sizes in bytes (default: 4..64Mi in powers of 4)"),
-        "--workers": (cli.int_list(2, ranks), "P for the comm probes (default: 2..2*cores; "
-                                              "quick: 2)"),
-        "--algorithms": (cli.choice_list(planmod.MPI_ALGORITHMS, allow_all=False),
-                         f"MPI allreduce algorithms (default: "
-                         f"{','.join(planmod.MPI_ALGORITHMS)}; quick: auto,ring)"),
+        "--workers": (cli.worker_counts_up_to(ranks, low=2),
+                      f"P for the comm probes, {cli.WORKERS_HELP}; P = 1 is left out (nothing to "
+                      "communicate) (default: 2..2*cores; quick: 2)"),
+        ("--mpi-allreduce", "--algorithms"): (
+            cli.choice_list(planmod.MPI_ALGORITHMS, allow_all=False),
+            f"MPI allreduce algorithms, as real.train's --mpi-allreduce names them (default: "
+            f"{','.join(planmod.MPI_ALGORITHMS)}; quick: auto,ring; --algorithms: its old name)"),
     }
     for flag, (kind, text) in flags.items():
-        p.add_argument(flag, default=unset, type=kind, help=text)
+        names = flag if isinstance(flag, tuple) else (flag,)
+        p.add_argument(*names, dest=names[-1].lstrip("-").replace("-", "_"), default=unset,
+                       type=kind, help=text)
     p.add_argument("--repeats", type=cli.int_in(1, 100_000), default=unset,
                    help="every repeat count (steps, messages, server) set to this number")
     p.add_argument("--timeout-s", type=cli.float_in(1, 86400), default=unset,

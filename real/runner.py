@@ -134,10 +134,10 @@ def _launch_problem(args, launch) -> str | None:
     alg = args.algorithm
     if alg in schemes.MPI_ONLY and launch.kind != "mpi":
         n = schemes.ranks_for(alg, args.workers or 2)
-        return (f"{alg} talks through mpi4py: run it as mpirun -n {n} {PROG} --algorithm {alg} "
+        return (f"{alg} talks through mpi4py: run it as mpirun -n {n} {PROG} --schemes {alg} "
                 f"..." + (f" (or srun --mpi=pmi2 -n {n})" if launch.launcher == "srun" else ""))
     if alg == "hogwild" and launch.kind != "single":
-        return f"hogwild starts its own processes: run {PROG} --algorithm hogwild --workers P"
+        return f"hogwild starts its own processes: run {PROG} --schemes hogwild --workers P"
     if launch.world_size <= schemes.EXTRA_RANKS.get(alg, 0):
         return f"{alg} needs a server rank and at least one worker: mpirun -n P+1 for P workers"
     return None

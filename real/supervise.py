@@ -115,7 +115,7 @@ def peek(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default="runs")
     p.add_argument("--run-id", default=None)
     p.add_argument("--timeout", default="120")
-    p.add_argument("--algorithm", default="serial")
+    p.add_argument("--schemes", "--algorithm", dest="algorithm", default="serial")
     p.add_argument("-h", "--help", action="store_true")
     try:
         opts, _ = p.parse_known_args(argv)

@@ -1,6 +1,6 @@
 """Run a scheme for several worker counts, collect the records, draw the speedup graph.
 
-    python -m real.sweep --algorithm psgd --workers 1-5 --dataset fashion-mnist --epochs 1 --out runs/
+    python -m real.sweep --schemes psgd --workers 1-5 --dataset fashion-mnist --epochs 1 --out runs/
 
 Each point (scheme, P, repeat) is one ``real.train`` run in its own process
 group (rank-based schemes under mpirun), with a time limit. A failed point is
@@ -56,8 +56,10 @@ PROG = "python -m real.sweep"
 
 def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("--algorithm", default=["psgd"], type=cli.choice_list(schemes.SCHEMES),
-                   help=f"scheme(s), comma-separated, or all: {', '.join(schemes.SCHEMES)}")
+    p.add_argument("--schemes", "--algorithm", dest="algorithm", default=["psgd"],
+                   type=cli.choice_list(schemes.SCHEMES), metavar="NAMES",
+                   help=f"scheme(s), comma-separated, or all: {', '.join(schemes.SCHEMES)} "
+                        "(--algorithm: its old name)")
     p.add_argument("--workers", default=[1, 2], type=cli.worker_counts_up_to(MAX_CLUSTER_RANKS),
                    metavar="P", help=f"{cli.WORKERS_HELP} (at most 4 per core here; with "
                                      "--cluster, its hosts; default: 1-2)")
@@ -125,7 +127,7 @@ def accuracy_flags(args, p: int) -> list[str]:
 
 MAX_RANKS = 4 * (os.cpu_count() or 1)       # ranks of one point on this machine (4 per core)
 MAX_CLUSTER_RANKS = 1024                    # the parser's bound; check_args knows the cluster
-SWEEP_SETS = ("--algorithm", "--run-id", "--out", "--repeat", "--progress-file", "--workers",
+SWEEP_SETS = ("--schemes", "--algorithm", "--run-id", "--out", "--repeat", "--progress-file", "--workers",
               "--model", "--dataset", "--epochs", "--batch-size", "--train-size", "--test-size")
 POINT_TAG_ENV = "PSGD_SWEEP_POINT"          # marks every process of the running point
 STOP_WAIT_S = 15.0                          # a stopped point's launcher and recorders end by then
@@ -186,7 +188,7 @@ def points(args) -> list[tuple[str, int, int]]:
 def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
                   cluster=None) -> tuple[list[str], dict]:
     """The command of one point and the environment it adds."""
-    py = [sys.executable, "-m", "real.train", "--algorithm", alg, "--run-id", run_id,
+    py = [sys.executable, "-m", "real.train", "--schemes", alg, "--run-id", run_id,
           "--out", str(args.out), "--model", args.model, "--dataset", args.dataset,
           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
           "--repeat", run_id.rsplit("-r", 1)[1]]

@@ -1,11 +1,11 @@
 """Train one model with one scheme and write a run record.
 
-    python -m real.train --algorithm serial --dataset fashion-mnist --epochs 1
-    mpirun -n 4 python -m real.train --algorithm psgd --average-every 0
-    torchrun --nproc-per-node 2 -m real.train --algorithm allreduce --global-batch 256
-    srun -n 4 python -m real.train --algorithm ddp --device cuda     # under Slurm, one GPU per rank
-    python -m real.train --algorithm hogwild --workers 4
-    mpirun -n 5 python -m real.train --algorithm ps_async        # 4 workers + the server
+    python -m real.train --schemes serial --dataset fashion-mnist --epochs 1
+    mpirun -n 4 python -m real.train --schemes psgd --average-every 0
+    torchrun --nproc-per-node 2 -m real.train --schemes allreduce --global-batch 256
+    srun -n 4 python -m real.train --schemes ddp --device cuda     # under Slurm, one GPU per rank
+    python -m real.train --schemes hogwild --workers 4
+    mpirun -n 5 python -m real.train --schemes ps_async        # 4 workers + the server
 
 The same script runs single-process, under mpirun, torchrun and srun, on one
 host or many (``real.launchers``), on CPU or GPU (``real.devices``). Rank 0 shows progress, prints the loss every ``--log-every``
@@ -39,8 +39,10 @@ def build_parser() -> cli.Parser:
     from .models import MODELS, PRESETS
     from .schemes.async_avg import DEFAULT_K as ASYNC_AVG_DEFAULT_K
     p = cli.Parser(prog="python -m real.train", description=__doc__.split("\n")[0])
-    p.add_argument("--algorithm", default="serial", type=cli.choice_list(schemes.SCHEMES, False),
-                   help=f"scheme: {', '.join(schemes.SCHEMES)}")
+    p.add_argument("--schemes", "--algorithm", dest="algorithm", default="serial",
+                   type=cli.choice_list(schemes.SCHEMES, False), metavar="NAME",
+                   help=f"the scheme (one): {', '.join(schemes.SCHEMES)} (--algorithm: its old "
+                        "name)")
     p.add_argument("--model", default="cnn", choices=MODELS, metavar="NAME",
                    help=f"model: {', '.join(MODELS)}")
     p.add_argument("--dataset", default=None, choices=DATASETS, metavar="NAME",
@@ -62,11 +64,13 @@ def build_parser() -> cli.Parser:
                    help="the settings of one of the exercise sheets the project started from "
                         "(seed001: lr 1, 1%% decay per epoch, batch 100, 5 epochs); "
                         "flags given explicitly win")
-    p.add_argument("--average-every", type=cli.nonnegative_int, default=0,
+    p.add_argument("--average-every", "--avg-every", dest="average_every",
+                   type=cli.nonnegative_int, default=0, metavar="K",
                    help="psgd: average weights every K iterations (0: once, at the end); "
                         f"async_avg: exchange with the holder every K (0: {ASYNC_AVG_DEFAULT_K})")
-    p.add_argument("--workers", type=cli.int_in(1, local_limit()), default=None,
-                   help="hogwild: processes to start (rank-based schemes take P from the launcher)")
+    p.add_argument("--workers", type=cli.one_worker_count(1, local_limit()), default=None,
+                   metavar="P", help="hogwild: processes to start (rank-based schemes take P from "
+                                     f"the launcher); {cli.ONE_WORKER_HELP}")
     p.add_argument("--mpi-allreduce", default="auto", choices=MPI_ALLREDUCE_ALGORITHMS,
                    help="mpi_allreduce: MPICH's algorithm (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
@@ -110,7 +114,7 @@ def parse_args(argv=None):
         parser.set_defaults(**PRESETS[first.preset])
         first = parser.parse_args(argv)
     if len(first.algorithm) != 1:
-        parser.error(f"--algorithm takes one scheme (got {', '.join(first.algorithm)}); "
+        parser.error(f"--schemes/--algorithm takes one scheme (got {', '.join(first.algorithm)}); "
                      "python -m real.sweep runs several")
     first.algorithm = first.algorithm[0]
     if first.dry_run:

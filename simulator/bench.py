@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from simulator.contracts.cli import Parser, int_in, usage_error
+from simulator.contracts.cli import ONE_WORKER_HELP, Parser, int_in, one_worker_count, usage_error
 from simulator.contracts.cluster import Cluster, Link
 from simulator.contracts.profile import load_default
 from simulator.contracts.workload import Workload
@@ -33,11 +33,11 @@ def timed(*args, **kw):
 
 def build_parser() -> Parser:
     p = Parser(prog="python -m simulator.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int_in(8, 8192), default=1024,
-                   help="P of the large run")
+    p.add_argument("--workers", type=one_worker_count(8, 8192), default=1024, metavar="P",
+                   help=f"P of the large run: {ONE_WORKER_HELP}")
     p.add_argument("--iterations", type=int_in(1, 100_000), default=1000,
                    help="iterations of the large run")
-    p.add_argument("--des-workers", type=int_in(4, 128), default=32,
+    p.add_argument("--des-workers", type=one_worker_count(4, 128), default=32, metavar="P",
                    help="P of the event-rate runs")
     p.add_argument("--des-iterations", type=int_in(10, 10_000), default=50,
                    help="iterations of the event-rate runs")

@@ -60,9 +60,10 @@ def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EPILOG)
     p.add_argument("--workers", type=cli.worker_counts, default=cli.worker_counts("16"),
                    metavar="P", help=f"{cli.WORKERS_HELP} (default: 16)")
-    p.add_argument("--schemes", nargs="+", default=["all"], metavar="NAME",
+    p.add_argument("--schemes", "--algorithm", dest="schemes", nargs="+", default=["all"],
+                   metavar="NAME",
                    help=f"schemes, comma or space separated, or all: {', '.join(SCHEMES)} "
-                        "(default: all)")
+                        "(--algorithm: real.train's old name; default: all)")
     p.add_argument("--profile", type=cli.input_file,
                    help="profile JSON of python -m calibrate "
                         "(default: the one shipped, simulator/data/default_profile.json)")
@@ -83,12 +84,12 @@ def build_parser() -> cli.Parser:
     add_cluster_args(p.add_argument_group(
         "cluster (default: the machine the profile was measured on)"))
     s = p.add_argument_group("schemes")
-    s.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
-                   help="psgd: average every K steps (0: once, at the end)")
-    s.add_argument("--exchange-every", type=cli.nonnegative_int, default=0,
-                   help=f"async_avg: exchange every K steps (0: {ASYNC_AVG_DEFAULT_K}, as real.train)")
-    s.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
-                   help="mpi_allreduce's algorithm (auto: as MPICH picks)")
+    add_average_every(s)
+    s.add_argument("--exchange-every", type=cli.nonnegative_int, default=None, metavar="K",
+                   help="async_avg alone: exchange every K steps (default: --average-every)")
+    s.add_argument("--allreduce-algorithm", choices=ALGORITHMS, default="auto",
+                   help="the allreduce algorithm of mpi_allreduce (real.train's --mpi-allreduce) "
+                        "and of the NCCL collectives (auto: as the library picks)")
     s.add_argument("--bucket-mb", type=cli.float_in(1e-6, 2**20), default=25.0, help="ddp bucket size (MiB)")
     s.add_argument("--fidelity", choices=FIDELITIES, default="auto",
                    help="communication: analytic (each collective's closed form on the "
@@ -133,8 +134,10 @@ def scheme_names(args, accelerators: bool = False) -> list[str]:
         raise ConfigError(f"--schemes names no scheme (choose from all, {', '.join(SCHEMES)})")
     for n in names:
         if n not in SCHEMES:
+            hint = (f"; the allreduce's algorithm is --allreduce-algorithm {n}"
+                    if n in ALGORITHMS else "")
             raise ConfigError(f"--schemes: unknown scheme {n!r} "
-                              f"(choose from all, {', '.join(SCHEMES)})")
+                              f"(choose from all, {', '.join(SCHEMES)}){hint}")
     return names
 
 
@@ -181,9 +184,24 @@ def make_cluster(args, prof) -> Cluster | Callable[[int], Cluster]:
                    placement=args.placement, shared_cores=args.shared_cores)
 
 
+def add_average_every(group) -> None:
+    """``--average-every K``, as real.train reads it (``--avg-every``: its other name)."""
+    group.add_argument("--average-every", "--avg-every", dest="average_every",
+                       type=cli.nonnegative_int, default=0, metavar="K",
+                       help="psgd: average weights every K steps (0: once, at the end); "
+                            f"async_avg: exchange with the holder every K (0: "
+                            f"{ASYNC_AVG_DEFAULT_K}), as real.train")
+
+
+def averaging_periods(args) -> dict[str, int]:
+    """Each scheme's K from ``--average-every`` (and ``--exchange-every`` for async_avg)."""
+    exchange = args.average_every if args.exchange_every is None else args.exchange_every
+    return {"psgd": args.average_every, "async_avg": exchange}
+
+
 def configs(args, names) -> list[SchemeConfig]:
-    every = {"psgd": args.avg_every, "async_avg": args.exchange_every}
-    return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.algorithm,
+    every = averaging_periods(args)
+    return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.allreduce_algorithm,
                          bucket_bytes=int(args.bucket_mb * 2**20), fidelity=args.fidelity,
                          engine=args.engine, **describe.scheme_options(args)) for n in names]
 

@@ -34,15 +34,24 @@ from simulator.contracts.files import atomic_write_text
 from simulator.contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
-from simulator.predict import DATASETS, add_cluster_args, make_cluster, runnable
+from simulator.predict import (
+    DATASETS,
+    add_average_every,
+    add_cluster_args,
+    averaging_periods,
+    make_cluster,
+    runnable,
+)
 
 PROG = "python -m simulator.replay"
 
 
 def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("--schemes", type=cli.choice_list(tuple(SCHEMES)), default=list(SCHEMES),
-                   help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
+    p.add_argument("--schemes", "--algorithm", dest="schemes", type=cli.choice_list(tuple(SCHEMES)),
+                   default=list(SCHEMES), metavar="NAMES",
+                   help=f"comma-separated, or all: {', '.join(SCHEMES)} (--algorithm: its old "
+                        "name; default: all)")
     p.add_argument("--workers", type=cli.worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
                    help=f"{cli.WORKERS_HELP} (default: 1-5)")
     p.add_argument("--seeds", type=cli.number_list, default=[1], metavar="S",
@@ -66,10 +75,9 @@ def build_parser() -> cli.Parser:
                    help="folder holding the dataset files")
     w.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
     cli.add_sgd_flags(w)
-    w.add_argument("--avg-every", type=cli.nonnegative_int, default=0,
-                   help="psgd: average every K steps (0: once, at the end)")
-    w.add_argument("--exchange-every", type=cli.nonnegative_int, default=0,
-                   help="async_avg: exchange every K steps (0: real.train's default)")
+    add_average_every(w)
+    w.add_argument("--exchange-every", type=cli.nonnegative_int, default=None, metavar="K",
+                   help="async_avg alone: exchange every K steps (default: --average-every)")
     w.add_argument("--threads", type=cli.positive_int, default=None,
                    help="threads per simulated worker (default: cores // ranks per host)")
     w.add_argument("--replay-threads", type=cli.positive_int, default=1,
@@ -97,7 +105,7 @@ def run(args) -> int:
                         dataset_samples=samples, epochs=args.epochs,
                         threads_per_worker=args.threads)
     cluster = make_cluster(args, prof)
-    every = {"psgd": args.avg_every, "async_avg": args.exchange_every}
+    every = averaging_periods(args)
     cfgs = runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
                      for n in args.schemes], cluster, args.schemes != list(SCHEMES),
                     max(args.workers))

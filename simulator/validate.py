@@ -47,7 +47,8 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=cli.worker_counts_up_to(MAX_RANKS), default=[1, 2, 3, 4, 5],
                    metavar="P", help=f"{cli.WORKERS_HELP}; the sweep's (default: 1-5)")
-    p.add_argument("--schemes", type=choice_list(MAIN_SCHEMES), default=["psgd"],
+    p.add_argument("--schemes", "--algorithm", dest="schemes", metavar="NAMES",
+                   type=choice_list(MAIN_SCHEMES), default=["psgd"],
                    help=f"comma-separated, or all: {', '.join(MAIN_SCHEMES)}")
     p.add_argument("--calibrate-workers", type=cli.int_in(1, MAX_RANKS), default=2,
                    help="calibration sees only probes and runs with at most this many processes")
@@ -86,7 +87,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     """Every stage's command, whether it runs this time or not."""
     py = [sys.executable, "-m"]
     workers = cli.workers_flag(args.workers)
-    sweep = py + ["real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
+    sweep = py + ["real.sweep", "--schemes", ",".join(args.schemes), "--workers", workers,
                   "--repeats", str(args.repeats), "--dataset", args.dataset, "--model", args.model,
                   "--epochs", str(args.epochs), "--out", str(out / "runs")]
     if args.train_size:

@@ -87,7 +87,8 @@ GOAL_RELATIVE = 0.10       # time to target within 10%
 
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("--schemes", type=choice_list(tuple(SCHEMES)), default=list(SCHEMES),
+    p.add_argument("--schemes", "--algorithm", dest="schemes", metavar="NAMES",
+                   type=choice_list(tuple(SCHEMES)), default=list(SCHEMES),
                    help=f"comma-separated, or all: {', '.join(SCHEMES)} (default: all)")
     p.add_argument("--workers", type=worker_counts, default=[1, 2, 3, 4, 5], metavar="P",
                    help=f"{cli.WORKERS_HELP} (default: 1-5)")
@@ -151,7 +152,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
     stages = [("link", py + ["calibrate.link", "--out", str(link),
                              "--workdir", str(out / "link")])] if emulated else []
     stages += [(f"sweep-seed-{s}", py + [
-        "real.sweep", "--algorithm", ",".join(args.schemes), "--workers", workers,
+        "real.sweep", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--epochs", str(args.epochs), "--timeout", str(args.timeout),
         *(["--cluster"] if emulated else []),
         "--out", str(out / "runs" / f"seed-{s}"), *common, *sizes, "--", "--seed", str(s),

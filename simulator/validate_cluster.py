@@ -81,7 +81,8 @@ def build_parser() -> cli.Parser:
                    help="shaped link rates, comma-separated (tc units)")
     p.add_argument("--calibrate-at", default=None, type=tc_rate,
                    help="the one rate the link calibration sees (default: the first)")
-    p.add_argument("--schemes", default=["ps_sync", "allreduce", "gather_scatter"],
+    p.add_argument("--schemes", "--algorithm", dest="schemes", metavar="NAMES",
+                   default=["ps_sync", "allreduce", "gather_scatter"],
                    type=cli.choice_list(("ps_sync", "allreduce", "gather_scatter", "mpi_allreduce",
                                          "psgd", "ps_async", "ddp", "async_avg")),
                    help="rank-based schemes, comma-separated, or all")
@@ -120,7 +121,7 @@ def preflight(args, out: Path) -> str | None:
             return f"--profile: {e}"
     if args.skip_runs:
         return None
-    cmd = [sys.executable, "-m", "real.sweep", "--dry-run", "--algorithm", ",".join(args.schemes),
+    cmd = [sys.executable, "-m", "real.sweep", "--dry-run", "--schemes", ",".join(args.schemes),
            "--workers", "1-1", "--model", args.model, "--dataset", "synthetic", "--epochs", "1",
            "--batch-size", str(args.batch_size), "--train-size", str(args.train_size),
            "--test-size", "64", "--out", str(out / "runs-preflight"), "--", "--threads", "1"]
@@ -174,7 +175,7 @@ def run_at(rate: str, args, out: Path, link_toml: Path, calibrate_link: bool) ->
                   "--workdir", str(out / "link")], out / "logs" / f"link-{tag}.log", 300)
         n_runs = len(args.schemes) * len(args.workers) * args.repeats
         _run([sys.executable, "-m", "real.sweep", "--cluster",
-              "--algorithm", ",".join(args.schemes),
+              "--schemes", ",".join(args.schemes),
               "--workers", cli.workers_flag(args.workers), "--repeats", str(args.repeats),
               "--retry-disturbed", str(args.retry_disturbed),
               "--model", args.model, "--dataset", "synthetic", "--epochs", "1",

@@ -41,6 +41,7 @@ BAD = [
     (["--schemes", ""], "--schemes"),
     (["--schemes", ","], "--schemes"),
     (["--schemes", "psgd,,nope"], "nope"),
+    (["--algorithm", "ring"], "--allreduce-algorithm ring"),   # real.train's old name: a scheme
     (["--stragglers", "10", "--workers", "4"], "--stragglers"),
     (["--stragglers", "-1"], "--stragglers"),
     (["--straggler-slowdown", "0"], "--straggler-slowdown"),

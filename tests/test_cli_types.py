@@ -102,3 +102,42 @@ def test_the_types_refuse_what_they_should(tmp_path):
     for kind, text in bad:
         with pytest.raises(argparse.ArgumentTypeError):
             kind(text)
+
+
+SCHEME_COMMANDS = ("real.train", "real.sweep", "simulator.predict", "simulator.replay",
+                   "simulator.validate", "simulator.validate_cluster",
+                   "simulator.validate_accuracy")
+AVERAGING_COMMANDS = ("real.train", "simulator.predict", "simulator.replay")
+
+
+def options(parser) -> dict:
+    return {o: a for a in parser._actions for o in a.option_strings}
+
+
+def test_one_flag_vocabulary_across_commands():
+    """``--schemes`` (old name ``--algorithm``), ``--average-every`` (old name
+    ``--avg-every``) and one ``--workers`` syntax wherever a command takes them."""
+    for name in SCHEME_COMMANDS:
+        opts = options(PARSERS[name])
+        assert opts["--schemes"] is opts["--algorithm"], name
+    for name in AVERAGING_COMMANDS:
+        opts = options(PARSERS[name])
+        assert opts["--average-every"] is opts["--avg-every"], name
+    for name, parser in PARSERS.items():
+        opts = options(parser)
+        assert "--avg-every" not in opts or "--average-every" in opts, name
+        if "--workers" in opts:
+            kind = getattr(opts["--workers"].type, "__name__", "")
+            assert kind in ("worker_counts", "one_worker_count"), f"{name}: {kind}"
+
+
+def test_one_p_commands_read_the_shared_syntax():
+    one = cli.one_worker_count(1, 64)
+    assert one("8") == one("8-8") == one("2^3..3") == one("8,8") == 8
+    for text in ("1-4", "1,8", "2^0..3", "0", "65", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            one(text)
+    probe = options(PARSERS["calibrate.probe"])["--workers"].type
+    assert probe("4") == [2, 3, 4] and probe("2^0..2") == [2, 4]
+    with pytest.raises(argparse.ArgumentTypeError):
+        probe("1")

@@ -233,7 +233,7 @@ def test_predict_with_a_preset_and_a_workload(tmp_path, capsys):
                  'device = "Tesla P100 PCIe"\nbatch_size = 64\nstep = "300ms"\n')
     code = predict.main(["--workers", "1,8,64", "--schemes", "ddp,horovod",
                          "--workload", str(f), "--preset", "pascal-pcie-25gbe",
-                         "--algorithm", "ring", "--no-plot", "--out", str(tmp_path / "o"),
+                         "--allreduce-algorithm", "ring", "--no-plot", "--out", str(tmp_path / "o"),
                          "--jobs", "1"])
     out = capsys.readouterr().out
     assert code == 0
@@ -264,7 +264,7 @@ def test_predict_bad_inputs_are_one_line(capsys, tmp_path, flags, expect):
 
 
 def test_the_nccl_protocol_flag_sets_the_rule_and_says_so(tmp_path, capsys):
-    code = predict.main(["--workers", "512", "--schemes", "horovod", "--algorithm", "ring",
+    code = predict.main(["--workers", "512", "--schemes", "horovod", "--allreduce-algorithm", "ring",
                          "--workload", "benchmarks/horovod/resnet101-p100.toml",
                          "--preset", "pascal-pcie-25gbe", "--nccl-protocol", "nccl-2.2",
                          "--iterations", "5", "--no-plot", "--out", str(tmp_path), "--jobs", "1"])

@@ -1,6 +1,6 @@
 """HogWild!: P processes update one model in shared memory without locks (seed 000, part 2).
 
-    python -m real.train --algorithm hogwild --workers 4
+    python -m real.train --schemes hogwild --workers 4
 
 As in pytorch/examples' ``mnist_hogwild``: the model's parameters are moved to
 shared memory (``share_memory()``), P processes are forked from this one

@@ -392,11 +392,36 @@ def worker_counts(text: str, limit: int = MAX_WORKERS) -> list[int]:
     return sorted(counts)
 
 
-def worker_counts_up_to(limit: int):
-    """An argparse type: ``worker_counts`` with at most ``limit`` workers."""
+def worker_counts_up_to(limit: int, low: int = 1):
+    """An argparse type: ``worker_counts`` with at most ``limit`` workers; counts below ``low``
+    (a command that needs ``low`` ranks, e.g. 2 to communicate) are left out of a range,
+    and a value that names none at or above it is refused."""
     def parse(text: str) -> list[int]:
-        return worker_counts(text, limit)
+        counts = [p for p in worker_counts(text, limit) if p >= low]
+        if not counts:
+            raise argparse.ArgumentTypeError(f"{text!r} names no worker count of at least {low}")
+        return counts
     parse.__name__ = "worker_counts"
+    return parse
+
+
+ONE_WORKER_HELP = "P, one worker count (the --workers syntax; a lone N is P = N here)"
+
+
+def one_worker_count(low: int = 1, high: int = MAX_WORKERS):
+    """An argparse type: one worker count in the syntax every command shares, for a command
+    that runs one P (``real.train``, ``simulator.bench``): ``8``, ``8-8`` or ``2^3..3`` is
+    P = 8; a value that names several counts is refused."""
+    def parse(text: str) -> int:
+        item = str(text).strip()
+        counts = [int(item)] if item.isdigit() else worker_counts(item, MAX_WORKERS)
+        if len(counts) != 1:
+            raise argparse.ArgumentTypeError(f"{text!r} names {len(counts)} worker counts; this "
+                                             "command runs one P (real.sweep runs several)")
+        if not low <= counts[0] <= high:
+            raise argparse.ArgumentTypeError(f"{counts[0]} is outside {low}..{high}")
+        return counts[0]
+    parse.__name__ = "one_worker_count"
     return parse
 
 
