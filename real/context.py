@@ -45,6 +45,7 @@ class RunContext:
     train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
     curve: Any = None              # real.curve.CurveLog: this process's evaluation points
     heartbeat: Any = None          # real.supervise.Heartbeat: phases and iterations for the recorder
+    sleeps: Any = None             # real.testbed.SleepLog: phantom compute's sleeps and lateness
 
     def batch_seed(self, epoch: int) -> int:
         """Shuffling seed: differs per rank and epoch, reproducible from --seed."""

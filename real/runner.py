@@ -126,6 +126,9 @@ def run(args) -> int:
             from .load import summary
             print(f"disturbed: {summary(rec.load)}; its times are not this machine's",
                   file=sys.stderr)
+        if rec.testbed_bound:
+            from .testbed import summary as testbed_summary
+            print(f"testbed-bound: {testbed_summary(rec.testbed)}", file=sys.stderr)
     return 0
 
 
@@ -238,6 +241,7 @@ def _train(ctx, rec, data) -> None:
 
     from .load import RankMeter, assess
     from .step import evaluate
+    from .testbed import RankProbe, judge_run
     comm, launch = ctx.comm, ctx.launch
     hb = ctx.heartbeat or Heartbeat(None)
     start_digests = comm.allgather_obj(weights_digest(ctx.model))
@@ -247,6 +251,7 @@ def _train(ctx, rec, data) -> None:
     comm.barrier()
     meter = ResourceMeter()
     load_meter = RankMeter(torch.get_num_threads())
+    probe = RankProbe(sample_links=launch.is_root)
     t_start = time.monotonic()
     epoch_s = schemes.get(ctx.cfg.algorithm).train(ctx)
     t_end = time.monotonic()
@@ -257,6 +262,7 @@ def _train(ctx, rec, data) -> None:
     # a core) inside its own window, not as "another process" in the others' windows.
     comm.barrier()
     load = load_meter.stop()
+    probes = comm.gather_obj(probe.stop(ctx.sleeps))
     ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows, load))
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
     curve = _scored_curve(ctx, data, t_start, ends, initial)
@@ -265,6 +271,7 @@ def _train(ctx, rec, data) -> None:
         return
     rows = split_wait([row for _, _, _, rs, _ in ends for row in rs])
     rec.disturbed, rec.load = assess([e[4] for e in ends])
+    judge_run(rec, [e[4] for e in ends], probes, getattr(ctx.cfg, "compute", "real") == "phantom")
     t_eval = time.monotonic()
     test_loss, test_acc = evaluate(ctx.model, torch.from_numpy(data.test_x),
                                    torch.from_numpy(data.test_y))

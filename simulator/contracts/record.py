@@ -35,6 +35,18 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     (the criterion in words). Readers leave disturbed runs out of timing comparisons
     unless asked (``is_disturbed``).
 
+    ``testbed_bound`` (bool; absent in older records: not judged) and ``testbed``: whether
+    the machine that ran the run stayed faithful to what it stands for (``real.testbed``):
+    ``reasons`` (one line per failed check), ``thresholds``, and ``checks``, each with a
+    ``verdict`` (``pass``, ``fail``, ``not judged``), ``why`` and its figures: ``cpu``
+    (per machine: cores the ranks could use, the ranks' user and system CPU and the
+    kernel's system and irq/softirq time in cores, the largest share of its window a rank
+    waited runnable for a core), ``sleep_lateness`` (phantom runs, per rank: sleeps, p50,
+    p99, max, late and asked totals), ``bytes`` (TCP payload each rank sent, what its
+    scheme sends) and ``links`` (the emulated cluster, per shaper: bytes, packets, drops,
+    overlimits, mean and backlogged rate as shares of the configured rate). Readers leave
+    testbed-bound runs out of timing comparisons unless asked (``is_testbed_bound``).
+
 ``iterations.csv``
     one row per rank and iteration: ``rank, epoch, iteration, batch_size,
     compute_s, comm_s, wait_s, bytes_sent, loss`` (loss empty when not logged).
@@ -121,13 +133,16 @@ class RunRecord:
     iterations: list[dict[str, Any]] = field(default_factory=list)
     load: dict[str, Any] | None = None
     disturbed: bool | None = None
+    testbed: dict[str, Any] | None = None
+    testbed_bound: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": self.status,
                 "failure": self.failure, "config": self.config,
                 "environment": self.environment, "timings": self.timings,
                 "results": self.results, "comm": self.comm, "resources": self.resources,
-                "extra": self.extra, "disturbed": self.disturbed, "load": self.load}
+                "extra": self.extra, "disturbed": self.disturbed, "load": self.load,
+                "testbed_bound": self.testbed_bound, "testbed": self.testbed}
 
 
 def write(record: RunRecord, runs_dir: str | os.PathLike) -> Path:
@@ -202,6 +217,12 @@ def read(run_dir: str | os.PathLike) -> dict[str, Any]:
 def is_disturbed(rec: dict[str, Any]) -> bool:
     """Was this run slowed by other processes (``disturbed``)? False where not judged."""
     return bool(rec.get("disturbed"))
+
+
+def is_testbed_bound(rec: dict[str, Any]) -> bool:
+    """Did the machine, not the system it stands for, set this run's pace
+    (``testbed_bound``, ``real.testbed``)? False where not judged."""
+    return bool(rec.get("testbed_bound"))
 
 
 def check_record(rec: Any) -> None:

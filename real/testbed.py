@@ -1,0 +1,348 @@
+"""Did the testbed stay faithful? Four self-checks every run's record carries.
+
+A run measures the system it stands for only while the machine that runs it is
+not the bottleneck. Simulators validated at scale without the hardware check
+this in every run (Mininet-HiFi's CPU and link invariants; Handigol et al.,
+CoNEXT 2012): here each rank measures, over its training window (the barrier
+before training to the barrier after it, as ``real.load``'s meter does),
+
+* **CPU**: its threads' time runnable without a core (``/proc/<pid>/task/*/schedstat``,
+  from ``real.load.RankMeter``), its own user and system time (``getrusage``) and,
+  per machine, the kernel's time on the cores the ranks may use (``/proc/stat``:
+  system, irq and softirq, where the emulated links' packets are moved), against
+  those cores (the ranks' CPU affinity);
+* **sleep lateness** (phantom runs): how late each compute sleep woke (``SleepLog``);
+* **bytes on the wire**: the TCP payload its sockets sent (``TCP_INFO``'s
+  ``tcpi_bytes_acked`` of every TCP socket the process holds), against what the
+  scheme should send (``real.wire``);
+* **link rates** (the emulated cluster): each shaper's bytes, packets and drops, and
+  the rate it sent at while it had a backlog, against its configured rate
+  (``real.cluster.linkstats``, rank 0 samples every shaper).
+
+``judge`` turns them into the record's ``testbed`` section and the verdict
+``testbed_bound``: a run that fails any check is marked, with the reasons;
+comparisons leave it out as they leave out ``disturbed`` runs, and a sweep can run it
+again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) and why:
+
+* ``cpu_wait_share`` 5%: a rank whose threads were runnable without a core for more than
+  5% of the window may have been slowed by that much: a step waits for it, a message
+  it should send waits for it. 5% is the agreement phantom runs are held to against
+  real ones. Judged for phantom runs and for any run on the emulated cluster (hosts
+  that stand for machines with cores of their own share this machine's); a real run on
+  one host or a real cluster shares its cores by design (the simulator models that
+  sharing) and ``disturbed`` judges other processes' load there.
+* ``late_mean_share`` 5%: sleeps that woke late by more than 5% of their length on
+  average stretched the phantom compute by that much.
+* ``late_p99_s`` 1 ms: on an idle core Linux wakes a sleeper within tens of
+  microseconds (its timer slack is 50 us); a wake-up 1 ms late waited for another
+  thread's time slice, i.e. for a core (docs/cluster.md, "Testbed checks", measures
+  both cases on this machine).
+* ``bytes_low`` / ``bytes_high`` 0.95 / 1.15: below, a rank sent less than its scheme
+  must (a message missing); above, more than the scheme plus the libraries' headers and
+  the run's control messages (rendezvous, barriers) explain.
+* ``link_rate_min`` 90%: a shaper with packets waiting sends at its rate unless the
+  kernel is too busy to run it; under 90% the links were the machine's CPU, not the
+  network asked for.
+
+Imports: the standard library (socket, resource, os); real.cluster.linkstats for the links.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+import time
+
+THRESHOLDS = {"cpu_wait_share": 0.05, "late_mean_share": 0.05, "late_p99_s": 0.001,
+              "bytes_low": 0.95, "bytes_high": 1.15, "link_rate_min": 0.90}
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+# ------------------------------------------------------------------ measuring (rank side)
+
+def cpu_seconds(cpus, stat_text: str | None = None) -> dict[str, float] | None:
+    """Seconds each of ``CPU_FIELDS`` took since boot, summed over ``cpus`` (per-CPU
+    lines of /proc/stat); None where it cannot be read."""
+    try:
+        text = stat_text if stat_text is not None else open("/proc/stat").read()
+    except OSError:
+        return None
+    want = {f"cpu{c}" for c in cpus}
+    out = dict.fromkeys(CPU_FIELDS, 0.0)
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] in want:
+            for name, value in zip(CPU_FIELDS, parts[1:]):
+                out[name] += int(value) / USER_HZ
+    return out
+
+
+TCP_INFO_BYTES_ACKED = 120      # offsets in struct tcp_info (linux/tcp.h): __u64 tcpi_bytes_acked
+TCP_INFO_BYTES_RECEIVED = 128   # __u64 tcpi_bytes_received
+TCP_INFO_LEN = 136
+
+
+def tcp_bytes(fd_dir: str = "/proc/self/fd") -> dict[tuple[int, str], tuple[int, int]]:
+    """(fd, socket inode) -> (payload bytes sent and acknowledged, received) of every TCP
+    socket this process holds (MPICH's libfabric and gloo open theirs in the process)."""
+    out = {}
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return out
+    for name in fds:
+        try:
+            target = os.readlink(f"{fd_dir}/{name}")
+        except OSError:
+            continue
+        if not target.startswith("socket:"):
+            continue
+        try:
+            with socket.socket(fileno=os.dup(int(name))) as s:
+                if s.type != socket.SOCK_STREAM or s.family not in (socket.AF_INET,
+                                                                    socket.AF_INET6):
+                    continue
+                info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+        except OSError:
+            continue
+        if len(info) >= TCP_INFO_LEN:
+            acked, received = struct.unpack_from("=QQ", info, TCP_INFO_BYTES_ACKED)
+            out[(int(name), target)] = (acked, received)
+    return out
+
+
+def tcp_delta(before: dict, after: dict) -> tuple[int, int]:
+    """Bytes sent and received between two ``tcp_bytes`` readings (a socket opened in
+    between counts from zero)."""
+    sent = sum(a[0] - before.get(k, (0, 0))[0] for k, a in after.items())
+    received = sum(a[1] - before.get(k, (0, 0))[1] for k, a in after.items())
+    return max(0, sent), max(0, received)
+
+
+class SleepLog:
+    """Phantom compute's sleeps: how long each was asked to last and how late it woke.
+
+    Phantom compute calls ``sleep_until(deadline)`` (or measures its own sleep and calls
+    ``add``); the runner hands the log to ``RankProbe.stop``. Wake-up lateness is what the
+    sleep added beyond its length: the timer's slack, and the wait for a core."""
+
+    def __init__(self):
+        self.asked_s: list[float] = []
+        self.late_s: list[float] = []
+
+    def add(self, asked_s: float, late_s: float) -> None:
+        self.asked_s.append(max(0.0, asked_s))
+        self.late_s.append(max(0.0, late_s))
+
+    def sleep_until(self, deadline: float) -> float:
+        """Sleep until ``deadline`` (``time.monotonic``); returns how late it woke."""
+        start = time.monotonic()
+        if deadline > start:
+            time.sleep(deadline - start)
+        late = time.monotonic() - deadline
+        self.add(deadline - start, late)
+        return late
+
+    def summary(self) -> dict | None:
+        return lateness_summary(self.asked_s, self.late_s)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """The q-quantile by linear interpolation (numpy's default), of a sorted list."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def lateness_summary(asked_s: list[float], late_s: list[float]) -> dict | None:
+    """Count, p50, p99, max and total of the lateness, and the total asked; None if empty."""
+    if not late_s:
+        return None
+    late = sorted(late_s)
+    return {"sleeps": len(late), "p50_s": _quantile(late, 0.5), "p99_s": _quantile(late, 0.99),
+            "max_s": late[-1], "late_total_s": sum(late), "asked_total_s": sum(asked_s)}
+
+
+class RankProbe:
+    """One rank's testbed figures over its training window; with ``sample_links``, on the
+    emulated cluster (``PSGD_CLUSTER``, set by ``real.sweep --cluster``), also every
+    shaper's (``real.cluster.linkstats``: one rank does it, rank 0)."""
+
+    def __init__(self, sample_links: bool = False):
+        try:
+            self.cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self.cpus = list(range(os.cpu_count() or 1))
+        self._t0 = time.monotonic()
+        self._cpu0 = cpu_seconds(self.cpus)
+        self._ru0 = _rusage()
+        self._tcp0 = tcp_bytes()
+        self._threads0 = _thread_waits()
+        self._links = None
+        if sample_links and os.environ.get("PSGD_CLUSTER"):
+            import json
+
+            from real.cluster import linkstats
+            self._links = linkstats.start(json.loads(os.environ["PSGD_CLUSTER"]))
+
+    def stop(self, sleeps: SleepLog | None = None) -> dict:
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        cpu1, ru1 = cpu_seconds(self.cpus), _rusage()
+        sent, received = tcp_delta(self._tcp0, tcp_bytes())
+        waits = {tid: w - self._threads0.get(tid, 0) for tid, w in _thread_waits().items()}
+        cpu = None if cpu1 is None or self._cpu0 is None else \
+            {k: cpu1[k] - self._cpu0[k] for k in CPU_FIELDS}
+        return {"cpus": self.cpus, "wall_s": wall, "cpu_s": cpu,
+                "user_s": ru1[0] - self._ru0[0], "system_s": ru1[1] - self._ru0[1],
+                "max_thread_wait_s": max(waits.values(), default=0) / 1e9,
+                "tcp_sent_bytes": sent, "tcp_received_bytes": received,
+                "sleeps": sleeps.summary() if sleeps is not None else None,
+                "links": self._links.stop() if self._links is not None else None}
+
+
+def _thread_waits() -> dict[int, int]:
+    """Thread id -> ns it has waited runnable for a core, for this process's threads."""
+    from .load import _thread_stats
+    return {tid: wait for (_, tid), (_, wait) in _thread_stats([os.getpid()]).items()}
+
+
+def _rusage() -> tuple[float, float]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), \
+        resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + kids.ru_utime, me.ru_stime + kids.ru_stime
+
+
+# ------------------------------------------------------------------ judging (rank 0)
+
+def _check(verdict: str, why: str, **figures) -> dict:
+    return {"verdict": verdict, "why": why, **figures}
+
+
+def cpu_check(load: list[dict], probes: list[dict], judged: bool,
+              limits: dict = THRESHOLDS) -> dict:
+    """Per machine: cores the ranks could use, the ranks' and the kernel's CPU on them
+    (cores), and the largest share of its window a thread of a rank waited runnable for
+    a core (a rank's threads are the model's compute, MPI's progress, gloo's workers:
+    the one that waited most is the one whose delay can reach the step).
+    ``load``: every rank's ``real.load.RankMeter.stop()``; ``probes``: ``RankProbe.stop()``."""
+    machines = []
+    for machine in dict.fromkeys(r["machine"] for r in load):
+        ranks = [i for i, r in enumerate(load) if r["machine"] == machine]
+        wall = max(probes[i]["wall_s"] for i in ranks)
+        cpus = sorted({c for i in ranks for c in probes[i]["cpus"]})
+        stat = max((probes[i]["cpu_s"] for i in ranks if probes[i]["cpu_s"]),
+                   key=lambda c: sum(c.values()), default=None)
+        waits = {i: probes[i]["max_thread_wait_s"] / probes[i]["wall_s"] for i in ranks}
+        worst = max(waits, key=waits.get)
+        m = {"machine": machine, "ranks": ranks, "cores": len(cpus),
+             "ranks_user_cores": sum(probes[i]["user_s"] for i in ranks) / wall,
+             "ranks_system_cores": sum(probes[i]["system_s"] for i in ranks) / wall,
+             "max_wait_share": waits[worst], "max_wait_rank": worst}
+        if stat:
+            m.update(busy_cores=sum(v for k, v in stat.items() if k not in ("idle", "iowait"))
+                     / wall, system_cores=stat["system"] / wall,
+                     kernel_irq_cores=(stat["irq"] + stat["softirq"]) / wall)
+        machines.append({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()})
+    worst = max(machines, key=lambda m: m["max_wait_share"])
+    figures = {"machines": machines}
+    if not judged:
+        return _check("not judged", "a real run off the emulated cluster shares its cores by "
+                      "design (modelled); `disturbed` judges other load", **figures)
+    if worst["max_wait_share"] > limits["cpu_wait_share"]:
+        return _check("fail", f"rank {worst['max_wait_rank']} waited for a core "
+                      f"{worst['max_wait_share']:.0%} of its window (limit "
+                      f"{limits['cpu_wait_share']:.0%}) on {worst['cores']} core(s), busy "
+                      f"{worst.get('busy_cores', float('nan')):.2f}, kernel irq/softirq "
+                      f"{worst.get('kernel_irq_cores', float('nan')):.2f}", **figures)
+    return _check("pass", f"no rank waited for a core more than "
+                  f"{limits['cpu_wait_share']:.0%} of its window", **figures)
+
+
+def lateness_check(probes: list[dict], limits: dict = THRESHOLDS) -> dict:
+    """Phantom sleeps per rank: p50, p99 and mean lateness against the limits."""
+    per_rank = [dict(p["sleeps"], rank=i) for i, p in enumerate(probes) if p.get("sleeps")]
+    if not per_rank:
+        return _check("not judged", "no phantom sleeps (a real run)")
+    for r in per_rank:
+        r["late_mean_share"] = r["late_total_s"] / r["asked_total_s"] \
+            if r["asked_total_s"] > 0 else 0.0
+    worst99 = max(per_rank, key=lambda r: r["p99_s"])
+    worst_mean = max(per_rank, key=lambda r: r["late_mean_share"])
+    figures = {"per_rank": per_rank}
+    if worst99["p99_s"] > limits["late_p99_s"]:
+        return _check("fail", f"rank {worst99['rank']}'s sleeps woke {worst99['p99_s'] * 1e3:.2f} "
+                      f"ms late at p99 (limit {limits['late_p99_s'] * 1e3:g} ms)", **figures)
+    if worst_mean["late_mean_share"] > limits["late_mean_share"]:
+        return _check("fail", f"rank {worst_mean['rank']}'s sleeps woke late by "
+                      f"{worst_mean['late_mean_share']:.1%} of their length (limit "
+                      f"{limits['late_mean_share']:.0%})", **figures)
+    return _check("pass", f"p99 lateness at most {worst99['p99_s'] * 1e3:.3f} ms, mean at most "
+                  f"{worst_mean['late_mean_share']:.1%} of a sleep", **figures)
+
+
+def bytes_check(probes: list[dict], expected: list[float | None] | None,
+                limits: dict = THRESHOLDS) -> dict:
+    """Each rank's TCP payload sent against what its scheme should send (None: not known)."""
+    sent = [p["tcp_sent_bytes"] for p in probes]
+    figures = {"sent_bytes": sent, "expected_bytes": expected}
+    if expected is None or all(e is None for e in expected):
+        return _check("not judged", "no expected bytes for this scheme and placement",
+                      **figures)
+    ratios = [None if e is None or e <= 0 else s / e for s, e in zip(sent, expected)]
+    figures["ratio"] = [None if r is None else round(r, 4) for r in ratios]
+    for rank, r in enumerate(ratios):
+        if r is not None and not limits["bytes_low"] <= r <= limits["bytes_high"]:
+            return _check("fail", f"rank {rank} sent {sent[rank]} B over TCP, {r:.2f} x the "
+                          f"{expected[rank]:.0f} B its scheme sends (limits "
+                          f"{limits['bytes_low']}..{limits['bytes_high']})", **figures)
+    return _check("pass", "every rank sent what its scheme sends", **figures)
+
+
+def links_check(links: list[dict] | None, limits: dict = THRESHOLDS) -> dict:
+    """Shapers (``real.cluster.linkstats.summarize``): the rate each sent at while
+    backlogged, against its configured rate."""
+    if not links:
+        return _check("not judged", "not on the emulated cluster")
+    judged = [s for s in links if s.get("backlogged_rate_share") is not None]
+    figures = {"shapers": links}
+    if not judged:
+        return _check("pass", "no shaper was backlogged long enough to measure its rate",
+                      **figures)
+    worst = min(judged, key=lambda s: s["backlogged_rate_share"])
+    if worst["backlogged_rate_share"] < limits["link_rate_min"]:
+        return _check("fail", f"shaper {worst['name']} sent {worst['backlogged_rate_share']:.0%} "
+                      f"of its rate while packets waited (limit {limits['link_rate_min']:.0%})",
+                      **figures)
+    return _check("pass", f"backlogged shapers sent at least "
+                  f"{worst['backlogged_rate_share']:.0%} of their rate", **figures)
+
+
+def judge(load: list[dict], probes: list[dict], phantom: bool, emulated_cluster: bool,
+          expected_bytes: list[float | None] | None = None, links: list[dict] | None = None,
+          limits: dict = THRESHOLDS) -> tuple[bool, dict]:
+    """(testbed_bound, the record's ``testbed`` section) from every rank's figures."""
+    checks = {"cpu": cpu_check(load, probes, phantom or emulated_cluster, limits),
+              "sleep_lateness": lateness_check(probes, limits),
+              "bytes": bytes_check(probes, expected_bytes, limits),
+              "links": links_check(links, limits)}
+    reasons = [f"{name}: {c['why']}" for name, c in checks.items() if c["verdict"] == "fail"]
+    return bool(reasons), {"reasons": reasons, "checks": checks, "thresholds": dict(limits)}
+
+
+def judge_run(rec, load: list[dict], probes: list[dict], phantom: bool,
+              expected_bytes: list[float | None] | None = None) -> None:
+    """Set ``rec.testbed_bound`` and ``rec.testbed`` (a ``RunRecord``) from the gathered
+    figures of every rank."""
+    links = next((p["links"] for p in probes if p.get("links") is not None), None)
+    for p in probes:
+        p.pop("links", None)
+    rec.testbed_bound, rec.testbed = judge(
+        load, probes, phantom, bool(rec.environment.get("cluster")), expected_bytes, links)
+
+
+def summary(testbed: dict) -> str:
+    """One line for people: why the run is testbed-bound."""
+    return "; ".join(testbed.get("reasons") or []) or "faithful"

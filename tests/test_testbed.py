@@ -1,0 +1,164 @@
+"""The testbed's self-checks (``real.testbed``, ``real.cluster.linkstats``) on synthetic
+figures: each check passes what is faithful and fails, with its reason, what is not."""
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from real import testbed
+from real.cluster import linkstats
+from simulator.contracts import record
+
+STAT = """cpu  10 0 10 10 0 0 0 0 0 0
+cpu0 100 0 50 800 0 5 20 0 0 0
+cpu1 300 0 60 600 0 0 40 0 0 0
+intr 1 2 3
+"""
+
+
+def test_cpu_seconds_sums_the_fields_of_the_cpus_asked():
+    both = testbed.cpu_seconds([0, 1], STAT)
+    one = testbed.cpu_seconds([1], STAT)
+    hz = testbed.USER_HZ
+    assert both["user"] == pytest.approx(400 / hz) and both["softirq"] == pytest.approx(60 / hz)
+    assert one["system"] == pytest.approx(60 / hz) and one["irq"] == 0
+
+
+def probe(wait_s=0.0, wall_s=10.0, cpus=(0, 1), sleeps=None, sent=0):
+    cpu = dict.fromkeys(testbed.CPU_FIELDS, 0.0) | {"user": 8.0, "system": 2.0, "softirq": 1.0,
+                                                     "idle": 9.0}
+    return {"cpus": list(cpus), "wall_s": wall_s, "cpu_s": cpu, "user_s": 4.0, "system_s": 1.0,
+            "max_thread_wait_s": wait_s, "tcp_sent_bytes": sent, "tcp_received_bytes": 0,
+            "sleeps": sleeps}
+
+
+LOAD = [{"machine": "m"}, {"machine": "m"}]
+
+
+def test_cpu_check_fails_a_rank_that_waited_for_a_core_beyond_the_limit():
+    ok = testbed.cpu_check(LOAD, [probe(0.4), probe(0.1)], judged=True)
+    bad = testbed.cpu_check(LOAD, [probe(0.1), probe(0.6)], judged=True)
+    assert ok["verdict"] == "pass"
+    assert bad["verdict"] == "fail" and "rank 1" in bad["why"] and "6%" in bad["why"]
+    m = bad["machines"][0]
+    assert m["cores"] == 2 and m["busy_cores"] == pytest.approx(1.1)
+    assert m["kernel_irq_cores"] == pytest.approx(0.1) and m["ranks_user_cores"] == 0.8
+
+
+def test_cpu_check_leaves_a_real_run_off_the_cluster_unjudged():
+    c = testbed.cpu_check(LOAD, [probe(5.0), probe(5.0)], judged=False)
+    assert c["verdict"] == "not judged" and c["machines"][0]["max_wait_share"] == 0.5
+
+
+def sleeps(late_ms, asked_ms=10.0):
+    log = testbed.SleepLog()
+    for late in late_ms:
+        log.add(asked_ms / 1e3, late / 1e3)
+    return log.summary()
+
+
+def test_lateness_check_holds_p99_and_mean_to_their_limits():
+    quiet = sleeps([0.05] * 99 + [0.2])
+    tail = sleeps([0.05] * 90 + [3.0] * 10)
+    slow = sleeps([0.9] * 100, asked_ms=10.0)                   # p99 < 1 ms, mean 9%
+    check = lambda s: testbed.lateness_check([probe(sleeps=s), probe(sleeps=quiet)])
+    assert check(quiet)["verdict"] == "pass"
+    assert check(tail)["verdict"] == "fail" and "p99" in check(tail)["why"]
+    assert check(slow)["verdict"] == "fail" and "9.0%" in check(slow)["why"]
+    assert testbed.lateness_check([probe(), probe()])["verdict"] == "not judged"
+
+
+def test_sleep_log_measures_its_own_lateness():
+    log = testbed.SleepLog()
+    late = log.sleep_until(time.monotonic() + 0.002)
+    s = log.summary()
+    assert s["sleeps"] == 1 and s["p99_s"] == late >= 0 and 0 < s["asked_total_s"] <= 0.002
+
+
+def test_bytes_check_fails_a_rank_that_sent_too_little_or_too_much():
+    expect = [1000.0, 2000.0]
+    ok = testbed.bytes_check([probe(sent=1010), probe(sent=2100)], expect)
+    low = testbed.bytes_check([probe(sent=1010), probe(sent=1000)], expect)
+    high = testbed.bytes_check([probe(sent=1300), probe(sent=2000)], expect)
+    assert ok["verdict"] == "pass" and ok["ratio"] == [1.01, 1.05]
+    assert low["verdict"] == "fail" and "rank 1" in low["why"]
+    assert high["verdict"] == "fail" and "rank 0" in high["why"]
+    assert testbed.bytes_check([probe()], None)["verdict"] == "not judged"
+    assert testbed.bytes_check([probe(sent=5), probe()], [None, 0.0])["verdict"] == "pass"
+
+
+def qdisc(t_bytes, backlog, drops=0):
+    return {"bytes": t_bytes, "packets": t_bytes // 1000, "drops": drops, "overlimits": 0,
+            "backlog": backlog}
+
+
+def test_links_achieved_rate_is_measured_over_backlogged_intervals_only():
+    rate = 8e6                                    # 1 MB/s
+    shapers = [("h0->switch", "ns0", "psgd0")]
+    # 0-1 s backlogged at the full rate, 1-2 s idle, 2-3 s backlogged at 80%
+    series = [(0.0, 0, 5000), (0.5, 500_000, 5000), (1.0, 1_000_000, 3000),
+              (2.0, 1_000_000, 0), (2.5, 1_000_000, 4000), (3.0, 1_400_000, 4000)]
+    samples = [(t, {("ns0", "psgd0"): qdisc(b, q, drops=int(t))}) for t, b, q in series]
+    row, = linkstats.summarize(samples, shapers, rate)
+    assert row["bytes"] == 1_400_000 and row["drops"] == 3
+    assert row["backlogged_s"] == 1.5
+    assert row["backlogged_rate_share"] == pytest.approx(1.4e6 / 1.5 / 1e6, abs=1e-4)
+    starved = linkstats.summarize(samples[3:], shapers, rate)
+    assert starved[0]["backlogged_rate_share"] == 0.8
+    check = testbed.links_check(starved)
+    assert check["verdict"] == "fail" and "h0->switch sent 80%" in check["why"]
+    assert testbed.links_check(linkstats.summarize(samples[:3], shapers, rate))["verdict"] == "pass"
+    assert testbed.links_check(None)["verdict"] == "not judged"
+
+
+def test_a_netlink_qdisc_dump_is_parsed():
+    """One RTM_NEWQDISC message as the kernel writes it: tcmsg, TCA_KIND, TCA_STATS2."""
+    def attr(kind, payload):
+        raw = struct.pack("=HH", 4 + len(payload), kind) + payload
+        return raw + b"\0" * (-len(raw) % 4)
+    stats2 = attr(linkstats.TCA_STATS_BASIC, struct.pack("=QI", 123456, 789) + b"\0" * 4) \
+        + attr(linkstats.TCA_STATS_QUEUE, struct.pack("=IIIII", 2, 3000, 17, 0, 99))
+    body = struct.pack("=BBHiIII", 0, 0, 0, 5, 0x10000, linkstats.TC_H_ROOT, 1) \
+        + attr(linkstats.TCA_KIND, b"tbf\0") + attr(linkstats.TCA_STATS2 | 0x8000, stats2)
+    msg = struct.pack("=IHHII", 16 + len(body), linkstats.RTM_NEWQDISC, 2, 1, 0) + body
+    child = msg[:16 + 12] + struct.pack("=I", 0x10001) + msg[16 + 16:]     # parent 1:1
+    done = struct.pack("=IHHII", 20, linkstats.NLMSG_DONE, 2, 1, 0) + b"\0" * 4
+    qs, ended = linkstats.parse_qdiscs(msg + child + done)
+    assert ended and len(qs) == 1
+    assert qs[0] == {"ifindex": 5, "kind": "tbf", "bytes": 123456, "packets": 789,
+                     "backlog": 3000, "drops": 17, "overlimits": 99}
+
+
+def test_judge_marks_a_run_that_fails_any_check_and_says_why():
+    ok = [probe(0.1, sleeps=sleeps([0.05] * 100)), probe(0.1, sleeps=sleeps([0.05] * 100))]
+    bound, tb = testbed.judge(LOAD, ok, phantom=True, emulated_cluster=False)
+    assert not bound and tb["reasons"] == [] and tb["thresholds"] == testbed.THRESHOLDS
+    busy = [probe(2.0, sleeps=sleeps([2.0] * 100)), ok[1]]
+    bound, tb = testbed.judge(LOAD, busy, phantom=True, emulated_cluster=False)
+    assert bound and [r.split(":")[0] for r in tb["reasons"]] == ["cpu", "sleep_lateness"]
+    assert testbed.summary(tb).startswith("cpu: rank 0 waited for a core 20%")
+    assert record.is_testbed_bound({"testbed_bound": True})
+    assert not record.is_testbed_bound({})
+
+
+def test_tcp_bytes_reads_what_a_socket_of_this_process_sent():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()
+        before = testbed.tcp_bytes()
+        client.sendall(b"x" * 100_000)
+        got = 0
+        while got < 100_000:
+            got += len(peer.recv(65536))
+        deadline = time.monotonic() + 5
+        while True:                     # wait for the ACKs: bytes_acked counts acked bytes
+            sent, received = testbed.tcp_delta(before, testbed.tcp_bytes())
+            if sent >= 100_000 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        client.close()
+        peer.close()
+    assert sent == 100_000 and received == 100_000
