@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from simulator.contracts.checks import ConfigError
 from simulator.contracts.cluster import PROTOCOLS, Cluster, load_cluster, load_preset, preset_names
-from simulator.contracts.workload import load_workload
+from simulator.contracts.workload import PRECISIONS, at_precision, load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
 
@@ -35,6 +35,10 @@ def add_arguments(parser) -> None:
     w.add_argument("--workload", metavar="FILE",
                    help="workload TOML of python -m calibrate.workload (or written from a few "
                         "numbers): the model to predict, instead of --model")
+    w.add_argument("--precision", choices=PRECISIONS,
+                   help="arithmetic of the step: fp32, tf32 or amp (mixed precision); the "
+                        "workload file's [measured.precisions] gives each one's step time "
+                        "(default: the precision the file was measured in)")
     w.add_argument("--preset", help=f"a cluster preset: {', '.join(preset_names())} "
                                     "(hosts grow with P unless --hosts is given)")
     w.add_argument("--backend", choices=BACKENDS,
@@ -113,8 +117,13 @@ def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str]:
     one = cluster(1) if callable(cluster) else cluster
     workloads = []
     model = args.model
+    if getattr(args, "precision", None) and not args.workload:
+        raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
+                          "give each precision's step time)")
     if args.workload:
         w = load_workload(args.workload)
+        if getattr(args, "precision", None):
+            w = at_precision(w, args.precision)
         workloads.append((w, args.workload))
         model = w.name
     return machine(profile, profile_origin, one, workloads), model

@@ -57,12 +57,27 @@ model of this project's profile); without them a step is taken proportional
 to the batch. ``device_flops`` (e.g. ``"9.3TFLOP/s"``) names the measuring
 device's sustained compute rate, which scales the step to other devices.
 
+Precision (``PRECISIONS``): ``measured.precision`` names the arithmetic the times were
+measured in (``fp32``, the default; ``tf32``; ``amp``, mixed precision with fp16 or
+bf16 math and fp32 master weights), and ``[measured.precisions]`` gives the same
+device's step in the others, each with its source::
+
+    [measured]
+    precision = "tf32"
+    samples_per_second = 938
+    [measured.precisions]
+    amp = { samples_per_second = 2470, source = "DeepLearningExamples ... 1 GPU" }
+
+``at_precision(w, "amp")`` is the workload as the precision runs it: every time (step,
+forward, backward, update, the layers') scaled by the ratio of the steps, the tensors
+unchanged (AMP keeps fp32 master weights, so its gradients stay fp32).
+
 Imports: ``contracts.checks``, ``contracts.units``, ``contracts.tomlw``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomllib
@@ -71,6 +86,7 @@ from simulator.contracts.checks import ConfigError, positive, whole
 from simulator.contracts.units import duration_text, parse_duration, parse_flop_rate
 
 SCHEMA_VERSION = 1
+PRECISIONS = ("fp32", "tf32", "amp")   # what --precision takes
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 DEFAULT_BACKWARD_FRACTION = 2 / 3      # backward: about twice the forward's FLOPs
 
@@ -164,6 +180,8 @@ class ModelWorkload:
     device_flops_per_s: float = 0.0    # the device's sustained rate (0: unknown)
     input_shape: tuple[int, ...] = ()
     provenance: dict = field(default_factory=dict)
+    precision: str = "fp32"            # the arithmetic the times were measured in
+    precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
 
     @property
     def params(self) -> int:
@@ -355,6 +373,10 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
     provenance = raw.get("provenance", {})
     if not isinstance(provenance, dict):
         raise ConfigError("[provenance] must be a table")
+    precision = measured.get("precision", "fp32")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"value measured.precision {precision!r} is not one of "
+                          f"{', '.join(PRECISIONS)}")
     return ModelWorkload(
         name=name, layers=_layers(raw, model), device=measured["device"], batch_size=batch,
         step_s=step_s, backward_s=backward_s,
@@ -365,7 +387,59 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
         lines=_lines(measured),
         flops_per_sample=_number(model, "flops_per_sample", "model", 0.0, allow_zero=True),
         device_flops_per_s=device_flops, input_shape=tuple(shape),
-        provenance={str(k): v for k, v in provenance.items()})
+        provenance={str(k): v for k, v in provenance.items()},
+        precision=precision, precision_steps=_precision_steps(measured, batch, precision))
+
+
+def _precision_steps(measured: dict, batch: int, own: str) -> tuple:
+    """[measured.precisions]: (precision, step_s, source) of each other precision."""
+    table = measured.get("precisions", {})
+    if not isinstance(table, dict):
+        raise ConfigError("[measured.precisions] must be a table like "
+                          "amp = { samples_per_second = 2470, source = \"...\" }")
+    out = []
+    for name, entry in table.items():
+        where = f"measured.precisions.{name}"
+        if name not in PRECISIONS or name == own:
+            raise ConfigError(f"{where}: a precision other than measured.precision "
+                              f"({own}), one of {', '.join(PRECISIONS)}")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a table with step or samples_per_second")
+        if "step" in entry:
+            step_s = _time(entry, "step", where)
+        elif "samples_per_second" in entry:
+            step_s = batch / _number(entry, "samples_per_second", where)
+        else:
+            raise ConfigError(f"value {where}.step is missing: give step or "
+                              "samples_per_second")
+        out.append((name, step_s, str(entry.get("source", ""))))
+    return tuple(out)
+
+
+def at_precision(w: ModelWorkload, precision: str) -> ModelWorkload:
+    """``w`` as ``precision`` runs it: every time scaled by the ratio of its measured
+    step to the file's own step (the layers' shares of the backward unchanged); the
+    tensors as they are (AMP keeps fp32 master weights and gradients)."""
+    if precision == w.precision:
+        return w
+    steps = {name: (step_s, source) for name, step_s, source in w.precision_steps}
+    if precision not in steps:
+        have = ", ".join([w.precision] + sorted(steps))
+        raise WorkloadError(f"workload {w.name} has no step time in {precision} (it has "
+                            f"{have}): add [measured.precisions] {precision} = "
+                            "{ samples_per_second = ..., source = \"...\" } to its file")
+    step_s, source = steps[precision]
+    k = step_s / w.step_s
+    layers = tuple(replace(layer, forward_s=layer.forward_s * k,
+                           backward_s=layer.backward_s * k) for layer in w.layers)
+    lines = tuple(replace(line, intercept_s=line.intercept_s * k,
+                          s_per_sample=line.s_per_sample * k) for line in w.lines)
+    others = tuple(p for p in w.precision_steps if p[0] != precision) + (
+        (w.precision, w.step_s, "the file's measured step"),)
+    provenance = dict(w.provenance, precision=f"{precision}: {source or 'the workload file'}")
+    return replace(w, layers=layers, lines=lines, step_s=step_s, forward_s=w.forward_s * k,
+                   backward_s=w.backward_s * k, update_s=w.update_s * k, precision=precision,
+                   precision_steps=others, provenance=provenance)
 
 
 def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -> dict:
@@ -376,6 +450,11 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
                 "spread_cv": float(w.spread_cv)}
     if w.device_flops_per_s > 0:
         measured["device_flops"] = f"{w.device_flops_per_s:.9g}FLOP/s"
+    if w.precision != "fp32":
+        measured["precision"] = w.precision
+    if w.precision_steps:
+        measured["precisions"] = {name: {"step": duration_text(step_s), "source": source or None}
+                                  for name, step_s, source in w.precision_steps}
     if w.lines:
         measured["lines"] = [{"threads": s.threads, "intercept": duration_text(s.intercept_s),
                               "per_sample": duration_text(s.s_per_sample),

@@ -85,20 +85,29 @@ def on_hardware(profile: Profile, cluster: Cluster) -> Profile:
                    wake_wait_s=0.0, balance_delays_s=())
 
 
-def device_rates() -> dict[str, tuple[float, str]]:
-    """Device name (and aliases, lower case) -> (sustained FLOP/s, source)."""
+# the devices table's key of each precision's rate (a device without TF32 runs FP32)
+RATE_KEYS = {"fp32": ("flops",), "tf32": ("tf32_flops", "flops"), "amp": ("amp_flops",)}
+
+
+def device_rates(precision: str = "fp32") -> dict[str, tuple[float, str]]:
+    """Device name (and aliases, lower case) -> (sustained FLOP/s in ``precision``,
+    source), for the devices the table rates in it."""
     raw = tomllib.loads((PRESETS_DIR / "devices.toml").read_text())
     out = {}
     for d in raw.get("device", []):
-        flops = d["flops"]
-        rate = parse_flop_rate(flops["value"])
+        key = next((k for k in RATE_KEYS[precision] if k in d), None)
+        if key is None:
+            continue
+        rate = parse_flop_rate(d[key]["value"])
         for name in [d["name"], *d.get("aliases", [])]:
-            out[name.lower()] = (rate, f"devices table: {flops['source']}")
+            out[name.lower()] = (rate, f"devices table: {d[key]['source']}")
     return out
 
 
 def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
-    """The workload's cost on the cluster's device, and a line saying how it was scaled."""
+    """The workload's cost on the cluster's device, and a line saying how it was scaled:
+    by the ratio of the two devices' rates in the workload's precision (FP32 from the
+    cluster's [device] or the devices table, TF32 and AMP from the devices table)."""
     cost = model_cost(w)
     device = cluster.device if cluster is not None else None
     if device is None:
@@ -112,6 +121,8 @@ def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
         w.device.lower() in rates and rates.get(device.name.lower()) == rates[w.device.lower()])
     if same:
         return cost, f"as measured on {w.device}"
+    if w.precision != "fp32":
+        return _scaled_precision(w, cost, device)
     if w.device_flops_per_s > 0:
         source_rate, how = w.device_flops_per_s, "the workload's measured.device_flops"
     elif w.device.lower() in rates:
@@ -130,6 +141,23 @@ def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
     return replace(cost, steps=steps, eval_s_per_sample=cost.eval_s_per_sample * factor), note
 
 
+def _scaled_precision(w: ModelWorkload, cost, device) -> tuple:
+    """A TF32 or AMP step scaled to another device by the devices table's rates in that
+    precision (datasheet tensor-core peaks: a rough guide, said as such)."""
+    rates = device_rates(w.precision)
+    missing = [n for n in (w.device, device.name) if n.lower() not in rates]
+    if missing:
+        raise ConfigError(f"workload {w.name} ({w.precision}) measured on {w.device} cannot be "
+                          f"scaled to {device.name}: the devices table has no {w.precision} "
+                          f"rate for {missing[0]} (simulator/data/presets/devices.toml)")
+    factor = rates[w.device.lower()][0] / rates[device.name.lower()][0]
+    steps = tuple(replace(s, step_intercept_s=s.step_intercept_s * factor,
+                          step_s_per_sample=s.step_s_per_sample * factor) for s in cost.steps)
+    note = (f"scaled from {w.device} to {device.name} by their datasheet {w.precision} peaks "
+            f"(devices table): x{factor:.3g}, a rough guide")
+    return replace(cost, steps=steps, eval_s_per_sample=cost.eval_s_per_sample * factor), note
+
+
 def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
             workloads: list[tuple[ModelWorkload, str]] = ()) -> Machine:
     """The profile to simulate with and where each of its numbers came from."""
@@ -143,8 +171,10 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
                   + (f": {w.provenance['note_source']}" if w.provenance.get("note_source") else "")
                   + ")")
         rows.append({"quantity": f"{w.name}: step time", "value":
-                     f"{w.step_s * 1e3:.4g} ms per {w.batch_size} samples on {w.device}; {how}",
-                     "origin": origin})
+                     f"{w.step_s * 1e3:.4g} ms per {w.batch_size} samples on {w.device} "
+                     f"in {w.precision}; {how}",
+                     "origin": origin + (f"; {w.precision}: {w.provenance['precision']}"
+                                         if w.provenance.get("precision") else "")})
         rows.append({"quantity": f"{w.name}: tensors and backward split", "value":
                      f"{w.params:,} parameters in {len(w.layers)} layers, backward "
                      f"{w.backward_fraction:.0%} of a step, split by {w.shares_from()}",
