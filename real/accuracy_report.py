@@ -22,9 +22,9 @@ from simulator.contracts import record
 from simulator.contracts.files import atomic_write_text
 
 
-def curves(runs_dir: str | os.PathLike) -> list[dict]:
+def curves(runs_dir: str | os.PathLike, only: set[str] | None = None) -> list[dict]:
     """scheme, workers, seed, repeat, epochs, run_id and points of every completed record
-    with a curve."""
+    with a curve (``only``: of these run ids)."""
     out = []
     for d in record.find_runs(runs_dir):
         try:
@@ -32,7 +32,8 @@ def curves(runs_dir: str | os.PathLike) -> list[dict]:
         except record.RecordError:
             continue
         res, cfg = rec["results"], rec["config"]
-        if rec["status"] != "completed" or not res.get("curve"):
+        if rec["status"] != "completed" or not res.get("curve") or (
+                only is not None and rec["run_id"] not in only):
             continue
         out.append({"run_id": rec["run_id"], "scheme": cfg.get("algorithm"),
                     "workers": rec["environment"].get("workers"), "seed": cfg.get("seed"),
@@ -65,9 +66,10 @@ def format_table(df: pd.DataFrame, target: float) -> str:
     return "\n".join(lines)
 
 
-def report(out: Path, target: float | None) -> str:
-    """Write the curves figure (and with a target, time_to_target.csv); the table as text."""
-    runs = curves(out)
+def report(out: Path, target: float | None, only: set[str] | None = None) -> str:
+    """Write the curves figure (and with a target, time_to_target.csv); the table as text
+    (``only``: of these run ids)."""
+    runs = curves(out, only)
     if not runs:
         return ""
     from real.plots import accuracy_time_plot

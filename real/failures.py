@@ -147,7 +147,8 @@ def write_failed_record(out, run_id: str, notes: list[dict], facts: dict) -> Pat
         return run_dir
     rec = record.RunRecord(run_id=run_id, status=status, failure=failure,
                            config=facts.get("config") or {}, environment=facts.get("environment")
-                           or {"host": socket.gethostname(), "launcher": facts.get("launcher")})
+                           or {"host": socket.gethostname(), "launcher": facts.get("launcher")},
+                           identity=facts.get("identity"))
     return record.write(rec, out)
 
 

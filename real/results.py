@@ -25,7 +25,7 @@ COLUMNS = ("run_id", "algorithm", "workers", "repeat", "status", "failure", "mod
            "batch_size", "epochs", "threads_per_rank", "cores", "train_wall_s", "epoch_s",
            "final_loss", "test_accuracy", "compute_s_per_iter", "comm_s_per_iter",
            "wait_s_per_iter", "bytes_sent_total", "cpu_util_percent", "peak_rss_mb",
-           "disturbed", "cpu_served", "others_cores", "load_note")
+           "disturbed", "cpu_served", "others_cores", "load_note", "digest", "table_digest")
 
 
 def row_of(run_dir: Path) -> dict:
@@ -55,7 +55,7 @@ def _row_of(run_dir: Path) -> dict:
            "bytes_sent_total": sum(rec["comm"].get("bytes_sent_per_rank", []) or [0]),
            "cpu_util_percent": _mean(rec["resources"].get("cpu_util_percent_per_rank")),
            "peak_rss_mb": _mean(rec["resources"].get("peak_rss_bytes_per_rank")) / 2**20,
-           **_load_columns(rec)}
+           **_load_columns(rec), **_digests(rec)}
     if rec["status"] == "completed" and (run_dir / record.ITER_FILE).is_file():
         it = record.read_iterations(run_dir)
         steps = it[it["batch_size"] > 0]
@@ -64,6 +64,14 @@ def _row_of(run_dir: Path) -> dict:
         for col in ("compute_s", "comm_s", "wait_s"):
             row[f"{col}_per_iter"] = float(per_rank[col].mean() / n_iter)
     return row
+
+
+def _digests(rec: dict) -> dict:
+    """The run's settings digest, and the one its table shares (scheme, P and threads aside;
+    ``simulator.contracts.record``)."""
+    from .identity import record_digest
+    return {"digest": record_digest(rec),
+            "table_digest": record_digest(rec, record.PER_POINT_SETTINGS)}
 
 
 def _load_columns(rec: dict) -> dict:
@@ -110,7 +118,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         used = clean if len(clean) else g
         t, ci = mean_ci95(used["train_wall_s"])
         g = used
-        out.append({"algorithm": alg, "workers": int(p), "runs": len(g),
+        out.append({"algorithm": alg, "workers": int(p), "threads": _threads(g), "runs": len(g),
                     "disturbed_runs": int(disturbed.sum()), "disturbed": not len(clean),
                     "time_s": t,
                     "time_ci_s": ci, "final_loss": g["final_loss"].mean(),
@@ -131,16 +139,30 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return s.sort_values(["algorithm", "workers"]).reset_index(drop=True)
 
 
+def _threads(g: pd.DataFrame) -> str:
+    """The torch threads per rank of a point's runs ("2", or "1-2" where they differ)."""
+    if "threads_per_rank" not in g:
+        return "-"
+    seen = sorted({int(t) for t in g["threads_per_rank"].dropna()})
+    return "-" if not seen else str(seen[0]) if len(seen) == 1 else f"{seen[0]}-{seen[-1]}"
+
+
 def format_table(summary: pd.DataFrame) -> str:
-    """The report table of the exercise sheets: P, time, loss, accuracy, speedup, efficiency."""
-    lines = [f"{'Method':<15}{'P':>3}{'Time (s)':>18}{'Loss':>9}{'Accuracy':>10}"
+    """The report table of the exercise sheets: P, threads per rank, time, loss, accuracy,
+    speedup, efficiency."""
+    lines = [f"{'Method':<15}{'P':>3}{'Threads':>8}{'Time (s)':>18}{'Loss':>9}{'Accuracy':>10}"
              f"{'Speedup':>9}{'Eff.':>7}"]
     for _, r in summary.iterrows():
         t = f"{r.time_s:.2f} ± {r.time_ci_s:.2f}" if r.runs > 1 else f"{r.time_s:.2f}"
         t += " *" if r.get("disturbed", False) else ""
-        lines.append(f"{r.algorithm:<15}{r.workers:>3}{t:>18}{_f(r.final_loss):>9}"
-                     f"{_f(r.test_accuracy):>10}{_f(r.speedup, 2):>9}{_f(r.efficiency, 2):>7}")
-    return "\n".join(lines + warnings(summary))
+        lines.append(f"{r.algorithm:<15}{r.workers:>3}{r.get('threads', '-'):>8}{t:>18}"
+                     f"{_f(r.final_loss):>9}{_f(r.test_accuracy):>10}{_f(r.speedup, 2):>9}"
+                     f"{_f(r.efficiency, 2):>7}")
+    threads = set(summary["threads"]) - {"-"} if "threads" in summary else set()
+    note = ([f"threads per rank differ between points ({', '.join(sorted(threads))}): a "
+             "speedup then compares thread counts as well as ranks"] if len(threads) > 1
+            else [])
+    return "\n".join(lines + note + warnings(summary))
 
 
 def warnings(summary: pd.DataFrame) -> list[str]:
@@ -161,9 +183,9 @@ def warnings(summary: pd.DataFrame) -> list[str]:
                    f"{r.workers}: P ranks were more than P times as fast as P = 1. Usually the "
                    "P = 1 run was slowed" + (" (it was disturbed by other processes)" if slowed
                                             else "") + ": other processes took its CPU, or its "
-                   "extra threads ran slower than one on a busy machine (--baseline-threads or "
-                   "--threads fix the threads); a working set that fits in cache at P > 1 adds "
-                   "a few percent at most.")
+                   "extra threads ran slower than one on a busy machine (real.sweep runs "
+                   "every point at the same threads unless --threads per-point); a working "
+                   "set that fits in cache at P > 1 adds a few percent at most.")
     return out
 
 

@@ -95,9 +95,12 @@ def run(args) -> int:
     env["workers"] = workers
     if cvars:
         env["mpi_cvars"] = cvars
-    rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env)
+    from .identity import run_settings
+    rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env,
+                           identity=record.identity(run_settings(args, workers,
+                                                                 env.get("cluster"))))
     rec.timings = {"startup_s": startup_s, "data_load_s": data_load_s}
-    hb.announce(environment=env)
+    hb.announce(environment=env, identity=rec.identity)
     hb.phase("sync")
     try:
         ctx = _context(args, launch, comm, data, workers, global_batch, device)

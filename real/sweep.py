@@ -4,18 +4,25 @@
 
 Each point (scheme, P, repeat) is one ``real.train`` run in its own process
 group (rank-based schemes under mpirun), with a time limit. A failed point is
-recorded with its cause and the sweep goes on; completed points are skipped
-when the sweep is run again (``--force`` re-runs them). Results: ``OUT/results.csv``
+recorded with its cause and the sweep goes on. Results: ``OUT/results.csv``
 (one row per run), ``OUT/summary.csv``, ``OUT/speedup.png``, ``OUT/accuracy.png``,
 ``OUT/accuracy-time.png`` (test accuracy against training time) and, with
 ``--target-accuracy A``, ``OUT/time_to_target.csv``. Flags after ``--`` go to
 ``real.train`` unchanged.
 
+A point's record is reused only when it completed with the settings this sweep
+would give it (its digest, ``simulator.contracts.record.RESULT_SETTINGS``); one that
+failed is run again, and says so. A folder that holds runs of other settings is
+refused before anything runs, in one line: ``--resume`` runs this sweep's points there
+(those of other settings anew, replacing them; other runs stay and are left out of
+the table, which says how many), ``--fresh`` runs every point anew. The table, the
+CSVs and the plots hold only the runs of this sweep's settings.
+
 Every record says whether other processes took CPU the run asked for
 (``disturbed``, ``real.load``): the table marks such points, ``--retry-disturbed N``
 runs them again (up to N times, each after waiting for a quiet machine), and an
-efficiency above 1 always comes with a warning. ``--threads T`` fixes the threads
-of every rank; ``--baseline-threads`` gives the P = 1 runs the ranks' threads.
+efficiency above 1 always comes with a warning. Every point's ranks run the same
+threads (``real.sweep_launch.threads_for``), P = 1 included; the table states them.
 Ranks can run beyond this machine: ``--hostfile FILE`` (``mpirun -f``),
 ``--launcher srun`` (in a Slurm allocation), ``--cluster`` (the emulated cluster
 named by ``--prefix``); see ``real.sweep_launch``.
@@ -34,6 +41,7 @@ simulator.contracts (cli, record); each run is ``real.train`` in a subprocess.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -49,6 +57,7 @@ from real import failures, plots, results, schemes
 from real.data import DATASETS
 from real.dist import isolated
 from real.models import MODELS
+from real.sweep_launch import threads_flag
 from simulator.contracts import cli, record
 
 PROG = "python -m real.sweep"
@@ -74,11 +83,17 @@ def build_parser() -> cli.Parser:
                    help="training samples (all by default)")
     p.add_argument("--test-size", default=None, type=cli.positive_int,
                    help="test samples (all by default)")
-    p.add_argument("--out", default="runs", type=cli.output_folder,
+    p.add_argument("--out", default="sweep", type=cli.output_folder,
                    help="folder for records, results.csv and plots")
     p.add_argument("--timeout", default=3600.0, type=cli.float_in(1, 1e7),
                    help="seconds one run may take before it is stopped and recorded as failed")
-    p.add_argument("--force", action="store_true", help="re-run points that already completed")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--fresh", action="store_true",
+                       help="run every point anew, even one that completed with these settings")
+    again.add_argument("--resume", action="store_true",
+                       help="in a folder that holds runs of other settings: reuse the points "
+                            "that completed with these settings, run the others anew")
+    again.add_argument("--force", action="store_true", dest="fresh", help=argparse.SUPPRESS)
     p.add_argument("--cluster", action="store_true",
                    help="run rank-based schemes across the emulated cluster that "
                         "`python -m real.cluster up` made (one rank per host, round robin)")
@@ -90,10 +105,11 @@ def build_parser() -> cli.Parser:
                    help="run rank-based schemes with mpirun -f FILE (MPICH host[:slots] lines)")
     p.add_argument("--launcher", default="mpirun", choices=("mpirun", "srun"),
                    help="what starts the ranks of rank-based schemes (srun: in a Slurm allocation)")
-    p.add_argument("--threads", default=None, type=cli.positive_int,
-                   help="torch threads of every rank of every point (default: cores // ranks)")
-    p.add_argument("--baseline-threads", action="store_true",
-                   help="P = 1 runs use the threads of the ranks they are compared with")
+    p.add_argument("--threads", default="same", type=threads_flag, metavar="T",
+                   help="torch threads per rank: a number for every point; same: every point "
+                        "cores // the most ranks a point puts on this host (P = 1 included); "
+                        "per-point: cores // its own ranks (speedups then mix threads with "
+                        "ranks)")
     p.add_argument("--retry-disturbed", default=0, type=cli.nonnegative_int, metavar="N",
                    help="run a point again, up to N times, while other processes disturb it")
     p.add_argument("--quiet-wait", default=120.0, type=cli.positive_float,
@@ -209,9 +225,19 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
     from . import cluster as emu
     env = emu.mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
                                   "GLOO_SOCKET_IFNAME": cluster.interface,
-                                  "PSGD_CLUSTER": json.dumps(cluster.to_json())}
+                                  "PSGD_CLUSTER": json.dumps(cluster_facts(args, alg, cluster))}
     return emu.mpirun_command(cluster, ranks, py, args.ranks_per_host,
                               hostfile=hostfile[1] if hostfile else None), env
+
+
+def cluster_facts(args, alg: str, cluster) -> dict | None:
+    """What a point's record says of the emulated cluster it ran on: the cluster's state and
+    how the sweep placed the ranks (None: the point runs on this host, not in the cluster)."""
+    if cluster is None or alg not in schemes.RANK_BASED or args.launcher == "srun":
+        return None
+    return cluster.to_json() | {"ranks_per_host": args.ranks_per_host,
+                                "hostfile": str(Path(args.hostfile).resolve())
+                                if args.hostfile else None}
 
 
 def mpirun() -> str:
@@ -333,7 +359,8 @@ def is_completed(run_dir: Path) -> bool:
 
 
 def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd,
-                   status: str = "failed", stopped: bool = False) -> None:
+                   status: str = "failed", stopped: bool = False,
+                   settings: dict | None = None) -> None:
     """Keep the cause of a point that did not finish: once rank 0's recorder is done, its
     record (naming the rank and how it ended) stays, with what the sweep knows in front
     when the sweep stopped the point; a point that left no record gets one here."""
@@ -349,7 +376,8 @@ def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd,
     rec = record.RunRecord(run_id=run_dir.name, status=status,
                            failure={"cause": cause, "rank": None},
                            config={"algorithm": alg, "repeat": rep, "command": cmd},
-                           environment={"workers": p, "ranks": p})
+                           environment={"workers": p, "ranks": p},
+                           identity=record.identity(settings) if settings else None)
     record.write(rec, run_dir.parent)
 
 
@@ -387,52 +415,145 @@ def main(argv=None) -> int:
     if args.dry_run:
         return dry_run(args, extra, cluster)
     from .sweep_launch import thread_note
+    plan = {pt: planned_settings(args, *pt, extra, cluster, todo) for pt in todo}
+    problem = reuse_problem(args, plan)
+    if problem:
+        return cli.usage_error(PROG, problem)
     note = thread_note(args, todo)
     if note:
         print(f"{PROG}: note: {note}", file=sys.stderr)
     try:
-        run_points(args, extra, cluster, todo)
+        run_points(args, extra, cluster, todo, plan)
     except Interrupted as e:
         print(f"{PROG}: interrupted during {e}; recorded as interrupted in "
               f"{Path(args.out) / str(e)}", file=sys.stderr)
         return 130
-    return report(Path(args.out), args)
+    return report(Path(args.out), args, plan)
+
+
+def run_id_of(alg: str, p: int, rep: int) -> str:
+    return f"{alg}-P{p}-r{rep}"
+
+
+def point_flags(args, alg: str, p: int, extra: list[str], todo) -> list[str]:
+    """real.train's flags of one point beyond its fixed ones: the accuracy curve, the
+    flags after --, and the point's threads."""
+    from .sweep_launch import threads_for
+    threads = threads_for(args, alg, p, todo)
+    return accuracy_flags(args, p) + extra + (["--threads", str(threads)] if threads else [])
+
+
+def planned_settings(args, alg: str, p: int, rep: int, extra: list[str], cluster,
+                     todo) -> dict:
+    """The result settings the record of this point will carry (``real.identity``):
+    ``real.train``'s own parser reads the point's command, as the run will."""
+    from . import train
+    from .identity import run_settings
+    cmd, _ = train_command(alg, p, run_id_of(alg, p, rep), args,
+                           point_flags(args, alg, p, extra, todo))
+    targs = train.parse_args(cmd[cmd.index("real.train") + 1:])
+    return run_settings(targs, p, cluster_facts(args, alg, cluster))
+
+
+def point_state(run_dir: Path, settings: dict) -> tuple[str, str]:
+    """What the folder of a point holds: ("new" | "same" | "other" | "unfinished", why)."""
+    from .identity import record_settings
+    if not run_dir.exists():
+        return "new", ""
+    try:
+        rec = record.read(run_dir)
+        if rec["status"] != "completed":
+            return "unfinished", f"its record is {rec['status']}"
+        record.read_iterations(run_dir)
+    except record.RecordError as e:
+        return "unfinished", f"its record cannot be read: {e}"
+    old = record_settings(rec)
+    if record.config_digest(old) == record.config_digest(settings):
+        return "same", ""
+    return "other", record.settings_difference(old, settings)
+
+
+def strays(out: Path, plan: dict) -> list[tuple[Path, str]]:
+    """Records in ``out`` that are no point of this sweep and were run with other settings
+    than its table's (``record.PER_POINT_SETTINGS`` aside): (folder, how they differ)."""
+    from .identity import record_settings
+    ids = {run_id_of(*pt) for pt in plan}
+    tables = {record.config_digest(st, record.PER_POINT_SETTINGS): st for st in plan.values()}
+    found = []
+    for d in record.find_runs(out):
+        if d.name in ids:
+            continue
+        try:
+            rec = record.read(d)
+        except record.RecordError:
+            continue
+        old = record_settings(rec)
+        if rec["status"] != "completed":
+            continue
+        if record.config_digest(old, record.PER_POINT_SETTINGS) not in tables:
+            found.append((d, record.settings_difference(old, next(iter(tables.values())),
+                                                        record.PER_POINT_SETTINGS)))
+    return found
+
+
+def reuse_problem(args, plan: dict) -> str | None:
+    """Why this sweep will not run in its folder: it holds completed runs of other settings
+    (of this sweep's points, or others its table would mix in), and neither --resume nor
+    --fresh says what to do with them."""
+    if args.resume or args.fresh:
+        return None
+    out = Path(args.out)
+    other = [(out / run_id_of(*pt), why) for pt, st in plan.items()
+             for state, why in [point_state(out / run_id_of(*pt), st)] if state == "other"]
+    other += strays(out, plan)
+    if not other:
+        return None
+    where, why = other[0]
+    return (f"{out} holds {len(other)} run(s) of other settings ({where.name}: {why}); "
+            "--resume runs this sweep there (its points of other settings anew; the others "
+            "left out of the table), --fresh runs every point anew, or give another --out")
 
 
 def dry_run(args, extra: list[str], cluster) -> int:
-    for alg, p, rep in points(args):
-        cmd, _ = train_command(alg, p, f"{alg}-P{p}-r{rep}", args,
-                               accuracy_flags(args, p) + extra, cluster)
+    todo = points(args)
+    for alg, p, rep in todo:
+        cmd, _ = train_command(alg, p, run_id_of(alg, p, rep), args,
+                               point_flags(args, alg, p, extra, todo), cluster)
         print(" ".join(cmd))
     return 0
 
 
-def run_points(args, extra: list[str], cluster, todo) -> None:
+def run_points(args, extra: list[str], cluster, todo, plan: dict) -> None:
     from tqdm import tqdm
-
-    from .sweep_launch import threads_for
-    out = Path(args.out)
+    out, reused = Path(args.out), 0
     for alg, p, rep in tqdm(todo, desc="sweep", unit="run", disable=None):
-        run_id = f"{alg}-P{p}-r{rep}"
-        if not args.force and is_completed(out / run_id) and not (
+        run_id = run_id_of(alg, p, rep)
+        state, why = point_state(out / run_id, plan[(alg, p, rep)])
+        if state == "same" and not args.fresh and not (
                 args.retry_disturbed and is_disturbed(out / run_id)):
+            reused += 1
             continue
-        threads = threads_for(args, alg, p, todo)
-        point_extra = (accuracy_flags(args, p) + extra
-                       + (["--threads", str(threads)] if threads else []))
+        if state in ("other", "unfinished") and not args.fresh:
+            print(f"{run_id}: run anew ({'settings differ: ' if state == 'other' else ''}"
+                  f"{why})", file=sys.stderr)
+        point_extra = point_flags(args, alg, p, extra, todo)
         for attempt in range(args.retry_disturbed + 1):
             if attempt:
                 _wait_for_quiet(args.quiet_wait)
-            if not run_one(args, alg, p, rep, point_extra, cluster):
+            if not run_one(args, alg, p, rep, point_extra, cluster, plan[(alg, p, rep)]):
                 break
             if attempt < args.retry_disturbed:
                 print(f"{run_id}: retry {attempt + 1} of {args.retry_disturbed} "
                       f"(--retry-disturbed)", file=sys.stderr)
+    if reused:
+        print(f"{PROG}: reused {reused} run(s) that completed with these settings "
+              "(--fresh runs them anew)", file=sys.stderr)
 
 
-def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster) -> bool:
+def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster,
+            settings: dict | None = None) -> bool:
     """Run one point once and record how it ended; True if it ran but was disturbed."""
-    out, run_id = Path(args.out), f"{alg}-P{p}-r{rep}"
+    out, run_id = Path(args.out), run_id_of(alg, p, rep)
     progress = (out / "logs" / f".{run_id}.progress").resolve()
     cmd, env = train_command(alg, p, run_id, args,
                              point_extra + ["--progress-file", str(progress)], cluster)
@@ -442,14 +563,15 @@ def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster) -
                                 progress, run_id)
     except Interrupted:
         record_failure(out / run_id, alg, p, rep, "interrupted by the user (Ctrl-C in "
-                       "real.sweep)", cmd, status="interrupted", stopped=True)
+                       "real.sweep)", cmd, status="interrupted", stopped=True, settings=settings)
         raise
     disturbed = code == 0 and is_disturbed(out / run_id)
     status = "ok" if code == 0 else f"FAILED ({cause})"
     print(f"{run_id}: {status}{' but DISTURBED' if disturbed else ''} in "
           f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
     if code != 0:
-        record_failure(out / run_id, alg, p, rep, cause, cmd, stopped=code == -9)
+        record_failure(out / run_id, alg, p, rep, cause, cmd, stopped=code == -9,
+                       settings=settings)
     return disturbed
 
 
@@ -458,9 +580,6 @@ def _launch_problem(args, todo, cluster) -> str | None:
     from .sweep_launch import allocation_problem, read_hostfile, srun
     if args.launcher == "srun" and (args.cluster or args.hostfile):
         return "--launcher srun places ranks itself: leave out --cluster and --hostfile"
-    if args.baseline_threads and (args.hostfile or args.launcher == "srun"):
-        return ("--baseline-threads needs to know the cores of the ranks' hosts: "
-                "give --threads T instead")
     try:
         if args.hostfile:
             read_hostfile(args.hostfile, cluster)
@@ -485,9 +604,13 @@ def _wait_for_quiet(limit_s: float) -> None:
           f"(other processes: {waited['busy_cores']} cores)", file=sys.stderr)
 
 
-def report(out: Path, args=None) -> int:
+def report(out: Path, args=None, plan: dict | None = None) -> int:
     df = results.collect(out, warn=lambda d, why: print(f"{PROG}: skipped {d}: {why}",
                                                         file=sys.stderr))
+    if plan is not None:
+        df, note = of_this_sweep(df, plan)
+        if note:
+            print(f"{PROG}: {note}", file=sys.stderr)
     if df.empty:
         print(f"{PROG}: no run records in {out}", file=sys.stderr)
         return 1
@@ -505,12 +628,27 @@ def report(out: Path, args=None) -> int:
     plots.accuracy_plot(summary, out / "accuracy.png")
     cli.print_out(results.format_table(summary))
     from .accuracy_report import report as accuracy_report
-    text = accuracy_report(out, getattr(args, "target_accuracy", None))
+    text = accuracy_report(out, getattr(args, "target_accuracy", None), set(df["run_id"]))
     if text:
         cli.print_out(text)
     print(f"\nwrote {out / 'results.csv'}, {out / 'summary.csv'}, {out / 'speedup.png'}, "
           f"{out / 'accuracy.png'}")
     return 0 if failed.empty else 1
+
+
+def of_this_sweep(df, plan: dict):
+    """The rows of this sweep's points and of runs with its table's settings, and a line
+    that says how many others the folder holds ("" when none)."""
+    ids = {run_id_of(*pt) for pt in plan}
+    tables = {record.config_digest(st, record.PER_POINT_SETTINGS) for st in plan.values()}
+    keep = df["run_id"].isin(ids) | df["table_digest"].isin(tables)
+    left = df[~keep]
+    if left.empty:
+        return df, ""
+    return (df[keep].reset_index(drop=True),
+            f"left out {len(left)} run(s) of other settings in the folder "
+            f"({', '.join(left['run_id'].head(3))}{', ...' if len(left) > 3 else ''}): the "
+            "table holds this sweep's settings only")
 
 
 def _write_csv(df, path: Path) -> None:

@@ -10,10 +10,13 @@
 * Inside a Slurm allocation, whichever launcher: a point that needs more ranks
   than the allocation has tasks is refused before the sweep starts.
 
-Threads per rank (``threads_for``): ``--threads T`` for every point; else each
-point's ranks take cores // ranks on the host (``real.train``'s default), and
-``--baseline-threads`` gives the P = 1 runs the threads of the ranks they are
-compared with, so that a speedup compares ranks and not thread counts.
+Threads per rank (``threads_for``): ``--threads T`` for every point; by default
+(``--threads same``) every point's ranks run the same threads, cores // the most
+ranks any point of the sweep puts on this host, so that a speedup compares ranks
+and not thread counts (the P = 1 baseline included); ``--threads per-point`` gives
+each point cores // its own ranks (every core busy at every P; its speedups then
+mix threads with ranks, and the sweep says so). Ranks on other hosts
+(``--hostfile``, ``srun``) take ``real.train``'s default there unless ``--threads T``.
 
 Imports: real (dist, launchers, schemes).
 """
@@ -115,29 +118,41 @@ def ranks_on_this_host(alg: str, p: int, ranks_per_host: int | None) -> int:
 
 
 def threads_for(args, alg: str, p: int, sweep_points, cores: int | None = None) -> int | None:
-    """Threads per rank for one point: None leaves real.train's default (cores // ranks)."""
-    if args.threads:
+    """Threads per rank for one point: None leaves real.train's default (cores // ranks on
+    the ranks' own host)."""
+    if isinstance(args.threads, int):
         return args.threads
-    if not args.baseline_threads or p != 1:
+    if args.hostfile or args.launcher == "srun":
         return None
     cores = cores or os.cpu_count() or 1
     spread = args.ranks_per_host if args.cluster else None
-    others = [ranks_on_this_host(a, q, spread) for a, q, _ in sweep_points if q > 1]
-    return threads_per_rank(cores, max(others)) if others else None
+    if args.threads == "per-point":
+        return threads_per_rank(cores, ranks_on_this_host(alg, p, spread))
+    most = max(ranks_on_this_host(a, q, spread) for a, q, _ in sweep_points)
+    return threads_per_rank(cores, most)
 
 
 def thread_note(args, sweep_points, cores: int | None = None) -> str | None:
     """A note when the sweep's points run different threads per rank (their speedups then
     mix threads with ranks)."""
-    cores = cores or os.cpu_count() or 1
-    spread = args.ranks_per_host if args.cluster else None
     seen = {}
     for alg, p, _ in sweep_points:
-        t = threads_for(args, alg, p, sweep_points, cores) or threads_per_rank(
-            cores, ranks_on_this_host(alg, p, spread))
-        seen.setdefault(p, t)
+        t = threads_for(args, alg, p, sweep_points, cores)
+        if t is not None:
+            seen.setdefault(p, t)
     if len(set(seen.values())) < 2:
         return None
     where = ", ".join(f"P={p}: {t}" for p, t in sorted(seen.items()))
-    return (f"threads per rank differ across the sweep ({where}): a speedup then compares "
-            "thread counts as well as ranks; fix them with --threads T or --baseline-threads")
+    return (f"threads per rank differ across the sweep ({where}, --threads per-point): a "
+            "speedup then compares thread counts as well as ranks")
+
+
+def threads_flag(text: str) -> int | str:
+    """``--threads``: a number of threads, ``same`` or ``per-point``."""
+    import argparse
+    if text in ("same", "per-point"):
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is neither a number of threads (1 or more), "
+                                     "same nor per-point")

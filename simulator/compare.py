@@ -29,15 +29,19 @@ take the same path as a user's. ``--cluster`` describes the hosts of every
 record instead of the record's own environment (runs made on a cluster
 described by a file or a preset's kind). The ``workload`` column says which.
 
-Records marked *disturbed* (other processes took CPU the run asked for, see
-``simulator.contracts.record``) are left out, and the output says how many;
-``--include-disturbed`` keeps them. Files are written before the table is
-printed, so ``compare RUNS | head`` still leaves ``compare.csv`` and the figures.
+Records marked *disturbed* (other processes took CPU the run asked for; the marks
+and the rule are ``simulator.contracts.record.left_out_reason``) are left out, and
+the output says how many of how many, by mark; ``--include-disturbed`` keeps them.
+What is left is compared (exit 0); a folder where nothing is left is a usage error
+(exit 2). Where the records hold several sets of settings, a line says so and how
+they differ. Files are written before the table is printed, so ``compare RUNS |
+head`` still leaves ``compare.csv`` and the figures.
 
-Every record is checked whole before it is used (``record.read``, then the
-fields a prediction needs, ``workload_of`` and friends); one that cannot be
-used is left out and named on stderr with the reason. A folder with no
-usable record is a usage error.
+Every record is checked whole before it is used (``record.read``, its
+``iterations.csv``, then the fields a prediction needs, ``workload_of`` and
+friends); one that cannot be used is left out and named on stderr with the
+reason (a damaged iterations file by its line). A folder with no usable record
+is a usage error.
 
 Imports: numpy, pandas, simulator.contracts, simulator.engine, simulator.model.config,
 simulator.output.compare_plot.
@@ -165,26 +169,32 @@ def model_workloads(profile: profiles.Profile, files: dict, names) -> list[tuple
 
 
 def usable_records(runs_dir, link: LinkCalibration | None = None, skipped: list | None = None,
-                   include_disturbed: bool = False) -> tuple[dict[tuple, list[dict]], int]:
-    """Completed records grouped by configuration, and how many disturbed ones were left
-    out; each one that cannot be read or used is appended to ``skipped`` as (folder,
-    reason) instead of being dropped silently."""
+                   include_disturbed: bool = False, keep: tuple[str, ...] = ()
+                   ) -> tuple[dict[tuple, list[dict]], dict[str, int]]:
+    """Completed records grouped by configuration, and how many were left out by each
+    mark of ``record.left_out_reason`` (disturbed, ...; ``keep`` and ``include_disturbed``
+    keep marked ones). Each record that cannot be read or used, its iterations file
+    included, is appended to ``skipped`` as (folder, reason naming the file and line)
+    instead of being dropped silently."""
+    keep = tuple(keep) + (("disturbed",) if include_disturbed else ())
     groups: dict[tuple, list[dict]] = {}
-    left_out = 0
+    left_out: dict[str, int] = {}
     for d in record.find_runs(runs_dir):
         try:
             rec = record.read(d)
-            key = _key(rec, link) if rec["status"] == "completed" else None
+            if rec["status"] != "completed":
+                continue
+            key = _key(rec, link)
+            iterations = record.read_iterations(d)
         except (record.RecordError, ConfigError) as e:
             if skipped is not None:
                 skipped.append((d, str(e).replace(str(d / record.RECORD_FILE) + ": ", "")))
             continue
-        if rec["status"] != "completed":
+        mark = record.left_out_reason(rec, keep)
+        if mark:
+            left_out[mark] = left_out.get(mark, 0) + 1
             continue
-        if record.is_disturbed(rec) and not include_disturbed:
-            left_out += 1
-            continue
-        groups.setdefault(key, []).append(dict(rec, _folder=d))
+        groups.setdefault(key, []).append(dict(rec, _folder=d, _iterations=iterations))
     return groups, left_out
 
 
@@ -194,9 +204,11 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
             skipped: list | None = None) -> pd.DataFrame:
     """One row per (configuration, P): measured mean ± CI, predicted, relative error.
 
-    Disturbed records are left out unless ``include_disturbed``; how many is in
-    ``df.attrs["disturbed_left_out"]``. Records (and groups the profile cannot
-    predict) left out otherwise go to ``skipped``.
+    Records marked disturbed (or with another mark of ``record.left_out_reason``) are
+    left out unless ``include_disturbed``; how many, by mark, is in
+    ``df.attrs["left_out"]`` (and the disturbed ones in ``df.attrs["disturbed_left_out"]``),
+    the records compared in ``df.attrs["records"]``. Records (and groups the profile
+    cannot predict) left out otherwise go to ``skipped``.
     """
     from simulator.contracts.stats import mean_ci95
     from simulator.engine import simulate
@@ -236,7 +248,10 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     if not df.empty:
         df = df.sort_values(["scheme", "hosts", "bandwidth_bits_per_s", "workers"],
                             na_position="first").reset_index(drop=True)
-    df.attrs["disturbed_left_out"] = left_out
+    df.attrs["left_out"] = left_out
+    df.attrs["disturbed_left_out"] = left_out.get("disturbed", 0)
+    df.attrs["records"] = int(df["runs"].sum()) if not df.empty else 0
+    df.attrs["settings"] = mixed_settings(groups)
     return df
 
 
@@ -293,13 +308,34 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
 
 
 def disturbed_note(df: pd.DataFrame) -> str:
-    """How many disturbed runs the comparison left out or kept ("" when none)."""
-    left, kept = df.attrs.get("disturbed_left_out", 0), \
-        int(df["disturbed_runs"].sum()) if "disturbed_runs" in df else 0
-    if left:
-        return (f"left out {left} disturbed run(s): other processes took CPU they asked for "
-                "(--include-disturbed keeps them)")
+    """How many runs the comparison left out (by mark) or kept disturbed ("" when none)."""
+    left = df.attrs.get("left_out", {})
+    kept = int(df["disturbed_runs"].sum()) if "disturbed_runs" in df else 0
+    total = df.attrs.get("records", 0) + sum(left.values())
+    note = record.left_out_note(left, total, LEFT_OUT_FLAGS)
+    if note:
+        return note
     return f"kept {kept} disturbed run(s) (--include-disturbed)" if kept else ""
+
+
+LEFT_OUT_FLAGS = {"disturbed": "--include-disturbed"}
+
+
+def mixed_settings(groups: dict) -> str:
+    """"" when every compared record has the same settings (scheme, P and threads aside);
+    else a line saying how many sets there are and in what they differ."""
+    seen: dict[str, dict] = {}
+    for recs in groups.values():
+        for r in recs:
+            st = record.settings_of(r)
+            seen.setdefault(record.config_digest(st, record.PER_POINT_SETTINGS), st)
+    if len(seen) < 2:
+        return ""
+    first, *others = seen.values()
+    how = "; ".join(record.settings_difference(first, o, record.PER_POINT_SETTINGS)
+                    for o in others[:3])
+    return (f"the records hold {len(seen)} sets of settings ({how}): each row is measured and "
+            "predicted with its own")
 
 
 def error_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -391,19 +427,19 @@ def main(argv=None) -> int:
     except (profiles.ProfileError, ConfigError) as e:
         return usage_error(PROG, str(e))
     if df.empty:
-        left = df.attrs.get("disturbed_left_out", 0)
+        left = df.attrs.get("left_out", {})
         if skipped:
             where, why = skipped[0]
             return usage_error(PROG, f"no usable run records in {args.runs} ({len(skipped)} "
                                      f"left out; {where}: {why})")
         return usage_error(PROG, f"no completed run records in {args.runs}" + (
-            f" that are not disturbed ({left} disturbed left out; --include-disturbed "
-            "keeps them)" if left else ""))
+            f" left to compare: {record.left_out_note(left, sum(left.values()), LEFT_OUT_FLAGS)}"
+            if left else ""))
     for where, why in skipped:
         print(f"compare: skipped {where}: {why}", file=sys.stderr)
     paths = write_outputs(df, Path(args.out or args.runs))     # files first: `| head` keeps them
-    note = disturbed_note(df)
-    print_out(format_table(df), "", format_errors(error_summary(df)), *([note] if note else []))
+    notes = [n for n in (disturbed_note(df), df.attrs.get("settings", "")) if n]
+    print_out(format_table(df), "", format_errors(error_summary(df)), *notes)
     print(f"\nwrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 

@@ -137,16 +137,22 @@ def test_an_efficiency_above_one_always_comes_with_a_warning():
     assert "WARNING" not in clean and "*" not in clean
 
 
-def test_baseline_threads_pin_p1_to_the_ranks_threads():
-    args = build_parser().parse_args(["--algorithm", "psgd", "--workers", "1,2,4",
-                                      "--baseline-threads"])
+def test_every_point_runs_the_threads_of_the_largest_by_default():
+    """Issue 40, item 5: P = 1 runs the threads per rank of the other points (cores // the
+    most ranks a point puts on this host), unless asked otherwise."""
+    args = build_parser().parse_args(["--algorithm", "psgd", "--workers", "1,2,4"])
     todo = [("psgd", 1, 0), ("psgd", 2, 0), ("psgd", 4, 0)]
-    assert threads_for(args, "psgd", 1, todo, cores=8) == 2       # = 8 cores // 4 ranks
-    assert threads_for(args, "psgd", 4, todo, cores=8) is None    # real.train's default
-    plain = build_parser().parse_args(["--workers", "1,2"])
-    assert "P=1: 8, P=2: 4" in thread_note(plain, [("psgd", 1, 0), ("psgd", 2, 0)], cores=8)
+    assert [threads_for(args, "psgd", p, todo, cores=8) for p in (1, 2, 4)] == [2, 2, 2]
+    assert thread_note(args, todo, cores=8) is None
+    ps = [("ps_sync", 1, 0), ("ps_sync", 3, 0)]              # 4 ranks: 3 workers + server
+    assert threads_for(args, "ps_sync", 1, ps, cores=8) == 2
+    own = build_parser().parse_args(["--workers", "1,2", "--threads", "per-point"])
+    assert "P=1: 8, P=2: 4" in thread_note(own, [("psgd", 1, 0), ("psgd", 2, 0)], cores=8)
     fixed = build_parser().parse_args(["--workers", "1,2", "--threads", "1"])
+    assert threads_for(fixed, "psgd", 1, todo, cores=8) == 1
     assert thread_note(fixed, [("psgd", 1, 0), ("psgd", 2, 0)], cores=8) is None
+    remote = build_parser().parse_args(["--workers", "1,2", "--hostfile", "h"])
+    assert threads_for(remote, "psgd", 1, todo, cores=8) is None   # the hosts' own cores
 
 
 @pytest.mark.parametrize("argv, env, says", [

@@ -33,7 +33,12 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``demand_cores``, ``served``, ``expected_served`` = min(1, cores / demand),
     ``others_cores``: CPU other processes used, in cores; ``disturbed``) and ``rule``
     (the criterion in words). Readers leave disturbed runs out of timing comparisons
-    unless asked (``is_disturbed``).
+    unless asked (``left_out_reason``).
+
+    ``identity`` (absent in older records): ``settings``, every setting that changes
+    the run's result (``RESULT_SETTINGS``, a value equal to its default left out), and
+    ``digest``, a hash of them (``config_digest``). A sweep reuses a record only when
+    its digest is the one the point would have; tables and comparisons group by it.
 
     ``testbed_bound`` (bool; absent in older records: not judged) and ``testbed``: whether
     the machine that ran the run stayed faithful to what it stands for (``real.testbed``):
@@ -72,6 +77,24 @@ copies during it (and, with a target, the epoch-end scoring). With a target
 reached), ``target_reached``, ``target_note`` ("not reached in E epochs") and
 ``epochs_trained`` (the run stops at the end of the epoch in which it reached it).
 
+**Identity.** ``RESULT_SETTINGS`` is the one list of the settings that change what a run
+measures (time or accuracy): the scheme and P, model, data, batch, epochs, SGD settings,
+scheme options, threads, seed, evaluation and target, device, and where the ranks ran
+(the emulated cluster's link and ranks per host). Flags that only name, time out, log
+or show progress (``--out``, ``--run-id``, ``--repeat``, ``--timeout``, ``--log-every``,
+``--progress-file``, ``--data-dir``, ``--download``) are not in it, nor are flags that
+only set others (``--preset``, ``--dry-run``). Each setting has the default its flag has
+(None for those a record always names: scheme, P, model, dataset); a value equal to its
+default is left out of the digest, so a
+setting added later (a compute mode, say) with a default that keeps the old behaviour
+leaves every older record's digest unchanged. A new result-changing flag is added here,
+with its default, and nowhere else. Where the ranks ran is known to the digest only on
+the emulated cluster (its link and ranks per host); a sweep with ``--hostfile`` or
+``--launcher srun`` should keep each placement in a folder of its own.
+
+**Left out.** ``left_out_reason`` is the one rule for which records a timing comparison
+leaves out and why (``LEFT_OUT_MARKS``: ``disturbed`` today); every reader asks it.
+
 Only this module decides the layout; everything else calls ``write`` and ``read``.
 
 Both files are checked whole when read (``check_record``, ``read_iterations``):
@@ -87,6 +110,7 @@ from __future__ import annotations
 
 import csv
 import ctypes
+import hashlib
 import json
 import math
 import os
@@ -94,7 +118,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from simulator.contracts.checks import non_finite_field
 from simulator.contracts.files import read_json
@@ -135,6 +159,7 @@ class RunRecord:
     disturbed: bool | None = None
     testbed: dict[str, Any] | None = None
     testbed_bound: bool | None = None
+    identity: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": self.status,
@@ -142,7 +167,146 @@ class RunRecord:
                 "environment": self.environment, "timings": self.timings,
                 "results": self.results, "comm": self.comm, "resources": self.resources,
                 "extra": self.extra, "disturbed": self.disturbed, "load": self.load,
-                "testbed_bound": self.testbed_bound, "testbed": self.testbed}
+                "testbed_bound": self.testbed_bound, "testbed": self.testbed,
+                "identity": self.identity}
+
+
+# ---------------------------------------------------------------- identity
+
+# Every setting that changes a run's result, with the default its flag has (real.train).
+RESULT_SETTINGS: dict[str, Any] = {
+    "algorithm": None,          # the scheme
+    "workers": None,            # P (hogwild's processes; ranks less the server for ps_*)
+    "model": None,
+    "dataset": None,            # the dataset's name, the model's own when not given
+    "train_size": None,         # samples used (None: all of the dataset)
+    "test_size": None,
+    "epochs": 1,
+    "batch_size": 64,           # per worker
+    "global_batch": None,
+    "lr": 0.05,
+    "momentum": 0.0,
+    "lr_decay": 0.0,
+    "average_every": 0,         # psgd, async_avg
+    "mpi_allreduce": "auto",    # mpi_allreduce's algorithm
+    "device": "cpu",
+    "backend": "auto",
+    "threads": None,            # torch threads per rank (None: cores // ranks on the host)
+    "seed": 1,
+    "eval_every": 0,            # evaluation copies take time inside training
+    "target_accuracy": None,    # the run stops at the epoch that reaches it
+    "cluster": None,            # the emulated cluster: hosts, link rate, queue, ranks per host
+}
+# Settings a table of one sweep holds several of (one row per scheme and P; threads are
+# stated per row): the rest must agree for the rows to be one configuration.
+PER_POINT_SETTINGS = ("algorithm", "workers", "threads")
+
+
+def result_settings(config: dict[str, Any], workers: int | None,
+                    cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The settings of ``RESULT_SETTINGS`` from a run's config (``real.train``'s flags, the
+    dataset resolved), its worker count and the emulated cluster it ran on, defaults
+    dropped: the dict that ``config_digest`` hashes and a record keeps."""
+    values = {name: config.get(name, default) for name, default in RESULT_SETTINGS.items()}
+    values["workers"] = workers
+    values["cluster"] = cluster_setting(cluster)
+    return {name: value for name, value in values.items()
+            if value != RESULT_SETTINGS[name]}
+
+
+def cluster_setting(cluster: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What of an emulated cluster (``real.cluster``'s state, plus the sweep's
+    ``ranks_per_host``) changes a run: hosts, link rate, shaper queue, host queue and
+    how ranks are placed; not its names or addresses."""
+    if not cluster:
+        return None
+    keys = ("bandwidth_bits_per_s", "burst_bytes", "queue_s", "host_queue_packets",
+            "ranks_per_host", "hostfile")
+    out = {k: cluster[k] for k in keys if cluster.get(k) is not None}
+    out["hosts"] = len(cluster.get("namespaces") or ())
+    return out
+
+
+def config_digest(settings: dict[str, Any], without: Collection[str] = ()) -> str:
+    """A short hash of ``settings`` (from ``result_settings``), leaving ``without`` out:
+    equal settings give equal digests whatever their order."""
+    kept = {k: v for k, v in settings.items() if k not in without}
+    text = json.dumps(_jsonable(kept), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """What a record keeps of its identity: the settings and their digest."""
+    return {"digest": config_digest(settings), "settings": settings}
+
+
+def settings_of(rec: dict[str, Any], default_dataset: dict[str, str] | None = None
+                ) -> dict[str, Any]:
+    """The result settings of a record: those it keeps, or, for an older record written
+    without them, those its config and environment give (``default_dataset``: model ->
+    its own dataset, where the config left the dataset to the model)."""
+    ident = rec.get("identity")
+    if isinstance(ident, dict) and isinstance(ident.get("settings"), dict):
+        return ident["settings"]
+    config, env = dict(rec.get("config") or {}), rec.get("environment") or {}
+    if not config.get("dataset") and default_dataset:
+        config["dataset"] = default_dataset.get(config.get("model"))
+    return result_settings(config, env.get("workers", env.get("ranks")), env.get("cluster"))
+
+
+def digest_of(rec: dict[str, Any], default_dataset: dict[str, str] | None = None) -> str:
+    """The record's digest (computed from its config where an older record has none)."""
+    ident = rec.get("identity")
+    if isinstance(ident, dict) and isinstance(ident.get("digest"), str):
+        return ident["digest"]
+    return config_digest(settings_of(rec, default_dataset))
+
+
+def settings_difference(old: dict[str, Any], new: dict[str, Any],
+                        without: Collection[str] = ()) -> str:
+    """How two runs' settings differ, in words: ``train_size 256 -> 2048``."""
+    names = [n for n in RESULT_SETTINGS if n not in without and old.get(n, RESULT_SETTINGS[n])
+             != new.get(n, RESULT_SETTINGS[n])]
+    return ", ".join(f"{n} {_shown(old.get(n, RESULT_SETTINGS[n]))} -> "
+                     f"{_shown(new.get(n, RESULT_SETTINGS[n]))}" for n in names) or "none"
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+# ---------------------------------------------------------------- left out of comparisons
+
+# Marks that leave a record out of timing comparisons, each with what it means; readers
+# keep marked records only when asked (``keep``). A new mark is one entry here and one
+# line in ``left_out_reason``.
+LEFT_OUT_MARKS: dict[str, str] = {
+    "disturbed": "other processes took CPU the run asked for",
+}
+
+
+def left_out_reason(rec: dict[str, Any], keep: Collection[str] = ()) -> str | None:
+    """The mark for which a timing comparison leaves this completed record out
+    (a key of ``LEFT_OUT_MARKS``), or None when it counts; marks in ``keep`` count."""
+    if is_disturbed(rec) and "disturbed" not in keep:
+        return "disturbed"
+    return None
+
+
+def left_out_note(counts: dict[str, int], total: int, flags: dict[str, str]) -> str:
+    """One line: how many records of ``total`` were left out and why, by mark, with the
+    flag that keeps each kind (``flags``: mark -> flag); "" when none."""
+    left = sum(counts.values())
+    if not left:
+        return ""
+    parts = [f"{n} {mark} ({LEFT_OUT_MARKS[mark]}"
+             + (f"; {flags[mark]} keeps them" if mark in flags else "") + ")"
+             for mark, n in sorted(counts.items()) if n]
+    return f"left out {left} of {total} run(s): " + ", ".join(parts)
 
 
 def write(record: RunRecord, runs_dir: str | os.PathLike) -> Path:
@@ -249,6 +413,11 @@ def check_record(rec: Any) -> None:
     failure = rec.get("failure")
     if failure is not None and not (isinstance(failure, dict) and "cause" in failure):
         raise RecordError("field failure is neither null nor an object with a cause")
+    ident = rec.get("identity")
+    if ident is not None and not (isinstance(ident, dict) and isinstance(ident.get("digest"), str)
+                                  and isinstance(ident.get("settings"), dict)):
+        raise RecordError("field identity is neither null nor an object with a digest and "
+                          "settings")
     bad = non_finite_field(rec)
     if bad:
         raise RecordError(f"field {bad[0]} is {bad[1]!r}, not a finite number")
