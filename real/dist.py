@@ -174,17 +174,21 @@ class PeerTimeout(RuntimeError):
     """A peer did not answer within the run's --timeout: it died, hung or is far too slow."""
 
 
-def wait(request, timeout_s: float, what: str, status=None) -> None:
+def wait(request, timeout_s: float, what: str, status=None, poll_s: float = 0.0) -> None:
     """Complete an MPI request, or raise ``PeerTimeout`` after ``timeout_s`` seconds.
 
     A blocking MPI call never returns when its peer is gone; polling ``Test``
-    keeps the deadline in Python's hands (MPI spins on the core either way).
+    keeps the deadline in Python's hands. With ``poll_s`` > 0 the rank sleeps that long
+    between polls: it leaves its core while it waits, and a message is seen up to
+    ``poll_s`` (plus the timer's slack) after it arrived (``benchmarks/mpi_wait.py``).
     """
     deadline = time.monotonic() + timeout_s
     while not (request.Test(status) if status is not None else request.Test()):
         if time.monotonic() > deadline:
             raise PeerTimeout(f"no answer within {timeout_s:g} s in {what} "
                               "(a peer rank died or hung)")
+        if poll_s > 0:
+            time.sleep(poll_s)
 
 
 class MpiComm(Comm):

@@ -20,7 +20,9 @@ CSVs and the plots hold only the runs of this sweep's settings.
 
 Every record says whether other processes took CPU the run asked for
 (``disturbed``, ``real.load``): the table marks such points, ``--retry-disturbed N``
-runs them again (up to N times, each after waiting for a quiet machine), and an
+runs them again (up to N times, each after waiting for a quiet machine; likewise
+``--retry-testbed-bound N`` the runs whose machine did not stay faithful,
+``real.testbed``), and an
 efficiency above 1 always comes with a warning. Every point's ranks run the same
 threads (``real.sweep_launch.threads_for``), P = 1 included; the table states them.
 Ranks can run beyond this machine: ``--hostfile FILE`` (``mpirun -f``),
@@ -112,6 +114,9 @@ def build_parser() -> cli.Parser:
                         "ranks)")
     p.add_argument("--retry-disturbed", default=0, type=cli.nonnegative_int, metavar="N",
                    help="run a point again, up to N times, while other processes disturb it")
+    p.add_argument("--retry-testbed-bound", default=0, type=cli.nonnegative_int, metavar="N",
+                   help="run a point again, up to N times, while its record says the machine "
+                        "was not faithful (testbed-bound, real.testbed)")
     p.add_argument("--quiet-wait", default=120.0, type=cli.positive_float,
                    help="seconds to wait for a quiet machine before a retry")
     p.add_argument("--dry-run", action="store_true",
@@ -529,30 +534,30 @@ def run_points(args, extra: list[str], cluster, todo, plan: dict) -> None:
     for alg, p, rep in tqdm(todo, desc="sweep", unit="run", disable=None):
         run_id = run_id_of(alg, p, rep)
         state, why = point_state(out / run_id, plan[(alg, p, rep)])
-        if state == "same" and not args.fresh and not (
-                args.retry_disturbed and is_disturbed(out / run_id)):
+        if state == "same" and not args.fresh and not retries(args, retry_mark(out / run_id)):
             reused += 1
             continue
         if state in ("other", "unfinished") and not args.fresh:
             print(f"{run_id}: run anew ({'settings differ: ' if state == 'other' else ''}"
                   f"{why})", file=sys.stderr)
         point_extra = point_flags(args, alg, p, extra, todo)
-        for attempt in range(args.retry_disturbed + 1):
+        for attempt in range(max(args.retry_disturbed, args.retry_testbed_bound) + 1):
             if attempt:
                 _wait_for_quiet(args.quiet_wait)
-            if not run_one(args, alg, p, rep, point_extra, cluster, plan[(alg, p, rep)]):
+            mark = run_one(args, alg, p, rep, point_extra, cluster, plan[(alg, p, rep)])
+            if attempt >= retries(args, mark):
                 break
-            if attempt < args.retry_disturbed:
-                print(f"{run_id}: retry {attempt + 1} of {args.retry_disturbed} "
-                      f"(--retry-disturbed)", file=sys.stderr)
+            print(f"{run_id}: retry {attempt + 1} of {retries(args, mark)} (--retry-{mark})",
+                  file=sys.stderr)
     if reused:
         print(f"{PROG}: reused {reused} run(s) that completed with these settings "
               "(--fresh runs them anew)", file=sys.stderr)
 
 
 def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster,
-            settings: dict | None = None) -> bool:
-    """Run one point once and record how it ended; True if it ran but was disturbed."""
+            settings: dict | None = None) -> str | None:
+    """Run one point once and record how it ended; the mark that may run it again if it
+    ran but was disturbed or testbed-bound (``retry_mark``), else None."""
     out, run_id = Path(args.out), run_id_of(alg, p, rep)
     progress = (out / "logs" / f".{run_id}.progress").resolve()
     cmd, env = train_command(alg, p, run_id, args,
@@ -565,14 +570,14 @@ def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster,
         record_failure(out / run_id, alg, p, rep, "interrupted by the user (Ctrl-C in "
                        "real.sweep)", cmd, status="interrupted", stopped=True, settings=settings)
         raise
-    disturbed = code == 0 and is_disturbed(out / run_id)
+    mark = retry_mark(out / run_id) if code == 0 else None
     status = "ok" if code == 0 else f"FAILED ({cause})"
-    print(f"{run_id}: {status}{' but DISTURBED' if disturbed else ''} in "
+    print(f"{run_id}: {status}{f' but {mark.upper()}' if mark else ''} in "
           f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
     if code != 0:
         record_failure(out / run_id, alg, p, rep, cause, cmd, stopped=code == -9,
                        settings=settings)
-    return disturbed
+    return mark
 
 
 def _launch_problem(args, todo, cluster) -> str | None:
@@ -590,11 +595,24 @@ def _launch_problem(args, todo, cluster) -> str | None:
     return None if args.cluster else allocation_problem(todo)
 
 
-def is_disturbed(run_dir: Path) -> bool:
+def retry_mark(run_dir: Path) -> str | None:
+    """Why a completed run may be run again: ``disturbed`` (other processes took CPU it
+    asked for), ``testbed-bound`` (the machine, not what it stands for, set its pace;
+    ``real.testbed``), or None."""
     try:
-        return record.is_disturbed(record.read(run_dir))
+        rec = record.read(run_dir)
     except record.RecordError:
-        return False
+        return None
+    if record.is_disturbed(rec):
+        return "disturbed"
+    return "testbed-bound" if record.is_testbed_bound(rec) else None
+
+
+def retries(args, mark: str | None) -> int:
+    """How many times a point with ``mark`` may run again (--retry-disturbed,
+    --retry-testbed-bound)."""
+    return {"disturbed": args.retry_disturbed,
+            "testbed-bound": args.retry_testbed_bound}.get(mark, 0)
 
 
 def _wait_for_quiet(limit_s: float) -> None:

@@ -139,19 +139,21 @@ def test_torn_down_after_an_exception_and_down_is_idempotent():
 @pytest.mark.root
 @needs_root
 def test_a_host_does_not_drop_what_its_own_tcp_sends():
-    """A bulk TCP stream at 20 Mbit/s: behind the host's own shaper a NIC-like queue of
-    1000 packets drops none of it, while the shaper's own 5 ms queue (host queue 0, the
-    default) cuts TCP's GSO bursts of up to 64 kB and drops a share of the stream at the
+    """A bulk TCP stream at 20 Mbit/s: the default switch-like queue (1 MiB) and, behind a
+    5 ms shaper, a NIC-like queue of 1000 packets drop none of it, while the shaper's own
+    5 ms queue cuts TCP's GSO bursts of up to 64 kB and drops a share of the stream at the
     sender (10% on 2026-11-25)."""
     from real.cluster.check import measure_bandwidth
     from real.cluster.netns import qdisc_counters
     dropped = {}
-    for packets in (1000, 0):
-        with rc.emulated_cluster(2, "20mbit", prefix=PREFIX, host_queue_packets=packets) as c:
+    for name, queue_s, packets in (("nic", 0.005, 1000), ("switch", None, 0),
+                                   ("5ms", 0.005, 0)):
+        with rc.emulated_cluster(2, "20mbit", prefix=PREFIX, queue_s=queue_s,
+                                 host_queue_packets=packets) as c:
             measure_bandwidth(c, 0, 1, seconds=1.0)
-            sent, dropped[packets] = qdisc_counters(c.namespaces[0], c.interface)
+            sent, dropped[name] = qdisc_counters(c.namespaces[0], c.interface)
             assert sent > 1000 and c.host_queue_packets == packets
-    assert dropped[1000] == 0 and dropped[0] > 0, dropped
+    assert dropped["nic"] == 0 and dropped["switch"] == 0 and dropped["5ms"] > 0, dropped
 
 
 @pytest.mark.root

@@ -162,3 +162,27 @@ def test_tcp_bytes_reads_what_a_socket_of_this_process_sent():
         client.close()
         peer.close()
     assert sent == 100_000 and received == 100_000
+
+
+def write_record(folder, run_id, **marks):
+    rec = record.RunRecord(run_id=run_id, config={}, environment={},
+                           timings={"train_wall_s": 1.0}, **marks)
+    return record.write(rec, folder)
+
+
+def test_the_sweep_runs_a_testbed_bound_point_again(tmp_path, monkeypatch):
+    from real import sweep
+    assert sweep.retry_mark(write_record(tmp_path, "a", testbed_bound=True)) == "testbed-bound"
+    assert sweep.retry_mark(write_record(tmp_path, "b", disturbed=True,
+                                         testbed_bound=True)) == "disturbed"
+    assert sweep.retry_mark(write_record(tmp_path, "c")) is None
+    args = sweep.build_parser().parse_args(["--schemes", "allreduce", "--workers", "2-2",
+                                            "--out", str(tmp_path / "s"), "--quiet-wait", "1",
+                                            "--retry-testbed-bound", "2"])
+    marks = iter(["testbed-bound", "testbed-bound", "testbed-bound", None])
+    calls = []
+    monkeypatch.setattr(sweep, "run_one", lambda *a: calls.append(a[1:3]) or next(marks))
+    monkeypatch.setattr(sweep, "_wait_for_quiet", lambda s: None)
+    sweep.run_points(args, [], None, [("allreduce", 2, 0)], {("allreduce", 2, 0): {}})
+    assert calls == [("allreduce", 2)] * 3          # the first run and two retries
+    assert sweep.retries(args, "disturbed") == 0 and sweep.retries(args, None) == 0

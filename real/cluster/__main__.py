@@ -37,7 +37,9 @@ def _print_status(prefix: str) -> int:
         return 1
     print(f"cluster '{prefix}': {cluster.n_hosts} hosts, "
           f"{cluster.bandwidth_bits_per_s / 1e6:g} Mbit/s per link and direction, "
-          f"burst {cluster.burst_bytes} B, queue {cluster.queue_s * 1e3:g} ms, host queue "
+          f"burst {cluster.burst_bytes} B, queue "
+          + (f"{cluster.queue_bytes} B" if cluster.queue_bytes else f"{cluster.queue_s * 1e3:g} ms")
+          + ", host queue "
           + (f"{cluster.host_queue_packets} packets" if cluster.host_queue_packets
              else "the shaper's") + f", bridge {cluster.bridge} in {cluster.bridge_namespace}")
     for i, (ns, addr) in enumerate(zip(cluster.namespaces, cluster.addresses)):
@@ -94,6 +96,22 @@ def _subnet(text: str) -> str:
     return text
 
 
+def _queue(text: str) -> tuple[float | None, int | None]:
+    """(queue_s, queue_bytes) from '5ms' (a time) or '256kb' (a size in bytes)."""
+    try:
+        return parse_duration(text), None
+    except ValueError:
+        pass
+    try:
+        size = parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a time (5ms) nor a size in "
+                                         "bytes (256kb)") from None
+    if not MIN_BURST_BYTES <= size <= MAX_BURST_BYTES:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside {MIN_BURST_BYTES} B .. 1gb")
+    return None, size
+
+
 def _burst(text: str):
     value = _arg(parse_size)(text)
     if value is not None and not MIN_BURST_BYTES <= value <= MAX_BURST_BYTES:
@@ -119,9 +137,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="number of hosts (namespaces)")
     u.add_argument("--bandwidth", default="100mbit", type=_arg(parse_bandwidth),
                    help="per link and direction, tc units (100mbit, 1gbit, 500kbit)")
-    u.add_argument("--queue", default="5ms", type=_arg(parse_duration),
-                   help="how long a packet may wait in a link's shaper (tc tbf latency): the "
-                        "switch port's buffer, in time")
+    u.add_argument("--queue", default="1mb", type=_queue,
+                   help="each shaper's queue, the switch port's buffer: a size in bytes (tc "
+                        "tbf limit, e.g. 256kb) or a time a packet may wait (tbf latency, e.g. "
+                        "5ms, the default before 2026-11-27)")
     u.add_argument("--host-queue", default=DEFAULT_HOST_QUEUE_PACKETS,
                    type=cli.int_in(0, 100_000),
                    help="packets a host's own end of its link queues behind its shaper, as a "
@@ -182,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             with _sigterm_raises():
                 cluster = up(args.hosts, args.bandwidth, args.burst, args.prefix, args.subnet,
-                             args.queue, args.host_queue)
+                             *args.queue[:1], args.host_queue, args.queue[1])
             return _print_status(cluster.prefix)
         if args.command == "status":
             return _print_status(args.prefix)

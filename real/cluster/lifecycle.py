@@ -58,10 +58,13 @@ def _sigterm_raises() -> Iterator[None]:
 
 def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
        prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
-       queue_s: float = netns.DEFAULT_QUEUE_S,
-       host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS) -> Cluster:
+       queue_s: float | None = None,
+       host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
+       queue_bytes: int | None = None) -> Cluster:
     """Build the cluster and write its state file.  Anything half-built is removed
-    before an error (or Ctrl-C, or SIGTERM) propagates."""
+    before an error (or Ctrl-C, or SIGTERM) propagates. Each shaper's queue is
+    ``queue_bytes``, or ``queue_s`` of traffic, or (neither given) the switch-like
+    ``netns.DEFAULT_QUEUE_BYTES``."""
     netns.require_tools()
     if hosts < 2:
         raise ValueError("a cluster needs at least 2 hosts")
@@ -72,10 +75,17 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
                    else burst if isinstance(burst, int) else parse_size(burst))
     if burst_bytes < 2048:
         raise ValueError(f"burst {burst_bytes} B is less than a full-size frame")
+    if queue_s is not None and queue_bytes is not None:
+        raise ValueError("give the queue as a time or as a size, not both")
+    queue_bytes = queue_bytes if queue_bytes is not None else \
+        0 if queue_s is not None else netns.DEFAULT_QUEUE_BYTES
+    queue_s = netns.DEFAULT_QUEUE_S if queue_s is None else queue_s
     if not 0.0005 <= queue_s <= 1.0:
         raise ValueError(f"queue {queue_s * 1e3:g} ms is outside 0.5 ms .. 1 s")
     if not 0 <= host_queue_packets <= 100_000:
         raise ValueError(f"host queue {host_queue_packets} packets is outside 0 .. 100000")
+    if queue_bytes and not 2048 <= queue_bytes <= 2**30:
+        raise ValueError(f"queue {queue_bytes} B is outside 2kb (a full-size frame) .. 1gb")
     addresses = netns.host_addresses(subnet, hosts)
     if netns.list_namespaces(prefix):
         raise AlreadyUp(f"a cluster with prefix '{prefix}' is already up; "
@@ -87,11 +97,11 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         bridge_namespace=netns.bridge_namespace(prefix), bridge=netns.BRIDGE,
         bandwidth_bits_per_s=rate, burst_bytes=burst_bytes,
         hydra_launcher=str(STATE_DIR / f"{prefix}-cluster-hydra-launcher"), queue_s=queue_s,
-        host_queue_packets=host_queue_packets)
+        host_queue_packets=host_queue_packets, queue_bytes=queue_bytes)
     with _sigterm_raises():
         try:
             netns.create(prefix, addresses, ipaddress.ip_network(subnet).prefixlen,
-                         rate, burst_bytes, queue_s, host_queue_packets)
+                         rate, burst_bytes, queue_s, host_queue_packets, queue_bytes)
             write_hydra_launcher(cluster)
             write_atomically(state_path(prefix), json.dumps(cluster.to_json(), indent=2) + "\n")
         except BaseException:
@@ -113,14 +123,14 @@ def down(prefix: str = DEFAULT_PREFIX) -> list[str]:
 @contextmanager
 def emulated_cluster(hosts: int, bandwidth: str | int, burst: str | int | None = None,
                      prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
-                     queue_s: float = netns.DEFAULT_QUEUE_S,
+                     queue_s: float | None = None,
                      host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
-                     ) -> Iterator[Cluster]:
+                     queue_bytes: int | None = None) -> Iterator[Cluster]:
     """``with emulated_cluster(2, "100mbit") as c:`` -- torn down however the block ends
     (exception, Ctrl-C, or SIGTERM when used from the main thread)."""
     with _sigterm_raises():
         cluster = up(hosts, bandwidth, burst, prefix=prefix, subnet=subnet, queue_s=queue_s,
-                     host_queue_packets=host_queue_packets)
+                     host_queue_packets=host_queue_packets, queue_bytes=queue_bytes)
         try:
             yield cluster
         finally:

@@ -12,7 +12,8 @@ Topology for ``prefix="psgd"`` and three hosts::
 Every host link is shaped in both directions with a token bucket (``tbf``):
 the host's own veth end limits what it sends, the bridge-side end limits what
 it receives, so each link is full duplex at the asked rate.  Each shaper holds
-``queue_s`` of traffic, like a switch port's buffer.  With ``host_queue_packets``
+``queue_bytes`` (1 MiB by default), like a switch port's buffer, or ``queue_s`` of
+traffic when no size is given.  With ``host_queue_packets``
 the host's own end queues that many packets behind its shaper instead, as a
 NIC queue does (Linux's ``txqueuelen`` is 1000): the host then drops none of
 what its TCP sends, where the 5 ms queue drops 4-34% of it at 20-100 Mbit/s
@@ -45,12 +46,17 @@ HOST_IFACE = "psgd0"
 BRIDGE = "br0"
 # A host's own queue behind its shaper, in packets (0: the shaper's queue_s, as a port)
 DEFAULT_HOST_QUEUE_PACKETS = 0
-# How long a packet may wait in a token bucket before it is dropped (tbf's
-# "latency"): the shaper's queue, in time like a switch port's buffer. A deep
-# queue (50 ms) at a low rate delays the ACKs of one direction behind the data
-# of the other, and two-way exchanges lose 5-20% of the link at 20 Mbit/s
-# (docs/cluster.md); 5 ms keeps TCP at the rate in both directions.
+# A shaper's queue given as a time (tbf's "latency"), when one is asked for: 5 ms
+# kept TCP at the rate in both directions of a two-way exchange, but drops 4-34% of
+# what a host sends (docs/cluster.md, "Switch-like buffers").
 DEFAULT_QUEUE_S = 0.005
+# The default queue, in bytes like a switch port's buffer (tbf's "limit"): more than a
+# bandwidth-delay product at these rates (125 kB at 1 Gbit/s and a 1 ms round trip)
+# plus a burst: a 64 KiB GSO segment from each of 16 flows into one port. Measured at
+# P = 8, 20 and 100 Mbit/s: no drops at the hosts, 0-0.7% at the switch and no TCP
+# retransmission timeout, where 5 ms dropped 4-34% and stalled gather_scatter,
+# ps_sync and mpi_allreduce (docs/cluster.md, "Switch-like buffers").
+DEFAULT_QUEUE_BYTES = 1 << 20
 
 
 class ClusterUnavailable(RuntimeError):
@@ -115,13 +121,21 @@ def _run(*argv: str) -> None:
         raise RuntimeError(f"{' '.join(argv)}: {err.strip() or proc.returncode}")
 
 
+def shaper_command(ns: str, dev: str, bandwidth_bits_per_s: int, burst_bytes: int,
+                   queue_s: float, queue_bytes: int = 0) -> list[str]:
+    """The tc command of one shaper: a token bucket at the rate whose queue holds
+    ``queue_bytes`` (tbf ``limit``, as a switch port's buffer in bytes) or, with 0,
+    ``queue_s`` of traffic (tbf ``latency``)."""
+    size = ["limit", str(queue_bytes)] if queue_bytes else ["latency", f"{queue_s * 1e6:.0f}us"]
+    return ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
+            "rate", f"{bandwidth_bits_per_s}bit", "burst", str(burst_bytes), *size]
+
+
 def _shape(ns: str, dev: str, bandwidth_bits_per_s: int, burst_bytes: int,
-           queue_s: float, queue_packets: int = 0) -> None:
-    """A token bucket at the rate; its queue holds ``queue_s`` of traffic, or with
-    ``queue_packets`` a FIFO of that many packets (tbf's child) instead."""
-    _run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
-         "rate", f"{bandwidth_bits_per_s}bit", "burst", str(burst_bytes),
-         "latency", f"{queue_s * 1e6:.0f}us")
+           queue_s: float, queue_packets: int = 0, queue_bytes: int = 0) -> None:
+    """A token bucket at the rate; its queue holds ``queue_bytes`` (or ``queue_s`` of
+    traffic), or with ``queue_packets`` a FIFO of that many packets (tbf's child) instead."""
+    _run(*shaper_command(ns, dev, bandwidth_bits_per_s, burst_bytes, queue_s, queue_bytes))
     if queue_packets:
         _run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:",
              "pfifo", "limit", str(queue_packets))
@@ -138,7 +152,8 @@ def _no_ipv6(ns: str) -> None:
 
 def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
            bandwidth_bits_per_s: int, burst_bytes: int, queue_s: float = DEFAULT_QUEUE_S,
-           host_queue_packets: int = DEFAULT_HOST_QUEUE_PACKETS) -> None:
+           host_queue_packets: int = DEFAULT_HOST_QUEUE_PACKETS,
+           queue_bytes: int = DEFAULT_QUEUE_BYTES) -> None:
     """Build bridge, hosts, links and shaping.  On any failure the caller must destroy()."""
     br = bridge_namespace(prefix)
     _run("ip", "netns", "add", br)
@@ -159,8 +174,9 @@ def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
         _run("ip", "-n", ns, "addr", "add", f"{addr}/{prefixlen}", "dev", HOST_IFACE)
         _run("ip", "-n", ns, "link", "set", HOST_IFACE, "up")
         _shape(ns, HOST_IFACE, bandwidth_bits_per_s, burst_bytes, queue_s,   # host -> switch
-               host_queue_packets)
-        _shape(br, port, bandwidth_bits_per_s, burst_bytes, queue_s)         # switch -> host
+               host_queue_packets, queue_bytes)
+        _shape(br, port, bandwidth_bits_per_s, burst_bytes, queue_s,         # switch -> host
+               queue_bytes=queue_bytes)
 
 
 @contextmanager

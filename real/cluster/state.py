@@ -40,6 +40,8 @@ class Cluster:
                                      # clusters written before it existed had 50 ms
     host_queue_packets: int = 0      # a host's own queue behind its shaper, packets (0: the
                                      # shaper's queue_s)
+    queue_bytes: int = 0             # each shaper's queue in bytes, as a switch port's buffer
+                                     # (0: queue_s of traffic)
 
     @property
     def n_hosts(self) -> int:

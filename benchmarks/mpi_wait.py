@@ -1,0 +1,132 @@
+"""What a waiting MPI rank costs: its CPU while it waits, and what each way to wait adds
+to a message's latency.
+
+Two ranks under MPICH's ``mpirun``. Rank 0 sleeps ``--gap-ms`` (a compute phase),
+notes the time and sends ``--bytes``; rank 1 has posted the receive and waits for it,
+then notes the time. Both clocks are the host's ``CLOCK_MONOTONIC`` (one kernel, also
+across the emulated cluster's namespaces), so the latency is the arrival time less the
+send time. Rank 1 reports its CPU time over the loop as a share of the wall time: a
+rank that spins takes its core (100%), one that sleeps nearly none.
+
+Ways to wait (``--ways``), each a run:
+
+* ``test-spin``: ``real.dist.wait`` as the schemes use it: ``Test`` in a loop
+  (MPICH's ``MPID_Progress_test``: no yield, ``src/mpid/ch4/src/ch4_progress.h``);
+* ``blocking``: ``MPI_Wait`` (``MPID_Progress_wait``: a progress poll, then
+  ``MPID_Thread_yield``, i.e. ``sched_yield``);
+* ``heavy-yield``: ``MPI_Wait`` with ``MPIR_CVAR_ENABLE_HEAVY_YIELD=1``: the yield is a
+  ``nanosleep`` of 1 ns instead (``src/mpid/common/thread/mpidu_thread_fallback.h``);
+* ``throttle``: ``Test`` in a loop with ``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``,
+  ``..._NO_PROGRESS_COUNT=N`` and heavy yield: after N polls that made no progress, each
+  poll ends in that nanosleep (``ch4_progress.h``, ``MPIDI_progress_test``);
+* ``test-sleep``: ``Test`` in a loop with ``time.sleep(--sleep-us)`` between polls
+  (``real.dist.wait`` with a poll interval).
+
+On one host the ranks use shared memory; with ``--cluster PREFIX`` they run on hosts
+0 and 1 of that emulated cluster over its shaped TCP link (``real.cluster.mpi_env``)::
+
+    python benchmarks/mpi_wait.py --calls 200 --gap-ms 20
+    python benchmarks/mpi_wait.py --cluster psgd --calls 200 --gap-ms 20    # as root
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WAYS = {
+    "test-spin": {},
+    "blocking": {},
+    "heavy-yield": {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
+    "throttle": {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+                 "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "64"},
+    "test-sleep": {},
+}
+
+
+def rank_loop(way: str, calls: int, gap_s: float, n_bytes: int, sleep_s: float) -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    from real.dist import wait
+    world = MPI.COMM_WORLD
+    buf = np.zeros(max(1, n_bytes), dtype=np.uint8)
+    stamps = np.zeros(calls)
+    world.Barrier()
+    cpu0, t0 = time.process_time(), time.monotonic()
+    for i in range(calls):
+        if world.rank == 0:
+            time.sleep(gap_s)
+            stamps[i] = time.monotonic()
+            world.Send(buf, dest=1, tag=i)
+        else:
+            req = world.Irecv(buf, source=0, tag=i)
+            if way == "test-spin" or way == "throttle":
+                wait(req, 60.0, "probe")
+            elif way == "test-sleep":
+                wait(req, 60.0, "probe", poll_s=sleep_s)
+            else:
+                req.Wait()
+            stamps[i] = time.monotonic()
+    wall = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
+    sent = world.gather(stamps)
+    share = world.gather(cpu / wall)
+    if world.rank == 0:
+        latency = np.sort(sent[1] - sent[0])
+        print(json.dumps({"way": way, "waiting_rank_cpu_share": share[1],
+                          "latency_p50_s": float(np.quantile(latency, 0.5)),
+                          "latency_p99_s": float(np.quantile(latency, 0.99))}))
+
+
+def launch(way: str, args) -> dict:
+    env = os.environ | WAYS[way] | {"PYTHONPATH": str(ROOT)}
+    rank = [sys.executable, str(Path(__file__).resolve()), "--rank-loop", way,
+            "--calls", str(args.calls), "--gap-ms", str(args.gap_ms), "--bytes", str(args.bytes),
+            "--sleep-us", str(args.sleep_us)]
+    if args.cluster:
+        from real.cluster import mpi_env, mpirun_command, read_state
+        cluster = read_state(args.cluster)
+        cmd, env = mpirun_command(cluster, 2, rank), env | mpi_env(cluster)
+    else:
+        from real.dist import isolated
+        from real.sweep import mpirun
+        cmd = isolated([mpirun(), "-n", "2", *rank])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"{way}: exit {done.returncode}: {done.stderr[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--ways", default=",".join(WAYS))
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--gap-ms", type=float, default=20.0, help="rank 0's sleep before a send")
+    p.add_argument("--bytes", type=int, default=8)
+    p.add_argument("--sleep-us", type=float, default=50.0, help="test-sleep's poll interval")
+    p.add_argument("--cluster", default=None, help="an emulated cluster's prefix")
+    p.add_argument("--rank-loop", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.rank_loop:
+        rank_loop(args.rank_loop, args.calls, args.gap_ms / 1e3, args.bytes, args.sleep_us / 1e6)
+        return 0
+    print(f"{'way':>12} {'waiting rank CPU':>16} {'latency p50 ms':>14} {'p99 ms':>8}   "
+          f"({'cluster ' + args.cluster if args.cluster else 'one host'}, {args.bytes} B)")
+    for way in args.ways.split(","):
+        r = launch(way, args)
+        print(f"{way:>12} {r['waiting_rank_cpu_share']:>16.1%} "
+              f"{r['latency_p50_s'] * 1e3:>14.3f} {r['latency_p99_s'] * 1e3:>8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
