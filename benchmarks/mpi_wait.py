@@ -19,8 +19,14 @@ Ways to wait (``--ways``), each a run:
 * ``throttle``: ``Test`` in a loop with ``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``,
   ``..._NO_PROGRESS_COUNT=N`` and heavy yield: after N polls that made no progress, each
   poll ends in that nanosleep (``ch4_progress.h``, ``MPIDI_progress_test``);
-* ``test-sleep``: ``Test`` in a loop with ``time.sleep(--sleep-us)`` between polls
-  (``real.dist.wait`` with a poll interval).
+* ``test-sleep``: ``Test`` in a loop with sleeps between polls, 50 us at first and
+  doubling up to ``--sleep-us`` (``real.dist.wait`` with ``poll_s``);
+* ``test-sleep-fine``: the same with the thread's timer slack at 1 ns, as a phantom
+  rank's main thread has it (its compute sleeps set it), and ``heavy-yield-fine``
+  likewise;
+* ``heavy-yield-slack``: heavy yield with the thread's timer slack at ``--slack-us``:
+  the kernel may end each 1 ns nanosleep that much later, so each poll sleeps about
+  that long.
 
 On one host the ranks use shared memory; with ``--cluster PREFIX`` they run on hosts
 0 and 1 of that emulated cluster over its shaped TCP link (``real.cluster.mpi_env``)::
@@ -48,15 +54,27 @@ WAYS = {
     "throttle": {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
                  "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "64"},
     "test-sleep": {},
+    "test-sleep-fine": {},
+    "heavy-yield-fine": {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
+    "heavy-yield-slack": {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"},
 }
 
 
-def rank_loop(way: str, calls: int, gap_s: float, n_bytes: int, sleep_s: float) -> None:
+def rank_loop(way: str, calls: int, gap_s: float, n_bytes: int, sleep_s: float,
+              slack_s: float) -> None:
     import numpy as np
     from mpi4py import MPI
 
     from real.dist import wait
     world = MPI.COMM_WORLD
+    if way.endswith("-fine"):
+        from real.testbed import fine_timer_slack
+        fine_timer_slack(1)
+        way = way.removesuffix("-fine")
+    if way.endswith("-slack"):
+        from real.testbed import fine_timer_slack
+        fine_timer_slack(int(slack_s * 1e9))
+        way = way.removesuffix("-slack")
     buf = np.zeros(max(1, n_bytes), dtype=np.uint8)
     stamps = np.zeros(calls)
     world.Barrier()
@@ -90,7 +108,7 @@ def launch(way: str, args) -> dict:
     env = os.environ | WAYS[way] | {"PYTHONPATH": str(ROOT)}
     rank = [sys.executable, str(Path(__file__).resolve()), "--rank-loop", way,
             "--calls", str(args.calls), "--gap-ms", str(args.gap_ms), "--bytes", str(args.bytes),
-            "--sleep-us", str(args.sleep_us)]
+            "--sleep-us", str(args.sleep_us), "--slack-us", str(args.slack_us)]
     if args.cluster:
         from real.cluster import mpi_env, mpirun_command, read_state
         cluster = read_state(args.cluster)
@@ -113,17 +131,20 @@ def main(argv=None) -> int:
     p.add_argument("--gap-ms", type=float, default=20.0, help="rank 0's sleep before a send")
     p.add_argument("--bytes", type=int, default=8)
     p.add_argument("--sleep-us", type=float, default=50.0, help="test-sleep's poll interval")
+    p.add_argument("--slack-us", type=float, default=500.0,
+                   help="heavy-yield-slack's timer slack")
     p.add_argument("--cluster", default=None, help="an emulated cluster's prefix")
     p.add_argument("--rank-loop", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rank_loop:
-        rank_loop(args.rank_loop, args.calls, args.gap_ms / 1e3, args.bytes, args.sleep_us / 1e6)
+        rank_loop(args.rank_loop, args.calls, args.gap_ms / 1e3, args.bytes, args.sleep_us / 1e6,
+                  args.slack_us / 1e6)
         return 0
-    print(f"{'way':>12} {'waiting rank CPU':>16} {'latency p50 ms':>14} {'p99 ms':>8}   "
+    print(f"{'way':>16} {'waiting rank CPU':>16} {'latency p50 ms':>14} {'p99 ms':>8}   "
           f"({'cluster ' + args.cluster if args.cluster else 'one host'}, {args.bytes} B)")
     for way in args.ways.split(","):
         r = launch(way, args)
-        print(f"{way:>12} {r['waiting_rank_cpu_share']:>16.1%} "
+        print(f"{way:>16} {r['waiting_rank_cpu_share']:>16.1%} "
               f"{r['latency_p50_s'] * 1e3:>14.3f} {r['latency_p99_s'] * 1e3:>8.3f}")
     return 0
 

@@ -174,21 +174,50 @@ class PeerTimeout(RuntimeError):
     """A peer did not answer within the run's --timeout: it died, hung or is far too slow."""
 
 
-def wait(request, timeout_s: float, what: str, status=None, poll_s: float = 0.0) -> None:
+WAIT_SLEEP_ENV = "PSGD_WAIT_SLEEP_S"   # the longest sleep between polls (0 or unset: spin)
+FIRST_SLEEP_S = 50e-6
+# Waiting ranks that leave their cores (docs/cluster.md, "Waiting ranks"): measured with
+# ``benchmarks/mpi_wait.py`` between two hosts of the emulated cluster, a rank waiting
+# 20 ms for 8 bytes took 99.8% of a core spinning in ``Test`` and 100% in MPI_Wait;
+# ``Test`` with sleeps doubling from 50 us up to 1 ms took 2.7% and saw the message
+# 0.48 ms later (median); MPICH's MPIR_CVAR_ENABLE_HEAVY_YIELD turns MPI_Wait's
+# sched_yield into a 1 ns nanosleep: 23% of a core, 0.09 ms later.
+SLEEPING_WAITS = {WAIT_SLEEP_ENV: "0.001", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+
+
+def sleeping_waits(environ=os.environ) -> dict[str, str]:
+    """Make a rank's waits sleep: ``wait``'s polls back off to 1 ms, MPICH's blocking waits
+    nanosleep instead of yielding. A setting the user made wins. Call before MPI_Init
+    (MPICH reads its variables there); returns what was set. The runner does this for
+    phantom runs on the emulated cluster, whose ranks share the machine's cores."""
+    added = {k: v for k, v in SLEEPING_WAITS.items() if k not in environ}
+    environ.update(added)
+    return added
+
+
+def wait(request, timeout_s: float, what: str, status=None,
+         poll_s: float | None = None) -> None:
     """Complete an MPI request, or raise ``PeerTimeout`` after ``timeout_s`` seconds.
 
     A blocking MPI call never returns when its peer is gone; polling ``Test``
-    keeps the deadline in Python's hands. With ``poll_s`` > 0 the rank sleeps that long
-    between polls: it leaves its core while it waits, and a message is seen up to
-    ``poll_s`` (plus the timer's slack) after it arrived (``benchmarks/mpi_wait.py``).
+    keeps the deadline in Python's hands. It spins on the core (MPICH's ``Test`` never
+    yields), unless ``poll_s`` (default: ``PSGD_WAIT_SLEEP_S`` from the environment) is
+    above 0: then the rank sleeps between polls, 50 us at first and twice as long after
+    each empty poll up to ``poll_s``, so it leaves its core while it waits and sees a
+    message at most about ``poll_s`` (and at most about the time it has waited so far)
+    after it arrived (``benchmarks/mpi_wait.py``, docs/cluster.md "Waiting ranks").
     """
+    if poll_s is None:
+        poll_s = float(os.environ.get(WAIT_SLEEP_ENV) or 0.0)
     deadline = time.monotonic() + timeout_s
+    nap = FIRST_SLEEP_S
     while not (request.Test(status) if status is not None else request.Test()):
         if time.monotonic() > deadline:
             raise PeerTimeout(f"no answer within {timeout_s:g} s in {what} "
                               "(a peer rank died or hung)")
         if poll_s > 0:
-            time.sleep(poll_s)
+            time.sleep(min(nap, poll_s))
+            nap *= 2
 
 
 class MpiComm(Comm):

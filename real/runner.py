@@ -26,6 +26,7 @@ from .dist import (
     listen_locally,
     make_comm,
     select_mpi_allreduce,
+    sleeping_waits,
     threads_per_rank,
 )
 from .launchers import LaunchError, host_name, hosts_of
@@ -46,6 +47,8 @@ def run(args) -> int:
     if args.algorithm == "mpi_allreduce":     # before MPI_Init, i.e. before detect_launch
         cvars = select_mpi_allreduce(args.mpi_allreduce)
     listen_locally()                          # before MPI_Init too: MPICH reads it there
+    waits = sleeping_waits() if (getattr(args, "compute", "real") == "phantom"
+                                 and os.environ.get("PSGD_CLUSTER")) else {}
     try:
         launch = detect_launch()
     except LaunchError as e:
@@ -95,6 +98,8 @@ def run(args) -> int:
     env["workers"] = workers
     if cvars:
         env["mpi_cvars"] = cvars
+    if waits:
+        env["sleeping_waits"] = waits             # shared cores: waiting ranks must not spin
     from .identity import run_settings
     rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env,
                            identity=record.identity(run_settings(args, workers,

@@ -186,3 +186,36 @@ def test_the_sweep_runs_a_testbed_bound_point_again(tmp_path, monkeypatch):
     sweep.run_points(args, [], None, [("allreduce", 2, 0)], {("allreduce", 2, 0): {}})
     assert calls == [("allreduce", 2)] * 3          # the first run and two retries
     assert sweep.retries(args, "disturbed") == 0 and sweep.retries(args, None) == 0
+
+
+class Request:
+    """An MPI request that completes at its n-th Test."""
+
+    def __init__(self, n):
+        self.left = n
+
+    def Test(self, status=None):
+        self.left -= 1
+        return self.left <= 0
+
+
+def test_a_sleeping_wait_backs_off_to_its_longest_sleep(monkeypatch):
+    from real import dist
+    naps = []
+    monkeypatch.setattr(dist.time, "sleep", naps.append)
+    dist.wait(Request(8), 10.0, "test", poll_s=0.001)
+    assert naps == [50e-6, 100e-6, 200e-6, 400e-6, 800e-6, 0.001, 0.001]
+    naps.clear()
+    monkeypatch.delenv(dist.WAIT_SLEEP_ENV, raising=False)
+    dist.wait(Request(5), 10.0, "test")                     # spins: no sleep
+    assert naps == []
+    monkeypatch.setenv(dist.WAIT_SLEEP_ENV, "0.0002")
+    dist.wait(Request(4), 10.0, "test")
+    assert naps == [50e-6, 100e-6, 0.0002]
+
+
+def test_sleeping_waits_keep_what_the_user_set():
+    from real.dist import sleeping_waits
+    env = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "0"}
+    assert sleeping_waits(env) == {"PSGD_WAIT_SLEEP_S": "0.001"}
+    assert env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] == "0"
