@@ -29,9 +29,12 @@ take the same path as a user's. ``--cluster`` describes the hosts of every
 record instead of the record's own environment (runs made on a cluster
 described by a file or a preset's kind). The ``workload`` column says which.
 
-Records marked *disturbed* (other processes took CPU the run asked for; the marks
-and the rule are ``simulator.contracts.record.left_out_reason``) are left out, and
-the output says how many of how many, by mark; ``--include-disturbed`` keeps them.
+Records marked *disturbed* (other processes took CPU the run asked for) or
+*testbed-bound* (the machine, not the system it stands for, set the pace:
+``real.testbed``; the marks and the rule are
+``simulator.contracts.record.left_out_reason``) are left out, and the output says how
+many of how many, by mark; ``--include-disturbed`` and ``--include-testbed-bound``
+keep them.
 What is left is compared (exit 0); a folder where nothing is left is a usage error
 (exit 2). Where the records hold several sets of settings, a line says so and how
 they differ. Files are written before the table is printed, so ``compare RUNS |
@@ -201,11 +204,12 @@ def usable_records(runs_dir, link: LinkCalibration | None = None, skipped: list 
 def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
             link: LinkCalibration | None = None, workloads=None,
             cluster: Cluster | None = None, include_disturbed: bool = False,
-            skipped: list | None = None) -> pd.DataFrame:
+            skipped: list | None = None, keep: tuple[str, ...] = ()) -> pd.DataFrame:
     """One row per (configuration, P): measured mean ± CI, predicted, relative error.
 
-    Records marked disturbed (or with another mark of ``record.left_out_reason``) are
-    left out unless ``include_disturbed``; how many, by mark, is in
+    Records marked disturbed (or with another mark of ``record.left_out_reason``, such as
+    testbed-bound) are left out unless ``include_disturbed`` (or the mark is in ``keep``);
+    how many, by mark, is in
     ``df.attrs["left_out"]`` (and the disturbed ones in ``df.attrs["disturbed_left_out"]``),
     the records compared in ``df.attrs["records"]``. Records (and groups the profile
     cannot predict) left out otherwise go to ``skipped``.
@@ -216,7 +220,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     files = workload_files(workloads)
     from simulator.engine.machine import machine
     rows = []
-    groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed)
+    groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed, keep)
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
         per_epoch = [steady_epoch_s(r, scheme.name, workload.epochs) for r in recs]
         mean, ci = mean_ci95(per_epoch)
@@ -318,7 +322,8 @@ def disturbed_note(df: pd.DataFrame) -> str:
     return f"kept {kept} disturbed run(s) (--include-disturbed)" if kept else ""
 
 
-LEFT_OUT_FLAGS = {"disturbed": "--include-disturbed"}
+LEFT_OUT_FLAGS = {"disturbed": "--include-disturbed",
+                  "testbed-bound": "--include-testbed-bound"}
 
 
 def mixed_settings(groups: dict) -> str:
@@ -400,6 +405,9 @@ def build_parser():
     p.add_argument("--seed", type=cli.seed, default=0, help="seed of the step-time draws")
     p.add_argument("--include-disturbed", action="store_true",
                    help="compare runs that other processes disturbed too (left out by default)")
+    p.add_argument("--include-testbed-bound", action="store_true",
+                   help="compare runs whose machine did not stay faithful too (testbed-bound, "
+                        "real.testbed; left out by default)")
     p.add_argument("--link", default=None, type=cli.input_file,
                    help="cluster TOML of python -m calibrate.link: emulated-cluster records use its "
                         "latency and payload share of their own shaped rate")
@@ -423,7 +431,8 @@ def main(argv=None) -> int:
         link = load_link_calibration(args.link) if args.link else None
         cluster = load_cluster(args.cluster) if args.cluster else None
         df = compare(args.runs, prof, args.seed, link, args.workloads, cluster,
-                     args.include_disturbed, skipped)
+                     args.include_disturbed, skipped,
+                     ("testbed-bound",) if args.include_testbed_bound else ())
     except (profiles.ProfileError, ConfigError) as e:
         return usage_error(PROG, str(e))
     if df.empty:

@@ -117,3 +117,22 @@ def test_partial_results_still_count_and_damaged_iterations_are_named(tmp_path):
     assert "left out 1 of 6 run(s): 1 disturbed" in r.stdout
     df = compare.compare(runs, prof)
     assert list(df["runs"]) == [2, 1, 1, 1]
+
+
+def test_testbed_bound_runs_are_left_out_and_counted(tmp_path):
+    prof = true_profile()
+    write_records(tmp_path / "runs", prof)
+    for run_id in ("psgd-P2-r0", "psgd-P2-r1"):
+        path = tmp_path / "runs" / run_id / record.RECORD_FILE
+        rec = json.loads(path.read_text())
+        rec["testbed_bound"] = True
+        path.write_text(json.dumps(rec))
+    df = compare.compare(tmp_path / "runs", prof)
+    assert df.attrs["left_out"] == {"testbed-bound": 2} and 2 not in list(df["workers"])
+    note = compare.disturbed_note(df)
+    assert "left out 2 of 8 run(s): 2 testbed-bound" in note
+    assert "--include-testbed-bound keeps them" in note
+    kept = compare.compare(tmp_path / "runs", prof, keep=("testbed-bound",))
+    assert list(kept["runs"]) == [2, 2, 2, 2]
+    r = py("simulator.compare", str(tmp_path / "runs"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0 and "2 testbed-bound" in r.stdout + r.stderr

@@ -93,7 +93,8 @@ the emulated cluster (its link and ranks per host); a sweep with ``--hostfile`` 
 ``--launcher srun`` should keep each placement in a folder of its own.
 
 **Left out.** ``left_out_reason`` is the one rule for which records a timing comparison
-leaves out and why (``LEFT_OUT_MARKS``: ``disturbed`` today); every reader asks it.
+leaves out and why (``LEFT_OUT_MARKS``: ``disturbed``, ``testbed-bound``); every reader
+asks it.
 
 Only this module decides the layout; everything else calls ``write`` and ``read``.
 
@@ -220,8 +221,8 @@ def cluster_setting(cluster: dict[str, Any] | None) -> dict[str, Any] | None:
     how ranks are placed; not its names or addresses."""
     if not cluster:
         return None
-    keys = ("bandwidth_bits_per_s", "burst_bytes", "queue_s", "host_queue_packets",
-            "ranks_per_host", "hostfile")
+    keys = ("bandwidth_bits_per_s", "burst_bytes", "queue_s", "queue_bytes",
+            "host_queue_packets", "ranks_per_host", "hostfile")
     out = {k: cluster[k] for k in keys if cluster.get(k) is not None}
     out["hosts"] = len(cluster.get("namespaces") or ())
     return out
@@ -286,6 +287,7 @@ def _shown(value) -> str:
 # line in ``left_out_reason``.
 LEFT_OUT_MARKS: dict[str, str] = {
     "disturbed": "other processes took CPU the run asked for",
+    "testbed-bound": "the machine, not what it stands for, set the pace",
 }
 
 
@@ -294,6 +296,8 @@ def left_out_reason(rec: dict[str, Any], keep: Collection[str] = ()) -> str | No
     (a key of ``LEFT_OUT_MARKS``), or None when it counts; marks in ``keep`` count."""
     if is_disturbed(rec) and "disturbed" not in keep:
         return "disturbed"
+    if is_testbed_bound(rec) and "testbed-bound" not in keep:
+        return "testbed-bound"
     return None
 
 
