@@ -287,16 +287,21 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
 
 def _nccl_kept(hw) -> dict:
     """The starting point's NCCL values that no fit moves: the channel cap, the protocol
-    (with its size rule's threshold) and the LL protocol's costs."""
+    (with its size rule's threshold), the LL and LL128 protocols' costs, the release."""
     from simulator.contracts.units import duration_text, rate_text
     kept = {"protocol": hw.protocol}
     if hw.channel_bytes_per_s:
         kept["channel_bandwidth"] = rate_text(hw.channel_bytes_per_s)
-    if hw.ll is not None:
-        kept |= {"ll_call_latency": duration_text(hw.ll.call_latency_s),
-                 "ll_intra_latency": duration_text(hw.ll.intra_latency_s),
-                 "ll_link_latency": duration_text(hw.ll.link_latency_s),
-                 "ll_bandwidth_share": hw.ll.bandwidth_share}
+    for name, ll in (("ll", hw.ll), ("ll128", hw.ll128)):
+        if ll is not None:
+            kept |= {f"{name}_call_latency": duration_text(ll.call_latency_s),
+                     f"{name}_intra_latency": duration_text(ll.intra_latency_s),
+                     f"{name}_link_latency": duration_text(ll.link_latency_s),
+                     f"{name}_bandwidth_share": ll.bandwidth_share}
+            if ll.max_bus_bytes_per_s:
+                kept[f"{name}_max_bandwidth"] = rate_text(ll.max_bus_bytes_per_s)
+    if hw.release:
+        kept["release"] = hw.release
     if hw.protocol == "nccl-2.2":
         kept["ll_threshold"] = f"{hw.ll_threshold_bytes:.0f}B"
     if hw.protocol == "nccl-2.3":

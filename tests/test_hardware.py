@@ -73,6 +73,8 @@ def test_presets_load_and_every_number_has_a_source(name):
 def test_the_devices_table_has_a_source_for_every_rate():
     raw = tomllib.loads((PRESETS_DIR / "devices.toml").read_text())
     assert raw["device"] and all(d["flops"]["source"] for d in raw["device"])
+    rates = [d[k] for d in raw["device"] for k in ("tf32_flops", "amp_flops") if k in d]
+    assert rates and all(r["source"].strip() for r in rates)
 
 
 GPU_HOSTS = '[cluster]\nhosts = 2\ndevices_per_host = 4\n'

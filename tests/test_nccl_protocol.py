@@ -220,7 +220,8 @@ def test_a_cluster_file_prices_the_ll_protocol(tmp_path):
 @pytest.mark.parametrize("extra,words", [
     ('ll_call_latency = "3.6us"\n', "add ll_intra_latency, ll_link_latency, ll_bandwidth_share"),
     ('protocol = "ll"\n', "needs the LL protocol's costs"),
-    ('protocol = "ll128"\n', "unknown NCCL protocol 'll128'"),
+    ('protocol = "ll256"\n', "unknown NCCL protocol 'll256'"),
+    ('protocol = "ll128"\n', "needs the LL128 protocol's costs"),
     (LL_KEYS.replace("0.25", "1.5"), "ll_bandwidth_share must be in (0, 1]"),
     (LL_KEYS.replace('"0.9us"', '"-1us"'), "nccl.ll_link_latency"),
     (LL_KEYS + 'protocol = "nccl-2.3"\n', "needs ll_thread_threshold in [nccl]"),

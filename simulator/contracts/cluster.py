@@ -55,6 +55,13 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     ll_intra_latency = "1.0us"  # its latency per ring step inside a host,
     ll_link_latency = "0.9us"   # its latency per ring step between hosts,
     ll_bandwidth_share = 0.25   # and the share of the bandwidth it reaches (no ll_*: Simple only)
+    ll_max_bandwidth = "87.7GB/s"   # optional: the most bus bandwidth LL reaches (llMaxBw)
+    ll128_call_latency = "10us" # optional, as the ll_* keys: NCCL's LL128 protocol
+    ll128_intra_latency = "1.9us"
+    ll128_link_latency = "4us"
+    ll128_bandwidth_share = 0.92
+    ll128_max_bandwidth = "203GB/s"
+    release = "2.8.3"           # optional: the NCCL release the costs are read from
 
 Every value may be written as ``{ value = ..., source = "..." }``: presets
 (``simulator/data/presets/*.toml``, ``load_preset``) give each number its
@@ -86,7 +93,9 @@ SECTION_KEYS = {
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
-             "ll_thread_threshold"),
+             "ll_thread_threshold", "ll_max_bandwidth", "ll128_call_latency",
+             "ll128_intra_latency", "ll128_link_latency", "ll128_bandwidth_share",
+             "ll128_max_bandwidth", "release"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
 TOP_KEYS = ("name", "source")
@@ -132,33 +141,45 @@ class Link:
 
 
 TOPOLOGIES = ("switch", "two_tier")
-PROTOCOLS = ("auto", "simple", "ll", "nccl-2.2", "nccl-2.3")
+PROTOCOLS = ("auto", "simple", "ll", "ll128", "nccl-2.2", "nccl-2.3")
 LL_THRESHOLD_BYTES = 16384        # NCCL_LL_THRESHOLD's default up to NCCL 2.2 (its docs)
 LL_MAX_THREADS = 256              # NCCL_LL_MAX_NTHREADS of NCCL 2.3-2.4 (src/include/core.h)
 
 
 @dataclass(frozen=True)
 class LowLatency:
-    """NCCL's LL protocol for ring allreduce: each 8-byte line carries 4 bytes of data and
-    a flag, so a step needs no separate synchronisation (a lower latency per step and per
-    call) but moves data at a fraction of the bandwidth. NCCL 2.5.6's tuner prices a ring
-    allreduce of n bytes over P ranks, for either protocol, as::
+    """One of NCCL's low-latency protocols for ring allreduce. LL: each 8-byte line
+    carries 4 bytes of data and a flag; LL128: each 128-byte line 120 bytes and a flag
+    (NVLink only). A step needs no separate synchronisation (a lower latency per step and
+    per call) but moves data at a fraction of the bus bandwidth, at most
+    ``max_bus_bytes_per_s`` of it (NCCL's ``llMaxBw``; LL128's per-channel cap times the
+    channels; 0: no cap). NCCL's tuner prices a ring allreduce of n bytes over P ranks,
+    for each protocol, as (``src/graph/tuning.cc``, ``ncclTopoTuneModel``)::
 
-        call_latency + 2 (P - 1) step_latency + n / (bus bandwidth * share * P / (2 (P - 1)))
+        call_latency + 2 (P - 1) step_latency
+                     + n / (min(share * bus bandwidth, max_bus) * P / (2 (P - 1)))
 
-    and runs the cheaper (``src/graph/tuning.cc``, ``src/enqueue.cc``)."""
+    and runs the cheapest (``src/enqueue.cc``)."""
     call_latency_s: float
     intra_latency_s: float         # per ring step between two devices of a host
     link_latency_s: float          # per ring step when the ring crosses hosts
     bandwidth_share: float
+    max_bus_bytes_per_s: float = 0.0
 
     def __post_init__(self):
         nonnegative("ll_call_latency", self.call_latency_s)
         nonnegative("ll_intra_latency", self.intra_latency_s)
         nonnegative("ll_link_latency", self.link_latency_s)
+        nonnegative("ll_max_bandwidth", self.max_bus_bytes_per_s)
         if not 0.0 < self.bandwidth_share <= 1.0:
             raise ConfigError("ll_bandwidth_share must be in (0, 1] "
                               f"(got {self.bandwidth_share!r})")
+
+    def share_at(self, bus_bytes_per_s: float) -> float:
+        """The share of a path of ``bus_bytes_per_s`` this protocol moves data at."""
+        if self.max_bus_bytes_per_s <= 0 or bus_bytes_per_s <= 0:
+            return self.bandwidth_share
+        return min(self.bandwidth_share, self.max_bus_bytes_per_s / bus_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -184,10 +205,11 @@ class Hardware:
       what their hosts' NICs can send;
     * NCCL: ``call_latency_s`` per collective call, ``channels`` rings or trees
       a collective is split over, each moving at most ``channel_bytes_per_s``
-      (0: no cap); ``ll``: its low-latency protocol (None: every call runs Simple),
-      and ``protocol``: which one a ring allreduce runs (``auto``: the faster, as
-      NCCL 2.5's tuner picks; ``nccl-2.2`` and ``nccl-2.3``: the size rules of
-      those releases, ``ll_by_size``).
+      (0: no cap); ``ll`` and ``ll128``: its low-latency protocols (None: not run),
+      and ``protocol``: which one a ring allreduce runs (``auto``: the fastest, as
+      NCCL 2.5 and later's tuner picks; ``nccl-2.2`` and ``nccl-2.3``: the size rules
+      of those releases, ``ll_by_size``); ``release``: the NCCL release the costs are
+      read from (said in the provenance).
     """
     device: Device | None = None
     intra: Link | None = None
@@ -202,6 +224,8 @@ class Hardware:
     protocol: str = "auto"
     ll_threshold_bytes: float = LL_THRESHOLD_BYTES
     ll_thread_bytes: float = 0.0      # "nccl-2.3": NCCL's threadThreshold (0: not given)
+    ll128: LowLatency | None = None   # NCCL's LL128 protocol (None: not run)
+    release: str = ""                 # the NCCL release whose costs these are
 
     def __post_init__(self):
         positive("nics", self.nics)
@@ -212,6 +236,10 @@ class Hardware:
             raise ConfigError(f"protocol = \"{self.protocol}\" needs the LL protocol's costs in "
                               "[nccl]: ll_call_latency, ll_intra_latency, ll_link_latency, "
                               "ll_bandwidth_share")
+        if self.protocol == "ll128" and self.ll128 is None:
+            raise ConfigError("protocol = \"ll128\" needs the LL128 protocol's costs in [nccl]: "
+                              "ll128_call_latency, ll128_intra_latency, ll128_link_latency, "
+                              "ll128_bandwidth_share")
         nonnegative("ll_threshold", self.ll_threshold_bytes)
         if self.protocol == "nccl-2.3" and self.ll_thread_bytes <= 0:
             raise ConfigError("protocol = \"nccl-2.3\" needs ll_thread_threshold in [nccl]: "
@@ -506,22 +534,27 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         channels=r.integer("nccl", "channels", 1) if r.section("nccl") is not None else 1,
         channel_bytes_per_s=(r.parsed("nccl", "channel_bandwidth", parse_bandwidth)
                              if "channel_bandwidth" in (r.section("nccl") or {}) else 0.0),
-        ll=_low_latency(r),
+        ll=_low_latency(r, "ll"),
+        ll128=_low_latency(r, "ll128"),
+        release=str(r.get("nccl", "release", "")) if r.section("nccl") is not None else "",
         protocol=str(r.get("nccl", "protocol", "auto")),
         ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, f"{LL_THRESHOLD_BYTES}B"),
         ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"))
 
 
-def _low_latency(r: _Reader) -> LowLatency | None:
-    """NCCL's LL protocol where the [nccl] section prices it (all four ``ll_*`` keys)."""
-    keys = ("ll_call_latency", "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share")
+def _low_latency(r: _Reader, name: str) -> LowLatency | None:
+    """NCCL's LL (``name`` = "ll") or LL128 protocol where the [nccl] section prices it
+    (all four ``{name}_*`` keys; ``{name}_max_bandwidth`` optional)."""
+    keys = tuple(f"{name}_{k}" for k in ("call_latency", "intra_latency", "link_latency",
+                                          "bandwidth_share"))
     given = [k for k in keys if k in (r.section("nccl") or {})]
     if not given:
         return None
     if len(given) < len(keys):
         missing = ", ".join(k for k in keys if k not in given)
-        raise ConfigError(f"[nccl] prices the LL protocol only in part: add {missing}")
-    return LowLatency(r.parsed("nccl", "ll_call_latency", parse_duration),
-                      r.parsed("nccl", "ll_intra_latency", parse_duration),
-                      r.parsed("nccl", "ll_link_latency", parse_duration),
-                      r.number("nccl", "ll_bandwidth_share"))
+        raise ConfigError(f"[nccl] prices the {name.upper()} protocol only in part: "
+                          f"add {missing}")
+    cap = (r.parsed("nccl", f"{name}_max_bandwidth", parse_bandwidth)
+           if f"{name}_max_bandwidth" in r.section("nccl") else 0.0)
+    return LowLatency(*(r.parsed("nccl", k, parse_duration) for k in keys[:3]),
+                      r.number("nccl", keys[3]), cap)

@@ -216,12 +216,17 @@ def _value(cluster: Cluster, field: str) -> str:
                        "nccl.call_latency": f"{hw.call_latency_s * 1e6:g} us",
                        "topology.kind": hw.topology,
                        "topology.oversubscription": hw.oversubscription})
+        values.update({"nccl.protocol": hw.protocol, "nccl.release": hw.release or "-"})
+        for name, ll in (("ll", hw.ll), ("ll128", hw.ll128)):
+            if ll is not None:
+                values.update({
+                    f"nccl.{name}_call_latency": f"{ll.call_latency_s * 1e6:g} us",
+                    f"nccl.{name}_intra_latency": f"{ll.intra_latency_s * 1e6:g} us",
+                    f"nccl.{name}_link_latency": f"{ll.link_latency_s * 1e6:g} us",
+                    f"nccl.{name}_bandwidth_share": ll.bandwidth_share,
+                    f"nccl.{name}_max_bandwidth": format_rate(ll.max_bus_bytes_per_s)
+                    if ll.max_bus_bytes_per_s else "no cap"})
         if hw.ll:
-            values.update({"nccl.protocol": hw.protocol,
-                           "nccl.ll_call_latency": f"{hw.ll.call_latency_s * 1e6:g} us",
-                           "nccl.ll_intra_latency": f"{hw.ll.intra_latency_s * 1e6:g} us",
-                           "nccl.ll_link_latency": f"{hw.ll.link_latency_s * 1e6:g} us",
-                           "nccl.ll_bandwidth_share": hw.ll.bandwidth_share})
             values["nccl.ll_threshold"] = f"{hw.ll_threshold_bytes:.0f} B"
             values["nccl.ll_thread_threshold"] = f"{hw.ll_thread_bytes:.0f} B"
         if hw.device:

@@ -15,8 +15,9 @@ memory inside a host. A cluster with ``Hardware`` adds:
   at most at ``channel_bytes_per_s``; the parts of one message cross the same
   resources, so together they are one flow of at most ``channels *
   channel_bytes_per_s`` (``flow_cap``; 0 = no cap);
-* NCCL's LL protocol (``ll_routes``): the same resources, its own latency per
-  ring step inside a host and between hosts.
+* NCCL's LL and LL128 protocols (``ll_routes``, ``ll128_routes``): the same
+  resources, each protocol's own latency per ring step inside a host and between
+  hosts.
 
 The resources are the same kind ``network.Network`` shares max-min fairly and
 ``comm.costs`` counts per step, so both fidelities see them.
@@ -56,12 +57,21 @@ class FabricRoutes(Routes):
     def ll_routes(self) -> FabricRoutes | None:
         """These routes as NCCL's LL protocol runs a ring over them: the same devices,
         NICs and switches, each step after the protocol's own latency (a call moves
-        ``1 / bandwidth_share`` times its bytes: ``comm.costs``, ``comm.message``).
+        ``1 / share`` times its bytes: ``comm.costs``, ``comm.message``).
         None where the cluster does not price the protocol."""
-        ll = self.hardware.ll
+        return self._protocol_routes(self.hardware.ll)
+
+    @functools.cached_property
+    def ll128_routes(self) -> FabricRoutes | None:
+        """As ``ll_routes``, for NCCL's LL128 protocol."""
+        return self._protocol_routes(self.hardware.ll128)
+
+    def _protocol_routes(self, ll) -> FabricRoutes | None:
         if ll is None:
             return None
         other = copy.copy(self)
+        other.__dict__.pop("ll_routes", None)
+        other.__dict__.pop("ll128_routes", None)
         if self.intra is not None:
             other.intra = replace(self.intra, latency_s=ll.intra_latency_s)
         if self.link is not None:

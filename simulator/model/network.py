@@ -38,6 +38,7 @@ class Routes:
     flow_cap = 0.0      # bytes/s one message may use at most (0: no cap; ``model.fabric``)
     hardware = None     # accelerators, NICs, NCCL (``model.fabric``)
     ll_routes = None    # the routes of NCCL's LL protocol (``model.fabric``)
+    ll128_routes = None  # and of its LL128 protocol
 
     def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport,
                  handoff_s: tuple[float, ...] | None = None):

@@ -33,33 +33,59 @@ def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_by
     return _nccl_protocol(chosen, ranks, float(n_bytes), routes) if chosen == "ring" else chosen
 
 
+LOW_LATENCY = {"ring_ll": "ll", "ring_ll128": "ll128"}    # algorithm -> NCCL protocol
+
+
+def low_latency(routes: Routes, algorithm: str):
+    """(the protocol's costs, the routes it runs over) of a ``ring_ll`` or ``ring_ll128``
+    call."""
+    name = LOW_LATENCY[algorithm]
+    return getattr(routes.hardware, name), getattr(routes, f"{name}_routes")
+
+
+def protocol_share(routes: Routes, ranks: tuple[int, ...], algorithm: str) -> float:
+    """The share of the bus bandwidth a ``ring_ll``/``ring_ll128`` call moves data at on
+    these ranks' slowest path: the protocol's share, at most its cap (``LowLatency``)."""
+    ll, _ = low_latency(routes, algorithm)
+    _, b = routes.group_params(ranks)
+    return ll.share_at(1.0 / b if b else 0.0)
+
+
 def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Routes) -> str:
-    """``ring_ll`` where NCCL runs this ring allreduce with its LL protocol: always with
-    ``protocol = "ll"``; by the release's size rule with ``nccl-2.2`` and ``nccl-2.3``
-    (``Hardware.ll_by_size``); with ``auto`` where the LL call's contention-free closed
-    form (its call and step latencies, ``n / bandwidth_share`` bytes) is the shorter, as
-    NCCL 2.5's tuner compares its own; else ``ring`` (Simple). Where the tuner's ``auto``
-    picked the double binary tree it ran that with Simple (LL trees are not modelled)."""
-    hw, ll_routes = routes.hardware, routes.ll_routes
-    if ll_routes is None or hw.protocol == "simple":
+    """``ring_ll`` or ``ring_ll128`` where NCCL runs this ring allreduce with its LL or
+    LL128 protocol: always with ``protocol = "ll"`` or ``"ll128"``; by the release's
+    size rule with ``nccl-2.2`` and ``nccl-2.3`` (``Hardware.ll_by_size``: LL or
+    Simple); with ``auto`` the protocol whose contention-free closed form (its call and
+    step latencies, ``n / share`` bytes) is the shortest, as NCCL's tuner compares its
+    own (``src/graph/tuning.cc``, ``src/enqueue.cc``); else ``ring`` (Simple). Where the
+    tuner's ``auto`` picked the double binary tree it ran that with Simple (LL trees
+    are not modelled)."""
+    hw = routes.hardware
+    priced = [alg for alg, name in LOW_LATENCY.items() if getattr(hw, name) is not None]
+    if not priced or hw.protocol == "simple":
         return algorithm
-    if hw.protocol == "ll":
-        return "ring_ll"
+    if hw.protocol in ("ll", "ll128"):
+        return "ring_" + hw.protocol
     p = len(ranks)
     if hw.protocol in ("nccl-2.2", "nccl-2.3"):
         return "ring_ll" if hw.ll_by_size(n, p, not routes.one_host(ranks)) else "ring"
     a, b = routes.group_params(ranks)
-    a_ll, _ = ll_routes.group_params(ranks)
-    simple_s = hw.call_latency_s + ring_allreduce_s(p, n, a, b)
-    ll_s = hw.ll.call_latency_s + ring_allreduce_s(p, n / hw.ll.bandwidth_share, a_ll, b)
-    return "ring_ll" if ll_s < simple_s else "ring"
+    best, best_s = "ring", hw.call_latency_s + ring_allreduce_s(p, n, a, b)
+    for alg in priced:
+        ll, proto_routes = low_latency(routes, alg)
+        a_ll, _ = proto_routes.group_params(ranks)
+        t = ll.call_latency_s + ring_allreduce_s(p, n / protocol_share(routes, ranks, alg),
+                                                 a_ll, b)
+        if t < best_s:
+            best, best_s = alg, t
+    return best
 
 
 def call_latency_s(transport: Transport, routes: Routes, algorithm: str) -> float:
     """The library's fixed latency per collective call: the transport's (NCCL's base
-    latency of the Simple protocol), or the LL protocol's for ``ring_ll``."""
-    if algorithm == "ring_ll":
-        return routes.hardware.ll.call_latency_s
+    latency of the Simple protocol), or the LL or LL128 protocol's."""
+    if algorithm in LOW_LATENCY:
+        return low_latency(routes, algorithm)[0].call_latency_s
     return transport.call_latency_s
 
 

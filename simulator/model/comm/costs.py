@@ -19,8 +19,8 @@ plus the reduction of what it received (``gamma * bytes``). A collective is
 the sum of its steps (``ring``: 2(P-1) identical ones; recursive doubling and
 Rabenseifner: a fold, log2 rounds, an unfold; release/gather: tree levels;
 gather/scatter: one step through the root's port; binomial broadcast: log2
-rounds; NCCL's LL protocol, ``ring_ll``: the ring of ``n / bandwidth_share``
-bytes at the protocol's latencies, ``fabric.FabricRoutes.ll_routes``). With
+rounds; NCCL's LL and LL128 protocols, ``ring_ll`` and ``ring_ll128``: the ring of
+``n / share`` bytes at the protocol's latencies, ``fabric.FabricRoutes.ll_routes``). With
 every rank on its own host and one path this is exactly the
 contention-free closed form; ``collectives`` sends the same messages one by
 one, and the tests check that both agree.
@@ -37,6 +37,7 @@ from simulator.contracts.closed_forms import (
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
 )
+from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
 from simulator.model.network import Routes
 
 
@@ -46,9 +47,10 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
     ``root`` is the index in ``ranks`` of a gather's, scatter's or broadcast's root."""
     if len(ranks) <= 1:
         return 0.0
-    if kind == "allreduce" and algorithm == "ring_ll":      # NCCL's LL protocol
-        share = routes.hardware.ll.bandwidth_share
-        return _ring_s(ranks, n_bytes / share, routes.ll_routes, gamma_s_per_byte * share)
+    if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128 protocol
+        share = protocol_share(routes, ranks, algorithm)
+        return _ring_s(ranks, n_bytes / share, low_latency(routes, algorithm)[1],
+                       gamma_s_per_byte * share)
     if kind == "allreduce":
         algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
     if kind == "allreduce" and algorithm == "ring":

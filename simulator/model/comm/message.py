@@ -14,6 +14,7 @@ import simpy
 
 from simulator.model.comm import collectives
 from simulator.model.comm.base import Comm
+from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
 from simulator.model.network import Network
 
 
@@ -25,7 +26,7 @@ class MessageComm(Comm):
         self.network = Network(env, routes)
         self._sends: dict[tuple, tuple] = {}
         self._recvs: dict[tuple, simpy.Event] = {}
-        self._ll: MessageComm | None = None     # the LL protocol's view (``_ll_view``)
+        self._ll: dict = {}     # the LL and LL128 protocols' views (``_ll_view``)
 
     def transfer(self, src, dst, n_bytes):
         moved = self.network.transfer(src, dst, n_bytes)
@@ -85,24 +86,24 @@ class MessageComm(Comm):
             received.succeed()
         self.network.transfer(src, dst, n_bytes).callbacks.append(arrive)
 
-    def _ll_view(self) -> MessageComm:
-        """This comm as NCCL's LL protocol sends: the same network, flows and pending
-        messages, each message after the protocol's latency; a call's reductions at the
-        rate of its data (it moves ``1 / bandwidth_share`` times its bytes)."""
-        view = self._ll
+    def _ll_view(self, algorithm: str, share: float) -> MessageComm:
+        """This comm as NCCL's LL or LL128 protocol sends: the same network, flows and
+        pending messages, each message after the protocol's latency; a call's reductions
+        at the rate of its data (it moves ``1 / share`` times its bytes)."""
+        key = (algorithm, share)
+        view = self._ll.get(key)
         if view is None:
-            view = self._ll = copy.copy(self)
-            view.routes = self.routes.ll_routes
+            view = self._ll[key] = copy.copy(self)
+            view.routes = low_latency(self.routes, algorithm)[1]
             view.network = self.network.over(view.routes)
-            share = self.routes.hardware.ll.bandwidth_share
             view.gamma_s_per_byte = self.gamma_s_per_byte * share
         return view
 
     def _run(self, kind, rank, ranks, i, n_bytes, root, algorithm, key, is_last):
         tag = key
-        if kind == "allreduce" and algorithm == "ring_ll":      # NCCL's LL protocol
-            share = self.routes.hardware.ll.bandwidth_share
-            yield from collectives.ALLREDUCE["ring"](self._ll_view(), ranks, i,
+        if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128
+            share = protocol_share(self.routes, ranks, algorithm)
+            yield from collectives.ALLREDUCE["ring"](self._ll_view(algorithm, share), ranks, i,
                                                      n_bytes / share, tag)
         elif kind == "allreduce":
             yield from collectives.ALLREDUCE[algorithm](self, ranks, i, n_bytes, tag)

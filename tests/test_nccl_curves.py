@@ -1,0 +1,77 @@
+"""NCCL's allreduce against the published nccl-tests tables (benchmarks.nccl.curves).
+
+The model prices each size with the costs its preset reads from NCCL's tuning.cc; these
+tests pin how close each published curve comes, size by size, so a change that moves a
+curve away from its table fails. The sizes outside 10% and why are in docs/validation.md.
+"""
+import pytest
+
+from benchmarks.nccl.curves import compare, load_table, one_host, predicted_s, tables
+from simulator.contracts.cluster import LowLatency
+from simulator.contracts.closed_forms import ring_allreduce_s
+
+pytestmark = pytest.mark.timeout(120)
+TABLES = {t.name: t for t in tables()}
+
+
+def test_every_table_names_its_source_release_and_command():
+    assert {"a100-8x-superbench", "h100-8x-together"} <= set(TABLES)
+    for t in TABLES.values():
+        assert t.source and t.nccl and t.command and t.gpus == 8
+        assert t.rows[0][0] <= 8 and t.rows[-1][0] >= 2**30
+
+
+# (table, sizes of the 21 from 1 KiB to 1 GiB within 10%, worst |error|, error at 1 GiB)
+PINNED = [("h100-8x-together", 16, 0.27, 0.02), ("a100-8x-superbench", 12, 0.45, 0.02)]
+
+
+@pytest.mark.parametrize("name,within,worst,at_1g", PINNED)
+def test_each_published_curve_is_reproduced_as_pinned(name, within, worst, at_1g):
+    rows = compare(TABLES[name])
+    assert len(rows) == 21
+    assert sum(abs(r["error"]) <= 0.10 for r in rows) >= within
+    assert max(abs(r["error"]) for r in rows) <= worst
+    assert abs(rows[-1]["error"]) <= at_1g          # the bus bandwidth NCCL's source gives
+    small = [r for r in rows if r["bytes"] <= 64 * 1024]
+    assert all(abs(r["error"]) <= 0.07 for r in small)    # the launch, from the table
+
+
+def test_large_calls_run_simple_small_ones_a_low_latency_protocol():
+    t = TABLES["h100-8x-together"]
+    cluster = one_host(t.preset, 8)
+    assert predicted_s(cluster, 8, 2**30)[0] == "Simple"
+    assert predicted_s(cluster, 8, 4096)[0] == "LL"
+
+
+def test_the_chosen_protocol_is_the_cheapest_closed_form():
+    """The tuner's rule on the H100 preset, by hand: each protocol's call latency, 14
+    steps of its per-step latency, n / (share * bus bandwidth, at most its cap)."""
+    cluster = one_host("dgx-h100", 8)
+    hw, bus = cluster.hardware, cluster.hardware.intra.bandwidth_bytes_per_s
+
+    def closed(ll: LowLatency | None, n):
+        if ll is None:
+            return hw.call_latency_s + ring_allreduce_s(8, n, hw.intra.latency_s, 1 / bus)
+        return ll.call_latency_s + ring_allreduce_s(8, n / ll.share_at(bus),
+                                                    ll.intra_latency_s, 1 / bus)
+    names = {"Simple": None, "LL": hw.ll, "LL128": hw.ll128}
+    for n in (2**k for k in range(10, 31, 2)):
+        best = min(names, key=lambda p: closed(names[p], n))
+        proto, t = predicted_s(cluster, 8, n)
+        assert proto == best
+        assert t == pytest.approx(closed(names[best], n), rel=1e-9)
+
+
+def test_a_protocols_cap_limits_its_share():
+    ll = LowLatency(1e-6, 1e-6, 1e-6, 0.5, max_bus_bytes_per_s=100e9)
+    assert ll.share_at(150e9) == 0.5 and ll.share_at(400e9) == pytest.approx(0.25)
+    assert LowLatency(1e-6, 1e-6, 1e-6, 0.5).share_at(400e9) == 0.5
+
+
+def test_a_table_row_is_the_lower_of_its_two_columns(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text('name = "t"\ntitle = "t"\nsource = "s"\nnccl = "2"\ncommand = "c"\n'
+                 'preset = "dgx-h100"\ngpus = 8\nrows = [[8, 30.0, 20.0], [1024, 10.0, 40.0]]\n')
+    t = load_table(f)
+    assert t.rows == ((8, pytest.approx(20e-6)), (1024, pytest.approx(10e-6)))
+    assert t.launch_s == pytest.approx(20e-6)
