@@ -64,8 +64,9 @@ def per_scheme(repeats: int) -> list[str]:
     args = predict.build_parser().parse_args(["--workers", "16"])
     measured = load_default()
     cluster = predict.make_cluster(args, measured)
-    mach, model = describe.inputs(args, measured, "embedded", cluster)
-    workload = Workload(model=model, batch_per_worker=args.batch_size,
+    mach, model, _file = describe.inputs(args, measured, "embedded", cluster)
+    workload = Workload(model=model or predict.DEFAULT_MODEL,
+                        batch_per_worker=args.batch_size or predict.DEFAULT_BATCH,
                         dataset_samples=predict.DATASETS[args.dataset], epochs=args.epochs)
     lines, total_s, total_events = ["CPU s and SimPy events per scheme, P = 1..16:"], 0.0, 0
     for cfg in predict.configs(args, predict.scheme_names(args)):

@@ -261,7 +261,25 @@ def build_parser() -> Parser:
                         "starting from --preset; see python -m simulator.fit_timings --help")
     p.add_argument("--force", action="store_true",
                    help="write the profile even if fits are below the bar (calibrate.quality)")
+    p.add_argument("--link", metavar="TOML", type=cli.input_file,
+                   help="the network between two such hosts, as python -m calibrate.link wrote "
+                        "it: simulator.predict links hosts like this one with it")
     return p
+
+
+def with_network(profile, path: str):
+    """``profile`` with the link ``calibrate.link`` measured (its cluster TOML's [link])."""
+    from simulator.contracts.checks import ConfigError
+    from simulator.contracts.cluster import load_cluster
+    try:
+        link = load_cluster(path).link
+    except ConfigError as e:
+        raise CalibrationError(f"--link: {e}") from None
+    if link is None:
+        raise CalibrationError(f"--link: {path} has no [link] (write it with python -m "
+                               "calibrate.link)")
+    return replace(profile, network=prof.NetworkLink(link.bandwidth_bytes_per_s, link.latency_s,
+                                                     f"calibrate.link, {Path(path).name}"))
 
 
 def parse_args(argv):
@@ -303,6 +321,8 @@ def main(argv=None) -> int:
         if quality.failing(found) and not args.force:
             print(f"calibrate.fit: {quality.refusal(found)}", file=sys.stderr)
             return 1
+        if args.link:
+            result = replace(result, profile=with_network(result.profile, args.link))
         write_outputs(result, workdir, Path(args.out), plot=not args.no_plot)
         print(f"profile written to {args.out}")
     except (CalibrationError, prof.ProfileError, RecordError) as e:

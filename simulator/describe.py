@@ -18,10 +18,18 @@ Imports: ``simulator.contracts``, ``engine.machine``, ``model.config`` (a tool).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import PROTOCOLS, Cluster, load_cluster, load_preset, preset_names
+from simulator.contracts.cluster import (
+    PROTOCOLS,
+    Cluster,
+    Link,
+    load_cluster,
+    load_preset,
+    preset_names,
+)
 from simulator.contracts.workload import PRECISIONS, at_precision, load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
@@ -70,26 +78,179 @@ def scheme_options(args) -> dict:
             "negotiation_s": args.negotiation_us / 1e6}
 
 
-def described_cluster(args):
-    """The cluster of a preset or file, a function of the ranks where it grows with P;
-    None where neither is given."""
+# Hosts like the profile's are assumed to be linked as this preset's hosts are when the
+# profile measured no network of its own (``python -m calibrate.fit --link``): its [link]
+# cites a source for every number.
+ASSUMED_NETWORK = "cpu-25gbe"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The cluster of a prediction and, in words, where it came from.
+
+    ``cluster``: one Cluster, or a function of the number of ranks where hosts grow with P;
+    ``machine``: whose hosts (the profile's, a preset's, a file's); ``network``: the link
+    between hosts and its origin (measured, preset, assumed, the user's); ``overrides``: each
+    flag that won over the file's own value, as ``--flag value (file: value)``."""
+    cluster: Cluster | Callable[[int], Cluster]
+    machine: str
+    network: str
+    overrides: tuple[str, ...] = ()
+
+    def at(self, ranks: int) -> Cluster:
+        return self.cluster(ranks) if callable(self.cluster) else self.cluster
+
+
+def resolve_cluster(args, profile, profile_origin: str) -> Setting:
+    """The cluster the flags and files describe. With no preset or file: hosts like the
+    profile's (as many ranks per host as it has cores, or ``--ranks-per-host``), as many as
+    P ranks fill, linked by the profile's measured network or, where it has none, the
+    assumed one of ``ASSUMED_NETWORK``; ``--hosts H`` fixes H hosts (``--hosts 1``: the
+    profile's one host, shared memory only). A preset's hosts grow with P; a file's hosts
+    are fixed where it gives ``hosts``, else they grow. A flag that a file also sets wins,
+    and ``Setting.overrides`` says so."""
     preset, path = getattr(args, "preset", None), getattr(args, "cluster", None)
     if preset and path:
         raise ConfigError("give --preset or --cluster, not both")
     if not (preset or path):
         if getattr(args, "nccl_protocol", None):
             raise ConfigError(NEEDS_NCCL)
-        return None
+        return _profile_hosts(args, profile, profile_origin)
+    what = f"preset {preset}" if preset else f"cluster file {path}"
     base = load_preset(preset) if preset else load_cluster(path)
     if getattr(args, "nccl_protocol", None):
         base = with_protocol(base, args.nccl_protocol)
-    if getattr(args, "ranks_per_host", None):
-        base = replace(base, ranks_per_host=args.ranks_per_host, placement="packed")
+    base, overrides = _flags_over_file(base, args, what)
+    fixed = bool(path) and bool(base.source_of("cluster.hosts"))
     if args.hosts is not None:
-        return replace(base, hosts=args.hosts, link=base.link if args.hosts > 1 else None)
-    if not (preset or base.device):
-        return base                      # a CPU cluster file: its hosts, as before
-    return growing(base)
+        if fixed and args.hosts != base.hosts:
+            overrides.append(f"--hosts {args.hosts} ({what}: {base.hosts})")
+        cluster = replace(base, hosts=args.hosts, link=base.link if args.hosts > 1 else None)
+    elif getattr(args, "ranks_per_host", None):
+        if fixed:
+            overrides.append(f"--ranks-per-host {args.ranks_per_host}: hosts grow with P "
+                             f"({what}: hosts = {base.hosts})")
+        cluster = growing(replace(base, ranks_per_host=args.ranks_per_host, placement="packed"))
+    else:
+        cluster = base if fixed else growing(base)
+    if callable(cluster) and base.link is None:
+        raise ConfigError(f"{what} has no [link]: hosts that grow with P need one (or fix "
+                          "the hosts: hosts in the file, or --hosts 1)")
+    return Setting(cluster, f"hosts of {what}", _network_words(base.link, base, what),
+                   tuple(overrides))
+
+
+def _profile_hosts(args, profile, origin: str) -> Setting:
+    """Hosts like the profile's machine (the default), or the one host it was measured on."""
+    cores = args.cores_per_host or profile.cores
+    sources = (("cluster.cores_per_host", "user (--cores-per-host)" if args.cores_per_host
+                else f"profile {origin}"),)
+    if args.hosts == 1:
+        for flag in ("bandwidth", "latency"):
+            if getattr(args, flag, None) is not None:
+                raise ConfigError(f"--{flag}: one host (--hosts 1) has no network between hosts")
+        return Setting(Cluster(hosts=1, cores_per_host=cores,
+                               placement=args.placement or "round_robin",
+                               shared_cores=args.shared_cores, sources=sources),
+                       "the profile's one host", "none: one host, shared memory")
+    link, link_sources, words = default_link(args, profile, origin)
+    sources += link_sources
+    if args.hosts is not None:
+        return Setting(Cluster(hosts=args.hosts, cores_per_host=cores, link=link,
+                               placement=args.placement or "round_robin",
+                               shared_cores=args.shared_cores, sources=sources),
+                       "hosts like the profile's", words)
+    k = args.ranks_per_host or cores
+
+    def of(ranks: int) -> Cluster:
+        hosts = -(-ranks // k)
+        return Cluster(hosts=hosts, cores_per_host=cores, link=link if hosts > 1 else None,
+                       placement="packed", ranks_per_host=k, shared_cores=args.shared_cores,
+                       sources=sources)
+    return Setting(of, "hosts like the profile's", words)
+
+
+def default_link(args, profile, origin: str) -> tuple[Link, tuple, str]:
+    """The network between hosts like the profile's: the one it measured, else the assumed
+    one of ``ASSUMED_NETWORK``, with ``--bandwidth`` and ``--latency`` in place of its own;
+    its cluster sources, and the words that name it."""
+    measured = getattr(profile, "network", None)
+    if measured is not None:
+        link = Link(measured.bandwidth_bytes_per_s, measured.latency_s)
+        origin_text = f"measured: profile {origin} ({measured.source})"
+        words, tail = f"measured ({measured.source})", ""
+    else:
+        preset = load_preset(ASSUMED_NETWORK)
+        link = preset.link
+        origin_text = f"assumed: preset {ASSUMED_NETWORK}: " + preset.source_of("link.bandwidth")
+        words = f"assumed, not measured (the link of preset {ASSUMED_NETWORK})"
+        tail = "; python -m calibrate.link measures yours"
+    sources = (("link.bandwidth", origin_text), ("link.latency", origin_text))
+    bandwidth, latency = getattr(args, "bandwidth", None), getattr(args, "latency", None)
+    if bandwidth is not None or latency is not None:
+        link = replace(link, bandwidth_bytes_per_s=bandwidth or link.bandwidth_bytes_per_s,
+                       latency_s=link.latency_s if latency is None else latency)
+        sources = ((("link.bandwidth", "user (--bandwidth)") if bandwidth else sources[0]),
+                   (("link.latency", "user (--latency)") if latency is not None
+                    else sources[1]))
+        given = " and ".join(f for f, v in (("--bandwidth", bandwidth), ("--latency", latency))
+                             if v is not None)
+        words = f"yours ({given})" + ("" if bandwidth and latency is not None
+                                       else f", the rest {words}")
+        tail = ""
+    return link, sources, f"{words}: {_link_words(link)}{tail}"
+
+
+def _link_words(link: Link) -> str:
+    from simulator.contracts.units import format_duration, format_rate
+    return (f"{format_rate(link.bandwidth_bytes_per_s)} of payload per host and direction, "
+            f"{format_duration(link.latency_s)} one-way")
+
+
+def _network_words(link: Link | None, cluster: Cluster, what: str) -> str:
+    if link is None:
+        return f"none: {what} has one host"
+    hw = cluster.hardware
+    nics = f"{hw.nics} NICs x " if hw is not None and hw.nics > 1 else ""
+    origin = cluster.source_of("link.bandwidth")
+    return f"{origin.split(':')[0] if origin else what}: {nics}{_link_words(link)}"
+
+
+# A file's value each flag replaces: (flag, attribute of args, the Cluster field, words)
+FILE_FLAGS = (("--cores-per-host", "cores_per_host", "cluster.cores_per_host"),
+              ("--placement", "placement", "cluster.placement"),
+              ("--bandwidth", "bandwidth", "link.bandwidth"),
+              ("--latency", "latency", "link.latency"))
+
+
+def _flags_over_file(base: Cluster, args, what: str) -> tuple[Cluster, list[str]]:
+    """``base`` with the values the flags give in place of the file's, and a note for each
+    that differs from the file's own."""
+    from simulator.contracts.units import format_duration, format_rate
+    notes, sources = [], dict(base.sources)
+    shown = {"bandwidth": lambda v: format_rate(v), "latency": format_duration}
+    for flag, attr, field in FILE_FLAGS:
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if attr in ("bandwidth", "latency"):
+            if base.link is None:
+                raise ConfigError(f"{flag}: {what} has no [link] to change (describe the link "
+                                  "in the file)")
+            key = "bandwidth_bytes_per_s" if attr == "bandwidth" else "latency_s"
+            old = getattr(base.link, key)
+            base = replace(base, link=replace(base.link, **{key: value}))
+        else:
+            old = getattr(base, attr)
+            base = replace(base, **{attr: value})
+        if value != old:
+            show = shown.get(attr, str)
+            notes.append(f"{flag} {show(value)} ({what}: {show(old)})")
+            sources[field] = f"user ({flag})"
+    if getattr(args, "shared_cores", False) and not base.shared_cores:
+        notes.append(f"--shared-cores ({what}: shared_cores = false)")
+        base = replace(base, shared_cores=True)
+    return replace(base, sources=tuple(sources.items())), notes
 
 
 def with_protocol(base: Cluster, protocol: str) -> Cluster:
@@ -112,42 +273,20 @@ def growing(base: Cluster):
     return of
 
 
-def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str]:
-    """The Machine for ``cluster`` (the largest, where it grows) and the model's name."""
+def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | None, object]:
+    """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
+    the caller's default) and the workload file (None where none is given). ``--model``
+    and ``--workload`` both naming the model is refused."""
     one = cluster(1) if callable(cluster) else cluster
-    workloads = []
-    model = args.model
     if getattr(args, "precision", None) and not args.workload:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
                           "give each precision's step time)")
-    if args.workload:
-        w = load_workload(args.workload)
-        if getattr(args, "precision", None):
-            w = at_precision(w, args.precision)
-        workloads.append((w, args.workload))
-        model = w.name
-    return machine(profile, profile_origin, one, workloads), model
-
-
-def where(cluster: Cluster, ranks_per_host=None) -> str:
-    """The cluster in a few words (the largest one, when hosts grow with P)."""
-    from simulator.contracts.units import format_rate
-    hw = cluster.hardware
-    hosts = (f"{ranks_per_host} ranks per host, up to {cluster.hosts} hosts" if ranks_per_host
-             else f"{cluster.hosts} host(s)")
-    if hw is not None and hw.device is not None:
-        text = f"{hosts} x {cluster.cores_per_host} {hw.device.name}"
-        if hw.intra:
-            text += f", {format_rate(hw.intra.bandwidth_bytes_per_s)} inside"
-    else:
-        text = f"{hosts} x {cluster.cores_per_host} cores"
-    if cluster.link:
-        nics = f"{hw.nics} x " if hw is not None and hw.nics > 1 else ""
-        text += (f", {nics}{format_rate(cluster.link.bandwidth_bytes_per_s)}, "
-                 f"{cluster.link.latency_s * 1e6:g} us one-way")
-        if hw is not None and hw.topology == "two_tier":
-            text += (f", leaves of {hw.hosts_per_leaf} hosts "
-                     f"{hw.oversubscription:g}:1 oversubscribed")
-    else:
-        text += ", shared memory" if hw is None or hw.device is None else ""
-    return text + (" (cores shared by all hosts)" if cluster.shared_cores else "")
+    if not args.workload:
+        return machine(profile, profile_origin, one, []), args.model, None
+    if args.model:
+        raise ConfigError(f"--model {args.model} and --workload {args.workload} both name the "
+                          "model: give one")
+    w = load_workload(args.workload)
+    if getattr(args, "precision", None):
+        w = at_precision(w, args.precision)
+    return machine(profile, profile_origin, one, [(w, args.workload)]), w.name, w

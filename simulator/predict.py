@@ -1,14 +1,16 @@
 """``python -m simulator.predict --workers 16``: predicted time per epoch and speedup, P = 1..N.
 
-With no options it uses the embedded profile (``simulator/data/default_profile.json``)
-and the calibrated machine (one host, shared memory), prints a summary (time per
-epoch per scheme at a few P, the fastest marked; ``--full``: every row) and writes
-``speedup.png`` (and ``predictions.csv``/``.json``) to ``--out``.
-Describe another cluster with ``--hosts/--cores-per-host/--bandwidth/--latency``
-or a TOML file (``--cluster``). Bad input: one line on stderr, exit code 2.
+With no options: P workers on hosts like the profile's (``simulator/data/default_profile.json``
+unless ``--profile``): as many ranks per host as it has cores, hosts growing with P, on the
+profile's measured network or, where it has none, an assumed one the output names
+(``describe.resolve_cluster``). ``--hosts 1`` is the one host it was measured on. It prints
+a header in plain words (model, epoch, machine, hosts, network, the speedup's baseline, and
+each flag that won over a file), the time per epoch per scheme at a few P in human units
+(``--full``: every row) and writes ``speedup.png``, ``predictions.csv`` and ``.json`` (seconds
+in named columns) to ``--out``. Bad input: one line on stderr, exit code 2.
 
 Imports: tqdm, simulator.contracts, simulator.engine (run, sweep), simulator.model (config,
-schemes), simulator.output (plots, tables).
+schemes), simulator.output (header, plots, tables).
 """
 from __future__ import annotations
 
@@ -28,24 +30,25 @@ from simulator.contracts.cluster import (
     MAX_HOSTS,
     PLACEMENTS,
     Cluster,
-    Link,
-    calibrated_cluster,
 )
 from simulator.contracts.files import atomic_write_text
 from simulator.contracts.workload import Workload
 from simulator.engine.machine import provenance_line, resolve_backend
 from simulator.engine.run import check, simulate
-from simulator.engine.sweep import sweep
+from simulator.engine.sweep import points_of, sweep
 from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES, Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
+from simulator.output import header
 from simulator.output.tables import full_table, summary_table, to_csv, to_json
 
 PROG = "python -m simulator.predict"
 DATASETS = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000}
+DEFAULT_MODEL, DEFAULT_BATCH, DEFAULT_DATASET = "cnn", 64, "fashion-mnist"
 EPILOG = """columns of --full and predictions.csv:
-  epoch_s    predicted wall time of one epoch (s)
-  speedup    epoch_s of the same scheme at P = 1 / epoch_s; eff = speedup / P
+  epoch_s    predicted wall time of one epoch (s); time_s: of the whole run (--epochs)
+  speedup    against the baseline, the fastest scheme at P0 = --baseline (1: the fastest
+             single worker): its epoch_s / epoch_s; efficiency = speedup * P0 / P
   compute_s, comm_s, wait_s   per worker over the run: own work, time in communication,
              time blocked until the slowest rank (or the server) is there
   stale      mean staleness: updates applied between a worker's read of the weights and
@@ -67,12 +70,17 @@ def build_parser() -> cli.Parser:
     p.add_argument("--profile", type=cli.input_file,
                    help="profile JSON of python -m calibrate "
                         "(default: the one shipped, simulator/data/default_profile.json)")
-    p.add_argument("--model", default="cnn", help="model of the profile")
-    p.add_argument("--batch-size", type=cli.positive_int, default=64,
-                   help="samples per step PER WORKER")
+    p.add_argument("--model", default=None,
+                   help="model of the profile (default: cnn; --workload names its own)")
+    p.add_argument("--batch-size", type=cli.positive_int, default=None,
+                   help=f"samples per step PER WORKER (default: the --workload file's, else "
+                        f"{DEFAULT_BATCH})")
+    p.add_argument("--baseline", type=cli.one_worker_count(), default=1, metavar="P0",
+                   help="speedup and efficiency against the fastest scheme at P0 workers "
+                        "(1: the fastest single worker)")
     d = p.add_mutually_exclusive_group()
-    d.add_argument("--dataset", choices=sorted(DATASETS), default="fashion-mnist",
-                   help="sets the training set's size")
+    d.add_argument("--dataset", choices=sorted(DATASETS), default=None,
+                   help=f"sets the training set's size (default: {DEFAULT_DATASET})")
     d.add_argument("--dataset-size", type=cli.positive_int, help="samples in the training set")
     t = p.add_mutually_exclusive_group()
     t.add_argument("--epochs", type=cli.positive_float, default=1.0, help="epochs to simulate")
@@ -146,42 +154,35 @@ def add_cluster_args(c) -> None:
     """The cluster flags (a file, or hosts, cores, link and placement), for ``predict`` and
     every command that simulates as it does (``simulator.replay``)."""
     c.add_argument("--cluster", type=cli.input_file,
-                   help="cluster TOML file ([cluster] hosts, cores_per_host; [link])")
+                   help="cluster TOML file ([cluster] cores_per_host, hosts (optional: else "
+                        "they grow with P); [link])")
     h = c.add_mutually_exclusive_group()
     h.add_argument("--hosts", type=cli.int_in(1, MAX_HOSTS),
-                   help="number of hosts, whatever P is")
+                   help="number of hosts, whatever P is (1: the profile's one host; default: "
+                        "as many as P ranks fill)")
     h.add_argument("--ranks-per-host", type=cli.int_in(1, cli.MAX_WORKERS), metavar="K",
-                   help="hosts grow with P: ceil(ranks / K) hosts, K ranks on each")
+                   help="hosts grow with P: ceil(ranks / K) hosts, K ranks on each (default: "
+                        "a host's cores)")
     c.add_argument("--cores-per-host", type=cli.int_in(1, MAX_CORES_PER_HOST),
-                   help="cores of each host (default: the profile's)")
-    c.add_argument("--bandwidth", default="10gbit", type=cli.bandwidth,
-                   help="link bandwidth per host and direction, e.g. 10gbit, 100mbit, 1.25GB/s")
-    c.add_argument("--latency", default="20us", type=cli.duration,
-                   help="one-way latency of a message, end to end, e.g. 20us")
-    c.add_argument("--placement", choices=PLACEMENTS, default="round_robin",
-                   help="round_robin: rank r on host r mod H; packed: fill a host first")
+                   help="cores of each host (default: the profile's, or the cluster file's)")
+    c.add_argument("--bandwidth", type=cli.bandwidth,
+                   help="link payload rate per host and direction, e.g. 10gbit, 100mbit, "
+                        "1.25GB/s (default: the profile's measured link, the file's, or the "
+                        f"assumed link of preset {describe.ASSUMED_NETWORK})")
+    c.add_argument("--latency", type=cli.duration,
+                   help="one-way latency of a message, end to end, e.g. 20us (default: as "
+                        "--bandwidth)")
+    c.add_argument("--placement", choices=PLACEMENTS,
+                   help="round_robin: rank r on host r mod H; packed: fill a host first "
+                        "(default: the file's; round_robin on fixed hosts, packed where they "
+                        "grow)")
     c.add_argument("--shared-cores", action="store_true",
                    help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
 
 
 def make_cluster(args, prof) -> Cluster | Callable[[int], Cluster]:
-    """The cluster of every prediction, or (``--ranks-per-host``, presets, accelerator
-    hosts) one that grows with P."""
-    described = describe.described_cluster(args)
-    if described is not None:
-        return described
-    if args.hosts is None and args.cores_per_host is None and args.ranks_per_host is None:
-        return calibrated_cluster(prof.cores)
-    link = Link(args.bandwidth, args.latency)
-    cores = prof.cores if args.cores_per_host is None else args.cores_per_host
-    if args.ranks_per_host is not None:
-        k = args.ranks_per_host
-        return lambda ranks: Cluster(hosts=-(-ranks // k), cores_per_host=cores,
-                                     link=link if ranks > k else None, placement="packed",
-                                     ranks_per_host=k, shared_cores=args.shared_cores)
-    hosts = 1 if args.hosts is None else args.hosts
-    return Cluster(hosts=hosts, cores_per_host=cores, link=link if hosts > 1 else None,
-                   placement=args.placement, shared_cores=args.shared_cores)
+    """The cluster of every prediction, or one that grows with P (``describe.resolve_cluster``)."""
+    return describe.resolve_cluster(args, prof, args.profile or "embedded").cluster
 
 
 def add_average_every(group) -> None:
@@ -216,41 +217,80 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> int:
     measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
-    cluster = make_cluster(args, measured)
-    mach, model = describe.inputs(args, measured, args.profile or "embedded", cluster)
+    origin = args.profile or "embedded"
+    setting = describe.resolve_cluster(args, measured, origin)
+    cluster = setting.cluster
+    mach, model, wfile = describe.inputs(args, measured, origin, cluster)
     prof = mach.profile
-    workload = Workload(model=model, batch_per_worker=args.batch_size,
-                        dataset_samples=(DATASETS[args.dataset] if args.dataset_size is None
-                                         else args.dataset_size),
-                        epochs=args.epochs, iterations=args.iterations,
+    batch, overrides = batch_size(args, wfile)
+    dataset_default = bool(wfile) and not (args.dataset or args.dataset_size)
+    dataset = args.dataset = args.dataset or DEFAULT_DATASET
+    samples = DATASETS[dataset] if args.dataset_size is None else args.dataset_size
+    workload = Workload(model=DEFAULT_MODEL if model is None else model, batch_per_worker=batch,
+                        dataset_samples=samples, epochs=args.epochs, iterations=args.iterations,
                         threads_per_worker=args.threads)
-    prof.model(model)
+    prof.model(workload.model)
     het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
                         straggler_slowdown=args.straggler_slowdown)
-    one = cluster(max(args.workers)) if callable(cluster) else cluster
-    cfgs = runnable(configs(args, scheme_names(args, one.device is not None)), cluster,
+    top = setting.at(max(args.workers))
+    cfgs = runnable(configs(args, scheme_names(args, top.device is not None)), setting,
                     args.schemes != ["all"], max(args.workers))
     check_request(args, workload, cluster, cfgs)
     t0 = time.perf_counter()
-    total = sum(1 if c.name == "serial" else len(set(args.workers) | {1}) for c in cfgs)
+    total = sum(len(points_of(c, args.workers, cluster, args.baseline)) for c in cfgs)
     with progress_bar(total) as bar:
         rows = sweep(cfgs, args.workers, workload, cluster, prof, args.seed, het, bar.update,
-                     jobs=args.jobs, meanwhile=None if args.no_plot else _preload_plot)
+                     jobs=args.jobs, meanwhile=None if args.no_plot else _preload_plot,
+                     baseline=args.baseline)
     elapsed = time.perf_counter() - t0
-    meta = {"profile": args.profile or "embedded", "profile_note": prof.provenance.note,
+    meta = {"profile": origin, "profile_note": prof.provenance.note,
             "profile_host": f"{measured.provenance.host}, {measured.cores} cores",
             "profile_created": prof.provenance.created_utc,
-            "workload": asdict(workload), "cluster": asdict(one),
-            "ranks_per_host": args.ranks_per_host, "seed": args.seed,
+            "workload": asdict(workload), "dataset": (dataset if args.dataset_size is None
+                                                      else "--dataset-size"),
+            "dataset_default": dataset_default,
+            "cluster": asdict(top), "ranks_per_host": args.ranks_per_host, "seed": args.seed,
             "heterogeneity": asdict(het), "simulated_in_s": round(elapsed, 3),
             "kind": "predicted (simulator)", "provenance": list(mach.provenance),
-            "provenance_line": provenance_line(mach.provenance) if described(args) else ""}
-    write_outputs(args, rows, meta, one)
+            "provenance_line": provenance_line(mach.provenance) if described(args) else "",
+            "machine": setting.machine, "network": setting.network,
+            "hosts": hosts_range(setting, args.workers),
+            "overrides": list(overrides) + list(setting.overrides),
+            "baseline": baseline_of(rows, args.baseline)}
+    write_outputs(args, rows, meta)
     if args.target_accuracy is not None:
         accuracy.print_time_to_accuracy(args, cfgs, workload, cluster, prof, het)
     if args.trace:
         write_trace(args, cfgs[0], workload, cluster, prof, het)
     return 0
+
+
+def batch_size(args, wfile) -> tuple[int, list[str]]:
+    """Samples per step per worker: ``--batch-size``, else the workload file's own, else
+    the default; the flag over the file's value is said."""
+    if wfile is None:
+        return args.batch_size or DEFAULT_BATCH, []
+    if args.batch_size is None or args.batch_size == wfile.batch_size:
+        return wfile.batch_size, []
+    return args.batch_size, [(f"--batch-size {args.batch_size} (workload file "
+                              f"{args.workload}: {wfile.batch_size}; its step time scaled)")]
+
+
+def hosts_range(setting, workers: list[int]) -> dict:
+    """How many hosts the smallest and the largest P take, and ranks per host."""
+    low, high = setting.at(min(workers)), setting.at(max(workers))
+    return {"grows": callable(setting.cluster), "at_min": [min(workers), low.hosts],
+            "at_max": [max(workers), high.hosts],
+            "ranks_per_host": high.ranks_per_host or high.cores_per_host,
+            "cores_per_host": high.cores_per_host,
+            "device": high.device.name if high.device else None}
+
+
+def baseline_of(rows: list[dict], p0: int) -> dict:
+    """The row every speedup is against: the fastest at P0."""
+    best = min((r for r in rows if r["workers"] == p0), key=lambda r: r["epoch_s"])
+    return {"workers": p0, "scheme": best["scheme"], "epoch_s": best["epoch_s"],
+            "time_s": best["time_s"]}
 
 
 # What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
@@ -281,8 +321,13 @@ def check_request(args, workload: Workload, cluster, cfgs: list[SchemeConfig]) -
     points, work, biggest = 0, 0.0, 0
     for cfg in cfgs:
         extra = 1 if SCHEMES[cfg.name].extra_rank else 0
-        for p in ([1] if cfg.name == "serial" else sorted(set(args.workers) | {1})):
-            on = cluster(p + extra) if callable(cluster) else cluster
+        for p, on in points_of(cfg, args.workers, cluster, args.baseline):
+            if on.device is not None and p + extra > on.hosts * (on.ranks_per_host
+                                                                 or on.cores_per_host):
+                raise ConfigError(f"{cfg.name} at P = {p} needs {p + extra} accelerators, more "
+                                  f"than the {on.hosts} hosts x {on.cores_per_host} of the "
+                                  "cluster (leave hosts out of the file to let them grow with "
+                                  "P, or give --hosts)")
             iterations = workload.iterations_per_worker(p)
             per_pool = max(1, -(-(p + extra) // on.core_pools))
             points += 1
@@ -308,13 +353,16 @@ def _preload_plot() -> None:
 
 
 def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
-    """The schemes that can run on the cluster at the largest P ``top``; a scheme the user
-    named that cannot is an error, one that ``all`` brought in is skipped with a note."""
+    """The schemes that can run on the cluster: one that needs a single host where one P
+    fits on one (the sweep leaves out its larger P), every other at the largest P ``top``;
+    a scheme the user named that cannot is an error, one that ``all`` brought in is skipped
+    with a note."""
+    at = cluster.at if hasattr(cluster, "at") else (
+        cluster if callable(cluster) else lambda _ranks: cluster)
     keep = []
     for cfg in cfgs:
         spec = SCHEMES[cfg.name]
-        ranks = top + (1 if spec.extra_rank else 0)
-        on = cluster(ranks) if callable(cluster) else cluster
+        on = at(1 if spec.single_host else top + (1 if spec.extra_rank else 0))
         try:
             check(spec, 1, on)
             resolve_backend(spec, cfg, on)
@@ -335,25 +383,24 @@ def progress_bar(total: int):
                 delay=1.0, file=sys.stderr)
 
 
-def write_outputs(args, rows, meta, cluster) -> None:
+def write_outputs(args, rows, meta) -> None:
     """Files first (a reader piping the table into ``head`` still gets them), then the table."""
     out = Path(args.out)
     atomic_write_text(out / "predictions.csv", to_csv(rows))
     atomic_write_text(out / "predictions.json", to_json(rows, meta))
     if not args.no_plot:
         from simulator.output.plots import speedup_plot
-        path = speedup_plot(rows, out / "speedup.png", subtitle=where(cluster, meta))
+        path = speedup_plot(rows, out / "speedup.png", subtitle=header.subtitle(meta),
+                            baseline=header.baseline_words(meta).split(",")[0],
+                            p0=args.baseline)
         print(f"wrote {path}", file=sys.stderr)
     if args.format == "csv":
         print(to_csv(rows), end="")
     elif args.format == "json":
         print(to_json(rows, meta))
     else:
-        head = (f"predicted (simulator) | model {meta['workload']['model']}, batch "
-                f"{meta['workload']['batch_per_worker']}/worker | {where(cluster, meta)} | "
-                f"profile: {meta['profile']} ({meta['profile_host']}, "
-                f"{meta['profile_created'][:10]})")
-        print(full_table(rows, head) if args.full else summary_table(rows, head, out))
+        head = "\n".join(header.lines(meta))
+        print(full_table(rows, head) if args.full else summary_table(rows, head, out, meta))
         if meta.get("provenance_line"):
             print(meta["provenance_line"] + " (every number and its source: predictions.json)")
 
@@ -361,11 +408,6 @@ def write_outputs(args, rows, meta, cluster) -> None:
 def described(args) -> bool:
     """Whether numbers come from files or presets (said in a line under the table)."""
     return bool(args.workload or args.preset or args.cluster)
-
-
-def where(cluster: Cluster, meta: dict) -> str:
-    """The cluster in a few words (the largest one, when hosts grow with P)."""
-    return describe.where(cluster, meta.get("ranks_per_host"))
 
 
 def write_trace(args, cfg, workload, cluster, prof, het) -> None:

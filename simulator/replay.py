@@ -12,8 +12,9 @@ time to ``--target-accuracy`` ("not reached in E epochs" when the curve never
 gets there); writes ``OUT/replay.csv`` (one row per seed), ``OUT/summary.csv``,
 ``OUT/curves.json`` and ``OUT/accuracy-time.png``.
 
-The cluster is described as for ``simulator.predict`` (default: the machine
-the profile was measured on). Bad input: one line on stderr, exit code 2.
+The cluster is described as for ``simulator.predict`` (default: hosts like the
+profile's, growing with P; ``--hosts 1``: the machine it was measured on, as the
+one-host validations replay). Bad input: one line on stderr, exit code 2.
 
 Imports: pandas, tqdm, simulator.accuracy, simulator.contracts.checks,
 simulator.contracts.cli, simulator.contracts.cluster, simulator.contracts.files,
@@ -83,7 +84,7 @@ def build_parser() -> cli.Parser:
     w.add_argument("--replay-threads", type=cli.positive_int, default=1,
                    help="torch threads of each replay (python -m real.replay --threads)")
     add_cluster_args(p.add_argument_group(
-        "cluster (as simulator.predict; default: the profile's machine)"))
+        "cluster (as simulator.predict; default: hosts like the profile's, growing with P)"))
     p.add_argument("--out", default="replay", type=cli.output_folder,
                    help="folder for schedules, replays, tables, figure")
     return p

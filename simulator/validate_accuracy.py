@@ -167,7 +167,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
         "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
         "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads,
-        *(["--cluster", str(link)] if emulated else []), "--profile", profile]))
+        *(["--cluster", str(link)] if emulated else ["--hosts", "1"]), "--profile", profile]))
     return stages
 
 

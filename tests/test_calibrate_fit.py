@@ -109,3 +109,16 @@ def test_collective_is_max_over_ranks_then_median_over_reps():
     assert fit.segments[0].beta_s_per_byte == pytest.approx(2e-9 * 1.01, rel=1e-6)
     assert fit.worst_rel_error < 1e-6
     assert fit_comm.collective_points(raw, max_workers=1).empty
+
+
+def test_a_measured_link_goes_into_the_profile(tmp_path):
+    """``calibrate.fit --link``: the network calibrate.link measured links hosts like this one
+    in a prediction (``simulator.describe.default_link``)."""
+    from calibrate.fit import with_network
+    from simulator.contracts.profile import load_default
+    f = tmp_path / "link.toml"
+    f.write_text('[cluster]\nhosts = 2\ncores_per_host = 2\n'
+                 '[link]\nbandwidth = "1gbit"\nlatency = "30us"\n')
+    net = with_network(load_default(), str(f)).network
+    assert (net.bandwidth_bytes_per_s, net.latency_s) == pytest.approx((1.25e8, 3e-5))
+    assert net.source == "calibrate.link, link.toml"

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.contracts.units import format_rate, parse_bandwidth, parse_duration, rate_text
+from simulator.contracts.units import (
+    format_duration,
+    format_rate,
+    parse_bandwidth,
+    parse_duration,
+    rate_text,
+)
 
 
 @pytest.mark.parametrize("text,bytes_per_s", [
@@ -40,3 +46,21 @@ def test_what_we_write_reads_back():
     for b in (1.25e9, 62450300.0, 123.456):
         assert parse_bandwidth(rate_text(b)) == pytest.approx(b, rel=1e-9)
     assert format_rate(1.25e9) == "10 Gbit/s" and format_rate(12.5e6) == "100 Mbit/s"
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (0, "0 s"), (2e-5, "20 us"), (0.0004, "400 us"), (0.0123, "12.3 ms"), (0.9996, "1 s"),
+    (5.573, "5.57 s"), (59.99, "1 min"), (90, "1.5 min"), (3599, "1 h"), (10730.452, "2.98 h"),
+    (86400, "1 d"), (1e6, "11.6 d"), (1e9, "11600 d"), (-5.5, "-5.5 s"),
+])
+def test_durations_read_in_the_unit_their_size_calls_for(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_durations_keep_their_order_when_printed():
+    """A larger duration never prints as a smaller number of the same unit."""
+    values = [x * 10 ** e for e in range(-6, 7) for x in (1, 1.5, 2.5, 5, 9.99)]
+    for a, b in zip(values, values[1:]):
+        (va, ua), (vb, ub) = (format_duration(v).split() for v in (a, b))
+        if ua == ub:
+            assert float(va) <= float(vb)

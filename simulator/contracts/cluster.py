@@ -15,7 +15,7 @@
 The cluster can be read from a small TOML file (``load_cluster``)::
 
     [cluster]
-    hosts = 16
+    hosts = 16                  # optional: without it hosts grow with P in a prediction
     cores_per_host = 8
     placement = "round_robin"   # or "packed"
     shared_cores = false        # true: all hosts share one pool of cores_per_host cores
@@ -490,7 +490,8 @@ def cluster_from_dict(raw: dict, origin: str = "user") -> Cluster:
     r = _Reader(raw, origin)
     if r.section("cluster") is None:
         raise ConfigError("section [cluster] is missing")
-    hosts = r.integer("cluster", "hosts")
+    # no hosts: as many as a prediction's ranks fill (``simulator.describe``), one until then
+    hosts = r.integer("cluster", "hosts") if "hosts" in r.section("cluster") else 1
     devices = "devices_per_host" in r.section("cluster")
     slots = r.integer("cluster", "devices_per_host" if devices else "cores_per_host")
     placement = r.get("cluster", "placement", "packed" if devices else "round_robin")

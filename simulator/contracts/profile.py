@@ -49,6 +49,8 @@ Cost models and the parameters they use (units in the names):
   message-size segment, kept for reports and for checking the message model.
 * parameter server: ``t_update(params) = update_intercept_s +
   update_s_per_param * params``.
+* network (optional): the link between two such hosts, ``t_msg(n) = latency_s +
+  n / bandwidth_bytes_per_s``, from ``calibrate.link`` (``calibrate.fit --link``).
 
 Imports: the standard library and contracts.files only (never torch or mpi4py).
 """
@@ -187,6 +189,16 @@ class ServerCost:
 
 
 @dataclass(frozen=True)
+class NetworkLink:
+    """The network between two hosts of this kind, as measured (``calibrate.link``):
+    t_msg(n) = latency_s + n / bandwidth_bytes_per_s (payload rate per host and direction).
+    ``python -m simulator.predict`` links hosts like the profile's with it."""
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Provenance:
     host: str
     cores: int
@@ -211,6 +223,7 @@ class Profile:
     balance_delay_s: float = 0.0                # idle core takes a process over (0: fluid cores)
     wake_wait_s: float = 0.0                    # woken gloo rank waits for a busy core (0: none)
     balance_delays_s: tuple[float, ...] = ()    # the balance delay's measured spread (seconds)
+    network: NetworkLink | None = None          # between two such hosts (None: not measured)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -426,5 +439,7 @@ def _from_checked_dict(raw: dict) -> Profile:
         balance_delay_s=delay,
         wake_wait_s=wake,
         balance_delays_s=tuple(float(d) for d in delays),
+        network=(_build(NetworkLink, raw["network"], "network") if raw.get("network") is not None
+                 else None),
         schema_version=version,
     )

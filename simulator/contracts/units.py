@@ -94,6 +94,26 @@ def format_rate(bytes_per_s: float) -> str:
     return f"{bits:.4g} bit/s"
 
 
+_SPANS = ((86400.0, "d"), (3600.0, "h"), (60.0, "min"), (1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
+
+
+def format_duration(seconds: float, digits: int = 3) -> str:
+    """A duration for a person to read, in the unit its size calls for: ``0.0123`` ->
+    ``'12.3 ms'``, ``5.573`` -> ``'5.57 s'``, ``10730`` -> ``'2.98 h'``; ``digits``
+    significant digits (days have no larger unit: ``'412 d'``)."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    if seconds == 0:
+        return "0 s"
+    for scale, unit in _SPANS:
+        value = float(f"{abs(seconds) / scale:.{digits}g}")     # rounded, as printed
+        if value >= 1 or unit == "us":
+            sign = "-" if seconds < 0 else ""
+            text = f"{value:.{digits}g}" if value < 10 ** digits else f"{value:.0f}"
+            return f"{sign}{text} {unit}"
+    raise AssertionError("unreachable")
+
+
 def rate_text(bytes_per_s: float) -> str:
     """A rate as a value ``parse_bandwidth`` reads back exactly (for files we write)."""
     return f"{bytes_per_s:.9g}B/s"

@@ -265,8 +265,8 @@ def provenance_line(rows) -> str:
         if origin.startswith("preset "):
             key = origin.split(":")[0]
             name = quantity.replace("cluster ", "").split(".")[0]
-        elif origin.startswith("user"):
-            key, name = "user", quantity.replace("cluster ", "").split(".")[0]
+        elif origin.startswith(("user", "assumed")):
+            key, name = origin.split(" ")[0].rstrip(":"), quantity.replace("cluster ", "").split(".")[0]
         else:
             key = "measured"
             name = quantity.split(":")[0] + (" (profile)" if origin.startswith("profile")

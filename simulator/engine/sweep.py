@@ -1,10 +1,12 @@
-"""Predictions over worker counts: speedup and efficiency against the same scheme at P = 1.
+"""Predictions over worker counts, with one speedup baseline for every scheme.
 
 ``sweep`` runs ``simulate`` for every scheme and P and returns plain rows (one
 dict per scheme and P) that ``output.tables`` prints and ``output.plots`` draws. ``serial``
-is predicted at P = 1 only. Speedup is ``epoch_s(P=1) / epoch_s(P)`` of the
-same scheme (for ``ps_*``, P = 1 is one worker plus the server); efficiency
-is ``speedup / P``.
+is predicted at P = 1 only, and a scheme that needs one host (``hogwild``) only where its
+ranks fit on one. Speedup has one definition for the whole table: against the fastest
+scheme at the baseline's worker count P0 (by default 1: the fastest single worker),
+``speedup = epoch_s(baseline) / epoch_s``; efficiency is ``speedup * P0 / P`` (1 when P
+workers are P / P0 times as fast as the baseline).
 
 Imports: simulator.contracts, simulator.model (config, schemes), engine (result, run).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from simulator.contracts.checks import ConfigError
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import Profile
 from simulator.contracts.workload import Workload
@@ -26,11 +29,12 @@ COLUMNS = ("scheme", "workers", "hosts", "epoch_s", "speedup", "efficiency", "ti
            "max_staleness", "engine", "fidelity", "simulated_iterations")
 
 
-def row(result: Result, base_epoch_s: float) -> dict:
+def row(result: Result, base_epoch_s: float, base_workers: int = 1) -> dict:
     speedup = base_epoch_s / result.epoch_s if result.epoch_s > 0 else float("nan")
     return {
         "scheme": result.scheme, "workers": result.workers, "epoch_s": result.epoch_s,
-        "speedup": speedup, "efficiency": speedup / result.workers, "time_s": result.time_s,
+        "speedup": speedup, "efficiency": speedup * base_workers / result.workers,
+        "time_s": result.time_s,
         "iterations_per_worker": result.iterations_per_worker,
         "compute_s": result.compute_s, "comm_s": result.comm_s, "wait_s": result.wait_s,
         "mean_staleness": result.mean_staleness,
@@ -44,27 +48,38 @@ def row(result: Result, base_epoch_s: float) -> dict:
 def sweep(schemes: list[SchemeConfig], workers: list[int], workload: Workload,
           cluster: Cluster | Callable[[int], Cluster] | None, profile: Profile, seed: int = 0,
           heterogeneity: Heterogeneity = Heterogeneity(), progress=None,
-          jobs: int = 1, meanwhile: Callable[[], None] | None = None) -> list[dict]:
-    """Rows for every scheme at every P of ``workers`` (and P = 1, the speedup's base).
-    ``cluster`` may be a function of the number of ranks (hosts that grow with P);
-    ``progress(n)`` is called after each prediction; ``jobs`` > 1 runs the predictions
-    in that many processes (each is independent and seeded: the rows are the same);
-    ``meanwhile()`` is called once they are under way (the caller's own work, done
+          jobs: int = 1, meanwhile: Callable[[], None] | None = None,
+          baseline: int = 1) -> list[dict]:
+    """Rows for every scheme at every P of ``workers`` and at the baseline's P0
+    (``baseline``). ``cluster`` may be a function of the number of ranks (hosts that grow
+    with P); ``progress(n)`` is called after each prediction; ``jobs`` > 1 runs the
+    predictions in that many processes (each is independent and seeded: the rows are the
+    same); ``meanwhile()`` is called once they are under way (the caller's own work, done
     while the processes predict)."""
-    points = []
-    for cfg in schemes:
-        counts = [1] if cfg.name == "serial" else workers
-        extra = 1 if SCHEMES[cfg.name].extra_rank else 0
-        for p in sorted(set(counts) | {1}):
-            on = cluster(p + extra) if callable(cluster) else cluster
-            points.append((cfg, p, workload, on, profile, seed, heterogeneity))
+    points = [(cfg, p, workload, on, profile, seed, heterogeneity)
+              for cfg in schemes for p, on in points_of(cfg, workers, cluster, baseline)]
     results = _predict_all(points, jobs, progress, meanwhile)
-    rows, base = [], {}
-    for (cfg, p, _w, on, *_rest), r in zip(points, results):
-        base.setdefault(cfg, r.epoch_s)                  # P = 1 comes first per scheme
-        if p in workers or cfg.name == "serial":
-            rows.append(row(r, base[cfg]) | {"hosts": on.hosts if on else 1})
-    return rows
+    at_base = [r.epoch_s for (_c, p, *_rest), r in zip(points, results) if p == baseline]
+    if not at_base:
+        raise ConfigError(f"no scheme asked for runs at the baseline's P = {baseline}")
+    base = min(at_base)
+    return [row(r, base, baseline) | {"hosts": on.hosts if on else 1}
+            for (_c, _p, _w, on, *_rest), r in zip(points, results)]
+
+
+def points_of(cfg: SchemeConfig, workers: list[int], cluster, baseline: int = 1) -> list[tuple]:
+    """(P, the cluster at P) of every prediction of one scheme: ``workers`` and the baseline's
+    P0, P = 1 alone for serial, and for a scheme that needs one host only where its ranks
+    fit on one."""
+    spec = SCHEMES[cfg.name]
+    counts = [1] if cfg.name == "serial" else sorted(set(workers) | {baseline})
+    out = []
+    for p in counts:
+        on = cluster(p + (1 if spec.extra_rank else 0)) if callable(cluster) else cluster
+        if spec.single_host and on is not None and on.hosts > 1:
+            continue
+        out.append((p, on))
+    return out
 
 
 def _predict_all(points: list[tuple], jobs: int, progress, meanwhile=None) -> list[Result]:

@@ -1,6 +1,6 @@
 """Rows of predictions as a text table, CSV or JSON (the edge that formats; no I/O here).
 
-Imports: simulator.engine.sweep.
+Imports: contracts.units, simulator.engine.sweep.
 """
 from __future__ import annotations
 
@@ -9,68 +9,95 @@ import io
 import json
 from pathlib import Path
 
+from simulator.contracts.units import format_duration
 from simulator.engine.sweep import COLUMNS
 
-_TABLE = (("scheme", "{:<15}", "scheme"), ("workers", "{:>3}", "P"),
-          ("epoch_s", "{:>10.3f}", "epoch_s"), ("speedup", "{:>7.2f}", "speedup"),
-          ("efficiency", "{:>5.2f}", "eff"), ("compute_s", "{:>9.3f}", "compute_s"),
-          ("comm_s", "{:>8.3f}", "comm_s"), ("wait_s", "{:>8.3f}", "wait_s"),
-          ("mean_staleness", "{:>6.2f}", "stale"), ("engine", "{:>5}", "eng"),
-          ("fidelity", "{:>9}", "fidelity"))
+_TIMES = ("epoch_s", "time_s", "compute_s", "comm_s", "wait_s")
+_TABLE = (("scheme", "{:<15}", "scheme"), ("workers", "{:>5}", "P"), ("hosts", "{:>5}", "hosts"),
+          ("epoch_s", "{:>9}", "epoch"), ("time_s", "{:>9}", "run"),
+          ("speedup", "{:>7.2f}", "speedup"), ("efficiency", "{:>5.2f}", "eff"),
+          ("compute_s", "{:>9}", "compute"), ("comm_s", "{:>9}", "comm"),
+          ("wait_s", "{:>9}", "wait"), ("mean_staleness", "{:>6.2f}", "stale"),
+          ("engine", "{:>5}", "eng"), ("fidelity", "{:>9}", "fidelity"))
 
 
 def full_table(rows: list[dict], header: str = "") -> str:
-    """Every row: time per epoch, speedup, the split of a worker's time, staleness, engine."""
-    heads = [fmt.replace(".3f", "").replace(".2f", "").format(title)
-             for _, fmt, title in _TABLE]
+    """Every row: time per epoch and of the run, speedup, the split of a worker's time,
+    staleness, engine; times in human units."""
+    heads = [fmt.replace(".2f", "").format(title) for _, fmt, title in _TABLE]
     lines = [header] if header else []
     lines.append(" ".join(heads))
     for r in rows:
-        lines.append(" ".join(fmt.format(r[key]) for key, fmt, _ in _TABLE))
+        lines.append(" ".join(fmt.format(format_duration(r[key]) if key in _TIMES else r[key])
+                              for key, fmt, _ in _TABLE))
     return "\n".join(lines)
 
 
 MAX_COLUMNS = 8
 
 
-def summary_columns(counts: list[int]) -> list[int]:
+def summary_columns(counts: list[int], keep: tuple[int, ...] = ()) -> list[int]:
     """The worker counts the summary shows: all of them if few, else P = 1, the powers
-    of two and the largest, thinned evenly to ``MAX_COLUMNS``."""
+    of two and the largest, thinned evenly to ``MAX_COLUMNS``; ``keep`` (the baseline, the
+    fastest) always among them."""
     counts = sorted(set(counts))
     if len(counts) <= MAX_COLUMNS:
         return counts
     top = counts[-1]
     picks = sorted({c for c in counts if c & (c - 1) == 0} | {counts[0], top})
-    while len(picks) > MAX_COLUMNS:
-        picks = picks[:1] + picks[1:-1:2] + picks[-1:]
-    return picks
+    must = set(keep) & set(counts)
+    while len(picks) + len(must - set(picks)) > MAX_COLUMNS:
+        thinned = picks[:1] + picks[1:-1:2] + picks[-1:]
+        if thinned == picks:
+            break
+        picks = thinned
+    return sorted(set(picks) | must)
 
 
-def summary_table(rows: list[dict], header: str = "", csv_dir="predictions") -> str:
-    """Time per epoch per scheme at a few P, the fastest at each P marked, then the answer."""
-    cols = summary_columns([r["workers"] for r in rows])
-    by = {(r["scheme"], r["workers"]): r["epoch_s"] for r in rows}
+def summary_table(rows: list[dict], header: str = "", csv_dir="predictions",
+                  meta: dict | None = None) -> str:
+    """Time per epoch (or of the whole run, where it is not one epoch) per scheme at a few
+    P, the fastest at each P marked, then the answer: the fastest and its speedup."""
+    workload = (meta or {}).get("workload", {"epochs": 1.0, "iterations": None})
+    whole_run = bool(workload.get("iterations")) or workload.get("epochs", 1.0) != 1.0
+    key = "time_s" if whole_run else "epoch_s"
+    fastest = min(rows, key=lambda r: r["epoch_s"])
+    base_p = (meta or {}).get("baseline", {}).get("workers", 1)
+    cols = summary_columns([r["workers"] for r in rows], (base_p, fastest["workers"]))
+    by = {(r["scheme"], r["workers"]): r[key] for r in rows}
     schemes = list(dict.fromkeys(r["scheme"] for r in rows))
     marked = {p: _fastest(by, schemes, p) for p in cols}
-    width = max(8, max(len(f"{v:.3f}") for v in by.values()) + 2)
+    cells = {k: format_duration(v) for k, v in by.items()}
+    width = max(8, max(len(c) for c in cells.values()) + 2)
     lines = [header] if header else []
-    lines.append("time per epoch (s) by workers P; * = fastest at that P")
+    what = f"time for {header_length(workload)}" if whole_run else "time per epoch"
+    lines.append(f"{what} by workers P; * = fastest at that P")
     lines.append(f"{'scheme':<16}{'P=' + str(cols[0]):>{width}} "
                  + "".join(f"{p:>{width}} " for p in cols[1:]))
     for s in schemes:
-        cells = [f"{'-' if (s, p) not in by else format(by[s, p], '.3f'):>{width}}"
-                 + ("*" if s in marked[p] else " ") for p in cols]
-        lines.append(f"{s:<16}" + "".join(cells).rstrip())
-    fastest = min(rows, key=lambda r: r["epoch_s"])
-    base = by.get(("serial", 1)) or by.get((fastest["scheme"], 1))
-    against = "serial SGD" if ("serial", 1) in by else f"{fastest['scheme']} at P = 1"
+        row = [f"{cells.get((s, p), '-'):>{width}}" + ("*" if s in marked[p] else " ")
+               for p in cols]
+        lines.append(f"{s:<16}" + "".join(row).rstrip())
+    run = (f", {format_duration(fastest['time_s'])} for {header_length(workload)}"
+           if whole_run else "")
     lines.append(f"fastest: {fastest['scheme']} at P = {fastest['workers']}, "
-                 f"{fastest['epoch_s']:.3f} s per epoch ({base / fastest['epoch_s']:.2f}x "
-                 f"{against})" if base else "")
+                 f"{format_duration(fastest['epoch_s'])} per epoch{run}; speedup "
+                 f"{fastest['speedup']:.2f}, efficiency {fastest['efficiency']:.2f}")
+    skipped = sorted({s for s in schemes if any((s, p) not in by for p in cols)} - {"serial"})
+    if skipped:
+        lines.append(f"-: not predicted ({', '.join(skipped)} at the P left blank: shared memory "
+                     "needs one host)" if skipped == ["hogwild"] else
+                     f"-: not predicted at that P ({', '.join(skipped)})")
     lines.append(made_by(rows))
     lines.append(f"every scheme and P with compute, communication, waiting and staleness: "
                  f"--full, or {Path(csv_dir) / 'predictions.csv'}")
     return "\n".join(lines)
+
+
+def header_length(workload: dict) -> str:
+    if workload.get("iterations"):
+        return f"{workload['iterations']:,} iterations per worker"
+    return f"{workload['epochs']:g} epochs"
 
 
 ENGINES = {("fast", "analytic"): "vectorised closed forms",
