@@ -129,7 +129,7 @@ def collective_alphas(points: pd.DataFrame, t: Transport) -> dict[str, float]:
         per_step = []
         for r in mine.itertuples():               # the probe's ranks share this host
             algorithm = "ring" if t.backend != "mpi" else choose_allreduce(
-                "auto", float(r.bytes), int(r.workers), one_host=True)
+                "auto", float(r.bytes), int(r.workers), hosts=1)
             per_step.append((r.time_s - collective_s(op, int(r.workers), float(r.bytes), 0.0,
                                                      t.beta_s_per_byte, t.gamma_s_per_byte,
                                                      algorithm))

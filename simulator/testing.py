@@ -1,9 +1,11 @@
-"""Profiles built in code, for tests and examples: every number chosen, nothing measured.
+"""Profiles built in code, and a recorder of collectives' messages, for tests and examples.
 
 ``make_profile()`` gives an idealised machine (perfect processor sharing, one
-model ``toy`` of round numbers); keyword arguments change any of it.
+model ``toy`` of round numbers); keyword arguments change any of it: every
+number chosen, nothing measured. ``trace()`` runs a collective's generators
+and records who sent how many bytes to whom, in order (``sends_of``).
 
-Imports: simulator.contracts.profile.
+Imports: simulator.contracts.profile (and SimPy, for ``Tracer``).
 """
 from __future__ import annotations
 
@@ -46,3 +48,52 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
         scheduler_quantum_s=quantum_s,
         balance_delay_s=balance_delay_s,
     )
+
+
+class Tracer:
+    """A point-to-point layer for ``comm.collectives``' generators that records every
+    message: ``sends`` holds (time, src, dst, bytes) in the order ranks post them. Every
+    message arrives one second after it is posted, whatever its size; reductions take
+    no time. A rank's sends in order are its partners and message sizes."""
+
+    def __init__(self, placement: tuple[int, ...]):
+        import types
+
+        import simpy
+        self.env = simpy.Environment()
+        self.routes = types.SimpleNamespace(placement=tuple(placement))
+        self.sends: list[tuple[float, int, int, float]] = []
+        self._arrived: dict = {}
+
+    def _event(self, key):
+        ev = self._arrived.get(key)
+        if ev is None:
+            ev = self._arrived[key] = self.env.event()
+        return ev
+
+    def isend(self, src, dst, n_bytes, tag):
+        self.sends.append((self.env.now, src, dst, n_bytes))
+        arrived = self._event((dst, src, tag))
+        self.env.timeout(1.0).callbacks.append(lambda _ev: arrived.succeed())
+        return arrived
+
+    def recv(self, dst, src, tag):
+        return self._event((dst, src, tag))
+
+    def reduce(self, n_bytes):
+        return self.env.timeout(0)
+
+
+def trace(collective, ranks: tuple[int, ...], n_bytes: float,
+          placement: tuple[int, ...] | None = None) -> Tracer:
+    """Run ``collective(p2p, ranks, i, n_bytes, tag)`` for every rank; the ``Tracer``."""
+    tracer = Tracer(placement or tuple(range(len(ranks))))
+    for i in range(len(ranks)):
+        tracer.env.process(collective(tracer, ranks, i, n_bytes, "t"))
+    tracer.env.run()
+    return tracer
+
+
+def sends_of(tracer: Tracer, rank: int) -> list[tuple[int, float]]:
+    """(partner, bytes) of every message ``rank`` sent, in the order it sent them."""
+    return [(dst, n) for _t, src, dst, n in tracer.sends if src == rank]

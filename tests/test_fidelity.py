@@ -27,7 +27,8 @@ from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 from simulator.testing import make_profile
 
-ALGORITHMS = ("ring", "recursive_doubling", "reduce_scatter_allgather", "tree", "hierarchical")
+ALGORITHMS = ("ring", "recursive_doubling", "reduce_scatter_allgather", "tree", "hierarchical",
+              "smp", "auto")
 
 
 def message_time_s(kind, ranks, n_bytes, routes, transport, algorithm="ring", root=0) -> float:
@@ -89,7 +90,7 @@ def test_analytic_collectives_are_the_message_model(kind, algorithm, root, nics,
         return
     root = root % len(ranks)
     if kind == "allreduce":
-        algorithm = cf.choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+        algorithm = cf.choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     analytic = collective_time_s(kind, ranks, n_bytes, routes, shm.gamma_s_per_byte, algorithm,
                                  root)
     message = message_time_s(kind, ranks, n_bytes, routes, shm, algorithm, root)

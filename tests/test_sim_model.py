@@ -162,19 +162,40 @@ def test_kary_depth():
     assert cf.kary_depth(65, 64) == 1 and cf.kary_depth(66, 64) == 2
 
 
-def test_auto_allreduce_is_release_gather_on_one_host_only():
-    assert cf.choose_allreduce("auto", 4e4, 4, one_host=True) == "release_gather"
+def test_auto_allreduce_is_mpichs_choice():
+    """MPICH 5.0's choice (``closed_forms.choose_allreduce``): the MPIR level on one host
+    (release/gather needs a single-threaded MPI; mpi4py's is MULTIPLE) and with one rank
+    per host; ch4's composition ``smp`` over several hosts with several ranks on some."""
+    assert cf.choose_allreduce("auto", 4e4, 4, hosts=1) == "reduce_scatter_allgather"
+    assert cf.choose_allreduce("auto", 4e4, 4, hosts=4) == "reduce_scatter_allgather"
     assert cf.choose_allreduce("auto", 4e4, 4) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("auto", 1e3, 4) == "recursive_doubling"
-    assert cf.choose_allreduce("ring", 4e4, 4, one_host=True) == "ring"
-    # on one host MPI pays two hand-offs (up, down) where Rabenseifner pays 2 log2 P steps
-    assert cf.steps("allreduce", 4, 4e4, "release_gather") == 2
-    assert cf.steps("allreduce", 4, 4e4, "reduce_scatter_allgather") == 4
+    assert cf.choose_allreduce("auto", 4e4, 8, hosts=2) == "smp"
+    assert cf.choose_allreduce("auto", 4e4, 5, hosts=2) == "smp"
+    # recursive doubling up to 8 bytes, or for fewer float32 elements than pof2(P)
+    assert cf.choose_allreduce("auto", 8, 4, hosts=1) == "recursive_doubling"
+    assert cf.choose_allreduce("auto", 12, 4, hosts=1) == "recursive_doubling"
+    assert cf.choose_allreduce("auto", 16, 4, hosts=1) == "reduce_scatter_allgather"
+    assert cf.choose_allreduce("auto", 4 * 15, 16) == "recursive_doubling"
+    assert cf.choose_allreduce("auto", 4 * 16, 16) == "reduce_scatter_allgather"
+    assert cf.choose_allreduce("ring", 4e4, 4, hosts=1) == "ring"
+    # a forced Rabenseifner falls back to auto below pof2 elements (size-ge-pof2)
+    assert cf.choose_allreduce("reduce_scatter_allgather", 4 * 7, 8) == "recursive_doubling"
 
 
-def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_level():
-    """Four polling ranks on one oversubscribed host: MPICH's shared-memory allreduce is
-    two levels, so a call waits 2 h for its ranks' turns, not 2 log2(4) h."""
+def test_the_mpir_level_choices_of_reduce_and_broadcast():
+    assert cf.mpir_reduce_choice(2048, 4) == "binomial"
+    assert cf.mpir_reduce_choice(2052, 4) == "reduce_scatter_gather"
+    assert cf.mpir_bcast_choice(4e6, 7) == "binomial"
+    assert cf.mpir_bcast_choice(12288, 8) == "binomial"
+    assert cf.mpir_bcast_choice(2**19, 8) == "scatter_recursive_doubling_allgather"
+    assert cf.mpir_bcast_choice(2**19 + 4, 8) == "scatter_ring_allgather"
+    assert cf.mpir_bcast_choice(2**14, 12) == "scatter_ring_allgather"
+
+
+def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_step():
+    """Four polling ranks on one oversubscribed host: MPICH runs Rabenseifner's allreduce
+    over shared memory (mpi4py's MPI is multi-threaded), so a call waits 2 log2(4) h for
+    its ranks' turns."""
     from simulator.model.comm import AnalyticComm
     h, n, p = 1e-3, 4e4, 4
 
@@ -187,11 +208,13 @@ def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_level():
             env.process(comm.allreduce(r, ranks, n, "auto"))
         env.run()
         return env.now
-    assert call_s((0,) * p, None) == pytest.approx(2 * (ALPHA + h) + 2 * (p - 1) * n * BETA)
+    assert call_s((0,) * p, None) == pytest.approx(4 * (ALPHA + h) + 1.5 * n * BETA)
     across = call_s((0, 0, 1, 1), LINK)
-    # Rabenseifner across two hosts: the distance-2 rounds (n/2 bytes each way) send two
-    # messages through each NIC at once; the distance-1 rounds (n/4) stay in shared memory
-    assert across == pytest.approx(4 * (ALPHA + h) + (2 * n / 2 + 2 * n / 4) * BETA + n * BETA)
+    # two hosts of two ranks: MPICH's composition, a reduce to each host's first rank
+    # (2 h), Rabenseifner between them across the link (2 h), a broadcast (h)
+    a_l, b_l = LINK.latency_s, 1 / LINK.bandwidth_bytes_per_s
+    expect = (3 * (ALPHA + h) + 2 * n * BETA) + 2 * (a_l + h) + n * b_l
+    assert across == pytest.approx(expect)
 
 
 @pytest.mark.parametrize("kind,closed", [("gather", cf.gather_s), ("scatter", cf.scatter_s),

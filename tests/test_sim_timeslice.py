@@ -98,7 +98,7 @@ def test_collective_alpha_multiplies_the_steps():
     more = simulate("mpi_allreduce", 4, wl, None, prof)
     n = 4 * sum(prof.models[0].layer_param_counts)
     assert (more.time_s - base.time_s) / 2 == pytest.approx(
-        extra * steps("allreduce", 4, n, "release_gather"), rel=1e-9)   # auto on one host
+        extra * steps("allreduce", 4, n, "reduce_scatter_allgather"), rel=1e-9)   # auto, one host
 
 
 def test_collective_alphas_are_recovered_from_probe_means():

@@ -13,17 +13,21 @@ not a power of two, recursive doubling and Rabenseifner first fold the
     release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
     gather / scatter      a + (P-1) n b            (root's port carries all P-1 messages)
     binomial broadcast    ceil(log2 P) (a + n b)
+    binomial reduce       ceil(log2 P) (a + n b + n g)
+    reduce-scatter/gather 2 log2(pof2) a + 2(pof2-1)/pof2 n b + (pof2-1)/pof2 n g  [+ a + nb + ng]
+    scatter + allgather   ceil(log2 P) a + (P-1)/P n b + (P-1)(a + n/P b)   [ring; an upper bound]
+    smp (MPICH, L a host) reduce(L) + allreduce(P/L, across) + broadcast(L)
     hand-off wait         (m-1)^2 q / (2m), averaged over the cores' m   [``handoff_s``]
 
-Release/gather is what MPICH's ``auto`` runs when every rank is on one host
-(ch4's POSIX collectives): the ranks reduce up a k-ary tree of radix 4 into
-shared memory (``d_r`` levels, a parent reducing ``c = min(4, P-1)`` children)
-and the root releases the result down a k-ary tree of radix 64 (``d_b``
-levels, ``c_b = min(64, P-1)`` readers). Its latency is a few *levels*, not
-the log2 P or 2(P-1) message steps of the point-to-point algorithms, which
-matters where each step waits for a rank's turn on a core. The form is exact
-for one-level trees (P <= 5) and an upper bound beyond (a level's parents do
-not all wait for full subtrees).
+Release/gather is MPICH's shared-memory allreduce (ch4's POSIX collectives): the
+ranks reduce up a k-ary tree of radix 4 into shared memory (``d_r`` levels, a
+parent reducing ``c = min(4, P-1)`` children) and the root releases the result
+down a k-ary tree of radix 64 (``d_b`` levels, ``c_b = min(64, P-1)`` readers).
+MPICH runs it only where MPI is single-threaded (``choose_allreduce``). The form
+is exact for one-level trees (P <= 5) and an upper bound beyond (a level's
+parents do not all wait for full subtrees). ``smp`` is MPICH's composition over
+several hosts; which reduce, allreduce and broadcast it runs are MPICH's
+MPIR-level choices (``mpir_*_choice``).
 
 Imports: the standard library only.
 """
@@ -32,24 +36,76 @@ from __future__ import annotations
 import functools
 import math
 
-MPICH_SHORT_ALLREDUCE_BYTES = 2048   # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE
+MPI_ELEMENT_BYTES = 4                # psgd and mpi_allreduce reduce float32 (MPI.FLOAT)
+MPIR_ALLREDUCE_SHORT_BYTES = 8       # maint/tuning/coll/mpir/generic.json: avg_msg_size<=8
+MPIR_REDUCE_SHORT_BYTES = 2048       # ... collective=reduce: avg_msg_size<=2048
+MPIR_BCAST_SHORT_BYTES = 12288       # ... collective=bcast: avg_msg_size<=12288
+MPIR_BCAST_MEDIUM_BYTES = 524288     # ... comm_size=pow2: avg_msg_size<=524288
+MPIR_BCAST_SMALL_COMM = 8            # ... comm_size<8: binomial whatever the size
 
 
 RELEASE_GATHER_REDUCE_RADIX = 4     # MPIR_CVAR_REDUCE_INTRANODE_TREE_KVAL (k-ary tree)
 RELEASE_GATHER_BCAST_RADIX = 64     # MPIR_CVAR_BCAST_INTRANODE_TREE_KVAL
 
 
-def choose_allreduce(algorithm: str, n_bytes: float, workers: int, one_host: bool = False) -> str:
-    """'auto' picks like MPICH: release/gather in shared memory when all ranks share a
-    host (ch4's POSIX collective selection); across hosts, recursive doubling for short
-    messages and Rabenseifner otherwise."""
+def choose_allreduce(algorithm: str, n_bytes: float, workers: int, hosts: int = 0) -> str:
+    """The allreduce MPICH 5.0 runs for ``algorithm`` on ``workers`` ranks over ``hosts``
+    hosts (0: unknown, taken as one rank per host).
+
+    ``auto`` (``MPID_Allreduce`` in ``ch4/src/ch4_coll.h``, its choice of composition in
+    ``maint/tuning/coll/ch4/generic.json``): a communicator of several hosts with
+    several ranks on some runs ch4's composition alpha, ``smp`` (reduce in each host,
+    allreduce among the hosts' first ranks, broadcast); one host (composition gamma)
+    and one rank per host (beta) run the MPIR level's choice, ``mpir_allreduce_choice``.
+    On one host gamma would take the shared-memory release/gather tree, but its
+    selection requires ``is_multi_threaded=no`` and mpi4py initialises MPI with
+    ``MPI_THREAD_MULTIPLE``: MPICH falls back to the MPIR level (measured: MPICH 5.0.2
+    under mpi4py never maps release/gather's shared segments). A named algorithm is
+    what ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` forces, but Rabenseifner's needs
+    count >= pof2 (``coll_algorithms.txt``: ``size-ge-pof2``) and falls back to ``auto``
+    otherwise."""
+    if algorithm == "reduce_scatter_allgather" and _elements(n_bytes) < _pof2(max(1, workers)):
+        return mpir_allreduce_choice(n_bytes, workers)
     if algorithm != "auto":
         return algorithm
-    if one_host and workers >= 2:
-        return "release_gather"
-    if n_bytes <= MPICH_SHORT_ALLREDUCE_BYTES or workers < 2:
+    if 1 < hosts < workers:
+        return "smp"
+    return mpir_allreduce_choice(n_bytes, workers)
+
+
+def _elements(n_bytes: float) -> float:
+    return n_bytes / MPI_ELEMENT_BYTES
+
+
+def mpir_allreduce_choice(n_bytes: float, workers: int) -> str:
+    """``MPIR_Allreduce_impl``'s ``auto`` (``maint/tuning/coll/mpir/generic.json``):
+    recursive doubling up to 8 bytes or for fewer elements than the largest power of
+    two of ranks, Rabenseifner's reduce-scatter/allgather otherwise."""
+    if n_bytes <= MPIR_ALLREDUCE_SHORT_BYTES or _elements(n_bytes) < _pof2(max(1, workers)):
         return "recursive_doubling"
     return "reduce_scatter_allgather"
+
+
+def mpir_reduce_choice(n_bytes: float, ranks: int) -> str:
+    """``MPIR_Reduce_impl``'s ``auto`` on a host's ranks (``generic.json``,
+    ``collective=reduce``, ``comm_hierarchy=any``): binomial up to 2048 bytes or for
+    fewer elements than the largest power of two of ranks, else Rabenseifner's
+    reduce-scatter/gather."""
+    if n_bytes <= MPIR_REDUCE_SHORT_BYTES or _elements(n_bytes) < _pof2(max(1, ranks)):
+        return "binomial"
+    return "reduce_scatter_gather"
+
+
+def mpir_bcast_choice(n_bytes: float, ranks: int) -> str:
+    """``MPIR_Bcast_impl``'s ``auto`` on a host's ranks (``generic.json``,
+    ``collective=bcast``): binomial below 8 ranks or up to 12288 bytes; for a power of
+    two of ranks a scatter and recursive-doubling allgather up to 512 KiB; otherwise a
+    scatter and ring allgather."""
+    if ranks < MPIR_BCAST_SMALL_COMM or n_bytes <= MPIR_BCAST_SHORT_BYTES:
+        return "binomial"
+    if ranks & (ranks - 1) == 0 and n_bytes <= MPIR_BCAST_MEDIUM_BYTES:
+        return "scatter_recursive_doubling_allgather"
+    return "scatter_ring_allgather"
 
 
 def _pof2(p: int) -> int:
@@ -80,6 +136,62 @@ def rabenseifner_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.
     q = _pof2(p)
     return (2 * math.log2(q) * a + 2 * (q - 1) / q * n * b + (q - 1) / q * n * g
             + _fold_s(p, n, a, b, g))
+
+
+def binomial_reduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    """MPICH's binomial reduce to one root: ceil(log2 P) levels of a whole buffer each."""
+    return 0.0 if p <= 1 else math.ceil(math.log2(p)) * (a + n * b + n * g)
+
+
+def reduce_scatter_gather_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    """Rabenseifner's reduce: the fold (odd ranks into even ones, no way back), a
+    recursive-halving reduce-scatter and a binomial gather of what each holds."""
+    if p <= 1:
+        return 0.0
+    q = _pof2(p)
+    fold = a + n * b + n * g if p != q else 0.0
+    return fold + 2 * math.log2(q) * a + 2 * (q - 1) / q * n * b + (q - 1) / q * n * g
+
+
+def scatter_ring_bcast_s(p: int, n: float, a: float, b: float) -> float:
+    """MPICH's broadcast by a binomial scatter of n/P blocks and a ring allgather (an
+    upper bound: the ring's first steps start while the scatter still runs)."""
+    if p <= 1:
+        return 0.0
+    return (math.ceil(math.log2(p)) * a + (p - 1) / p * n * b
+            + (p - 1) * (a + n / p * b))
+
+
+def scatter_doubling_bcast_s(p: int, n: float, a: float, b: float) -> float:
+    """MPICH's broadcast by a binomial scatter and a recursive-doubling allgather (a power
+    of two of ranks)."""
+    if p <= 1:
+        return 0.0
+    return 2 * (math.log2(p) * a + (p - 1) / p * n * b)
+
+
+MPIR_REDUCE = {"binomial": binomial_reduce_s, "reduce_scatter_gather": reduce_scatter_gather_s}
+
+
+def mpir_bcast_s(p: int, n: float, a: float, b: float) -> float:
+    return {"binomial": binomial_bcast_s, "scatter_ring_allgather": scatter_ring_bcast_s,
+            "scatter_recursive_doubling_allgather": scatter_doubling_bcast_s}[
+        mpir_bcast_choice(n, p)](p, n, a, b)
+
+
+def smp_allreduce_s(p: int, n: float, local: int, a_intra: float, b_intra: float,
+                    a_inter: float, b_inter: float, g: float = 0.0) -> float:
+    """MPICH's composition alpha (``smp``) on ``p / local`` hosts of ``local`` ranks: the
+    MPIR reduce inside a host, the MPIR allreduce among the hosts' first ranks, the MPIR
+    broadcast inside a host, one after the other (contention free: each host's ranks on
+    their own shared-memory endpoints, one first rank per NIC)."""
+    if p <= 1:
+        return 0.0
+    local = max(1, min(local, p))
+    hosts = -(-p // local)
+    reduce_s = MPIR_REDUCE[mpir_reduce_choice(n, local)](local, n, a_intra, b_intra, g)
+    across_s = ALLREDUCE[mpir_allreduce_choice(n, hosts)](hosts, n, a_inter, b_inter, g)
+    return reduce_s + across_s + mpir_bcast_s(local, n, a_intra, b_intra)
 
 
 def kary_depth(p: int, k: int) -> int:
@@ -119,8 +231,11 @@ ALLREDUCE = {
 }
 
 
-def steps(kind: str, p: int, n: float, algorithm: str = "ring") -> float:
-    """How many latencies (alphas) one call of the collective pays in a row."""
+def steps(kind: str, p: int, n: float, algorithm: str = "ring", local: int = 1) -> float:
+    """How many latencies (alphas) one call of the collective pays in a row (``smp``:
+    with ``local`` ranks on a host)."""
+    if kind == "allreduce" and algorithm == "smp":
+        return smp_allreduce_s(p, n, local, 1.0, 0.0, 1.0, 0.0)
     return collective_s(kind, p, n, 1.0, 0.0, 0.0, algorithm)
 
 

@@ -30,7 +30,7 @@ from simulator.contracts.closed_forms import steps as step_count
 from simulator.engine.placement import handoffs, placement_of_ranks
 from simulator.engine.result import build_result
 from simulator.model.comm import call_cpu_s
-from simulator.model.comm.choice import call_latency_s, resolve_algorithm
+from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.fabric import make_routes
 from simulator.model.schemes.fusion import cycles
@@ -83,7 +83,8 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
             algorithm = resolve_algorithm(transport.backend, algorithm, ranks, n, routes)
         t = collective_time_s(kind, ranks, n, routes, g, algorithm)
         if transport.step_extra_s(kind) > 0:
-            t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm)
+            t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm,
+                                                           ranks_per_host(routes, ranks))
         if len(ranks) > 1:
             t += call_latency_s(transport, routes, algorithm)
         if spec.polls:

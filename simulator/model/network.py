@@ -83,6 +83,10 @@ class Routes:
             return 0.0
         return self.link.socket_buffer_bytes
 
+    def hosts(self, ranks: tuple[int, ...]) -> int:
+        """How many hosts ``ranks`` live on (MPICH's choice of allreduce reads it)."""
+        return len({self.placement[r] for r in ranks})
+
     def one_host(self, ranks: tuple[int, ...]) -> bool:
         """Whether ``ranks`` all live on one host (MPI then reduces in shared memory)."""
         return len({self.placement[r] for r in ranks}) <= 1
@@ -94,6 +98,15 @@ class Routes:
             return self.shm.alpha_s + wait_s, self.shm.beta_s_per_byte
         a, b = self.link.latency_s, 1.0 / self.link.bandwidth_bytes_per_s
         return max(a, self.shm.alpha_s) + wait_s, max(b, self.shm.beta_s_per_byte)
+
+
+def host_groups(placement, ranks) -> tuple[list[list[int]], bool]:
+    """Ranks by host, in rank order, and whether every host holds as many."""
+    by_host: dict[int, list[int]] = {}
+    for r in ranks:
+        by_host.setdefault(placement[r], []).append(r)
+    groups = list(by_host.values())
+    return groups, len({len(g) for g in groups}) == 1
 
 
 class Network:

@@ -32,7 +32,7 @@ import simpy
 
 from simulator.contracts.closed_forms import collective_s, steps
 from simulator.contracts.profile import Transport
-from simulator.model.comm.choice import call_latency_s, resolve_algorithm
+from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 
@@ -131,7 +131,7 @@ class Comm:
         group.seq[i] = seq + 1
         call = group.calls.get(seq)
         if call is None:
-            call = group.calls[seq] = _Call(env.event(), self._extra_s(kind, p, n_bytes,
+            call = group.calls[seq] = _Call(env.event(), self._extra_s(kind, ranks, n_bytes,
                                                                        algorithm))
         arrived_at = env.now
         hosts = self.hosts
@@ -200,15 +200,16 @@ class Comm:
             for resume in leave.callbacks:
                 resume(event)
 
-    def _extra_s(self, kind, p, n_bytes, algorithm) -> float:
+    def _extra_s(self, kind, ranks, n_bytes, algorithm) -> float:
         """The library's own latency in a call: per step beyond the transport's alpha
         times the algorithm's steps, and per call (NCCL's base latency); remembered."""
-        key = (kind, p, n_bytes, algorithm)
+        key = (kind, id(ranks), n_bytes, algorithm)
         extra_s = self._extra_cache.get(key)
         if extra_s is None:
             extra_s = self.transport.step_extra_s(kind)
             if extra_s > 0:
-                extra_s *= steps(kind, p, n_bytes, algorithm)
+                extra_s *= steps(kind, len(ranks), n_bytes, algorithm,
+                                 ranks_per_host(self.routes, ranks))
             extra_s += call_latency_s(self.transport, self.routes, algorithm)
             self._extra_cache[key] = extra_s
         return extra_s

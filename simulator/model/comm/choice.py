@@ -1,7 +1,6 @@
 """Which allreduce a library runs: MPICH's choice, gloo's ring, NCCL's tuner.
 
-Imports: ``contracts`` (closed_forms, profile), ``comm.collectives`` (host groups),
-``model.network``.
+Imports: ``contracts`` (closed_forms, profile), ``model.network`` (routes, host groups).
 """
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ import functools
 
 from simulator.contracts.closed_forms import choose_allreduce, ring_allreduce_s, tree_allreduce_s
 from simulator.contracts.profile import Transport
-from simulator.model.comm.collectives import host_groups
-from simulator.model.network import Routes
+from simulator.model.network import Routes, host_groups
 
 
 def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_bytes: float,
@@ -22,7 +20,7 @@ def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_by
     is a ring otherwise; a ring runs NCCL's LL protocol (``ring_ll``) where
     ``_nccl_protocol`` says so."""
     if backend != "nccl":
-        return choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+        return choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     if algorithm == "hierarchical":
         return "hierarchical" if host_groups(routes.placement, ranks)[1] else "ring"
     if algorithm != "auto" or len(ranks) <= 2:
@@ -79,6 +77,14 @@ def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Rou
         if t < best_s:
             best, best_s = alg, t
     return best
+
+
+def ranks_per_host(routes: Routes, ranks: tuple[int, ...]) -> int:
+    """The most ranks of ``ranks`` on one host (MPICH's composition reduces among them)."""
+    counts: dict[int, int] = {}
+    for r in ranks:
+        counts[routes.placement[r]] = counts.get(routes.placement[r], 0) + 1
+    return max(counts.values(), default=1)
 
 
 def call_latency_s(transport: Transport, routes: Routes, algorithm: str) -> float:

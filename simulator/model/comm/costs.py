@@ -38,7 +38,7 @@ from simulator.contracts.closed_forms import (
     choose_allreduce,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
-from simulator.model.network import Routes
+from simulator.model.network import Routes, host_groups
 
 
 def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
@@ -52,12 +52,14 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
         return _ring_s(ranks, n_bytes / share, low_latency(routes, algorithm)[1],
                        gamma_s_per_byte * share)
     if kind == "allreduce":
-        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     if kind == "allreduce" and algorithm == "ring":
         return _ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
     if kind == "allreduce" and algorithm == "tree":     # self-timed rounds: simulate them
         if len(ranks) > TREE_SIMULATED_UP_TO:
             return tree_rounds_s(ranks, n_bytes, routes)
+        return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    if kind == "allreduce" and algorithm in PRICED_ALONE:
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     t = _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     if t is None:                  # steps overlap: price the messages by simulating them
@@ -73,11 +75,12 @@ def in_lock_step(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Rout
     if len(ranks) <= 1:
         return True
     if kind == "allreduce":
-        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.one_host(ranks))
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
         if algorithm == "ring":
             return True
-        if algorithm == "tree":     # priced alone, message by message: its ranks leave
-            return True             # a little apart, and the next call waits for all
+        if algorithm == "tree" or algorithm in PRICED_ALONE:   # priced alone, message by
+            return True             # message: its ranks leave a little apart, and the next
+                                    # call waits for all
     return _lock_step_s(kind, ranks, n_bytes, routes, 0.0, algorithm, root) is not None
 
 
@@ -103,6 +106,9 @@ def _ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) -> f
 
 
 TREE_SIMULATED_UP_TO = 128      # ranks: larger trees are priced by their rounds
+# allreduces of parts one after the other on sub-groups (MPICH's composition): priced by
+# simulating their messages alone, as trees are
+PRICED_ALONE = ("smp",)
 
 
 def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:
@@ -215,7 +221,8 @@ def _steps(kind: str, algorithm: str, ranks, n: float, root: int = 0, routes=Non
 
 
 def _power_of_two(ranks, n: float, algorithm: str):
-    """Recursive doubling or Rabenseifner, with MPICH's fold for P not a power of two."""
+    """Recursive doubling or Rabenseifner, with MPICH's fold for P not a power of two, as
+    ``mpich`` sends them."""
     p = len(ranks)
     q = 1 << (p.bit_length() - 1)
     rem = p - q
@@ -226,12 +233,12 @@ def _power_of_two(ranks, n: float, algorithm: str):
     exchange = lambda mask: tuple((member[j], member[j ^ mask]) for j in range(q))  # noqa: E731
     if algorithm == "recursive_doubling":
         steps += [(exchange(mask), n, n, False) for mask in masks]
-    else:                                  # halving, then doubling
+    else:                                  # halving from the nearest, doubling back
         size = n
-        for mask in reversed(masks):
+        for mask in masks:
             size /= 2
             steps.append((exchange(mask), size, size, False))
-        for mask in masks:
+        for mask in reversed(masks):
             steps.append((exchange(mask), size, 0.0, False))
             size *= 2
     if rem:
@@ -243,7 +250,6 @@ def _hierarchical(ranks, n: float, routes: Routes):
     """Rings inside every host at once (reduce-scatter), rings across hosts of the ranks
     with the same place on their hosts at once (allreduce of n / L), rings inside every
     host again (allgather)."""
-    from simulator.model.comm.collectives import host_groups
     groups, even = host_groups(routes.placement, ranks)
     if not even:
         raise ValueError("hierarchical allreduce needs as many ranks on every host")

@@ -1,0 +1,149 @@
+"""Every collective sends what its library sends: partners in order and message sizes.
+
+Each test runs one algorithm's generators under ``simulator.testing.trace`` (every
+message takes a second, whatever its size) and pins what each rank sends, in the
+order it sends it, at P = 8 on 2 hosts of 4 ranks and at a P that is not a power
+of two; the docstrings say which file and function of the library fix the order.
+The message model then takes the closed forms of ``contracts.closed_forms`` where
+nothing contends.
+"""
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simulator.contracts import closed_forms as cf
+from simulator.contracts.cluster import Link
+from simulator.contracts.profile import Transport
+from simulator.model.comm import MessageComm, mpich
+from simulator.model.network import Routes
+from simulator.model.recorder import Recorder
+from simulator.testing import sends_of, trace
+
+TWO_HOSTS = (0, 0, 0, 0, 1, 1, 1, 1)
+N = 64.0
+
+
+def crossing_bytes(tracer, rank: int) -> float:
+    """Bytes ``rank`` sent to ranks on another host."""
+    pl = tracer.routes.placement
+    return sum(n for dst, n in sends_of(tracer, rank) if pl[dst] != pl[rank])
+
+
+# ------------------------------------------------------------------ MPICH allreduces
+
+def test_rabenseifner_halves_from_the_nearest_partner_and_doubles_back_to_it():
+    """allreduce_intra_reduce_scatter_allgather.c: halving with mask 1, 2, 4 (n/2, n/4,
+    n/8), doubling with mask 4, 2, 1 (n/8, n/4, n/2): the halves stay on the host."""
+    t = trace(mpich.rabenseifner_allreduce, tuple(range(8)), N, TWO_HOSTS)
+    assert sends_of(t, 0) == [(1, 32), (2, 16), (4, 8), (4, 8), (2, 16), (1, 32)]
+    assert sends_of(t, 5) == [(4, 32), (7, 16), (1, 8), (1, 8), (7, 16), (4, 32)]
+    assert all(crossing_bytes(t, r) == 2 * N / 8 for r in range(8))
+
+
+def test_rabenseifner_folds_even_ranks_into_odd_ones_when_p_is_not_a_power_of_two():
+    """P = 6 on 2 hosts of 3: ranks 0 and 2 send everything to 1 and 3 and get the
+    result back; 1, 3, 4, 5 run the power-of-two core."""
+    t = trace(mpich.rabenseifner_allreduce, tuple(range(6)), 48.0, (0, 0, 0, 1, 1, 1))
+    assert sends_of(t, 0) == [(1, 48)]
+    assert sends_of(t, 1) == [(3, 24), (4, 12), (4, 12), (3, 24), (0, 48)]
+    assert sends_of(t, 2) == [(3, 48)]
+    assert sends_of(t, 3) == [(1, 24), (5, 12), (5, 12), (1, 24), (2, 48)]
+    assert sends_of(t, 4) == [(5, 24), (1, 12), (1, 12), (5, 24)]
+
+
+def test_recursive_doubling_exchanges_everything_nearest_first():
+    """allreduce_intra_recursive_doubling.c: mask 1, 2, 4, the whole buffer each."""
+    t = trace(mpich.recursive_doubling_allreduce, tuple(range(8)), N, TWO_HOSTS)
+    assert sends_of(t, 0) == [(1, N), (2, N), (4, N)]
+    assert sends_of(t, 6) == [(7, N), (4, N), (2, N)]
+    t = trace(mpich.recursive_doubling_allreduce, tuple(range(6)), N, (0, 0, 0, 1, 1, 1))
+    assert sends_of(t, 0) == [(1, N)] and sends_of(t, 1) == [(3, N), (4, N), (0, N)]
+
+
+def test_mpich_ring_sends_blocks_of_n_over_p_to_the_next_rank():
+    """allreduce_intra_ring.c: 2(P-1) steps to rank + 1, any P."""
+    for p, pl in ((8, TWO_HOSTS), (6, (0, 0, 0, 1, 1, 1))):
+        t = trace(mpich.ring_allreduce, tuple(range(p)), N, pl)
+        for r in range(p):
+            assert sends_of(t, r) == [((r + 1) % p, N / p)] * (2 * (p - 1))
+
+
+def test_smp_reduces_in_each_host_and_allreduces_between_the_first_ranks():
+    """ch4_coll_impl.h, composition alpha: reduce_intra_reduce_scatter_gather.c on each
+    host (halving with 1 then 2, gather 2 -> 0 and 3 -> 1, then 1 -> 0), Rabenseifner
+    between ranks 0 and 4, bcast_intra_binomial.c (0 -> 2, 0 -> 1, 2 -> 3)."""
+    n = 4e5
+    t = trace(mpich.smp_allreduce, tuple(range(8)), n, TWO_HOSTS)
+    assert sends_of(t, 0) == [(1, n / 2), (2, n / 4), (4, n / 2), (4, n / 2), (2, n), (1, n)]
+    assert sends_of(t, 1) == [(0, n / 2), (3, n / 4), (0, n / 2)]
+    assert sends_of(t, 2) == [(3, n / 2), (0, n / 4), (0, n / 4), (3, n)]
+    assert sends_of(t, 3) == [(2, n / 2), (1, n / 4), (1, n / 4)]
+    assert [crossing_bytes(t, r) for r in range(8)] == [n, 0, 0, 0, n, 0, 0, 0]
+
+
+def test_smp_with_three_ranks_a_host_reduces_binomially_when_small():
+    """Up to 2048 bytes MPICH reduces by a binomial tree (reduce_intra_binomial.c)."""
+    t = trace(mpich.smp_allreduce, tuple(range(6)), 48.0, (0, 0, 0, 1, 1, 1))
+    assert sends_of(t, 1) == [(0, 48)] and sends_of(t, 2) == [(0, 48)]
+    assert sends_of(t, 0) == [(3, 24), (3, 24), (2, 48), (1, 48)]
+
+
+def test_reduce_scatter_gather_folds_odd_ranks_into_even_ones():
+    """reduce_intra_reduce_scatter_gather.c at P = 6: 1 -> 0 and 3 -> 2, halving among
+    0, 2, 4, 5, then the gather 4 -> 0, 5 -> 2, 2 -> 0."""
+    t = trace(mpich.reduce_scatter_gather, tuple(range(6)), 48.0)
+    assert [sends_of(t, r) for r in range(6)] == [
+        [(2, 24), (4, 12)], [(0, 48)], [(0, 24), (5, 12), (0, 24)], [(2, 48)],
+        [(5, 24), (0, 12), (0, 12)], [(4, 24), (2, 12), (2, 12)]]
+
+
+def test_scatter_broadcasts_pass_blocks_down_a_binomial_tree():
+    """bcast_utils.c's scatter (0 -> 4: 4 blocks, 0 -> 2: 2, 0 -> 1: 1), then
+    bcast_intra_scatter_ring_allgather.c's 7 ring steps of one block to rank + 1, or
+    ..._recursive_doubling_allgather.c's exchanges with mask 1, 2, 4."""
+    t = trace(mpich.scatter_ring_bcast, tuple(range(8)), 80.0)
+    assert sends_of(t, 0) == [(4, 40), (2, 20), (1, 10)] + [(1, 10)] * 7
+    assert sends_of(t, 5) == [(6, 10)] * 7
+    t = trace(mpich.scatter_doubling_bcast, tuple(range(8)), 80.0)
+    assert sends_of(t, 0) == [(4, 40), (2, 20), (1, 10), (1, 10), (2, 20), (4, 40)]
+    assert sends_of(t, 7) == [(6, 10), (5, 20), (3, 40)]
+
+
+# ------------------------------------------------------------------ against closed forms
+
+A_SHM, B_SHM, A_NET, B_NET, G = 2e-6, 1e-10, 20e-6, 1e-9, 3e-11
+
+
+def run_alone(collective, placement, n_bytes, gamma=G) -> float:
+    env = simpy.Environment()
+    shm = Transport("mpi", A_SHM, B_SHM, gamma)
+    routes = Routes(placement, Link(1 / B_NET, A_NET) if len(set(placement)) > 1 else None, shm)
+    comm = MessageComm(env, routes, shm, Recorder(placement))
+    ranks = tuple(range(len(placement)))
+    for i in range(len(ranks)):
+        env.process(collective(comm, ranks, i, n_bytes, "t"))
+    env.run()
+    return env.now
+
+
+@pytest.mark.parametrize("hosts,local", [(2, 4), (4, 2), (3, 4), (2, 2), (5, 1), (1, 4)])
+@pytest.mark.parametrize("n_bytes", [1e3, 4e5])
+def test_smp_is_its_closed_form_without_contention(hosts, local, n_bytes):
+    placement = tuple(r // local for r in range(hosts * local))
+    closed = cf.smp_allreduce_s(len(placement), n_bytes, local, A_SHM, B_SHM, A_NET, B_NET, G)
+    assert run_alone(mpich.smp_allreduce, placement, n_bytes) == pytest.approx(closed, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 16])
+def test_mpich_reduces_and_broadcasts_are_their_closed_forms(p):
+    one = (0,) * p
+    n = 4e5
+    assert run_alone(mpich.reduce_scatter_gather, one, n) == pytest.approx(
+        cf.reduce_scatter_gather_s(p, n, A_SHM, B_SHM, G), rel=1e-9)
+    assert run_alone(mpich.binomial_reduce, one, n) == pytest.approx(
+        cf.binomial_reduce_s(p, n, A_SHM, B_SHM, G), rel=1e-9)
+    assert run_alone(mpich.scatter_doubling_bcast, one, n) == pytest.approx(
+        cf.scatter_doubling_bcast_s(p, n, A_SHM, B_SHM), rel=1e-9)
+    ring = run_alone(mpich.scatter_ring_bcast, one, n)
+    assert ring <= cf.scatter_ring_bcast_s(p, n, A_SHM, B_SHM) * (1 + 1e-9)
