@@ -23,7 +23,8 @@ where the output is ``(batch, classes)``) the command
 4. counts FLOPs of one forward + backward with ``torch.utils.flop_counter``.
 
 The file (``simulator.contracts.workload``) lists layers in gradient-ready
-order with their tensors (element count and dtype), times and FLOPs, and the
+order with their tensors (element count, dtype and position in
+``parameters()``), times and FLOPs, and the
 provenance (command, host, torch version, date). ``simulator.predict
 --workload FILE`` predicts with it.
 
@@ -308,13 +309,16 @@ def build_layers(bench: Bench, order, forward: dict, backward: dict, flops: dict
                  scale_f: float, scale_b: float) -> tuple[Layer, ...]:
     """Layers (modules owning parameters) in the order their last gradient became ready."""
     own = owners(bench.model)
-    params = {id(p): p for p in bench.model.parameters()}
+    ready = {pid for pid, _t in order}
+    trainable = [p for p in bench.model.parameters() if p.requires_grad and id(p) in ready]
+    params = {id(p): p for p in trainable}
+    position = {id(p): i for i, p in enumerate(trainable)}     # parameters() order
     by_module: dict[str, list] = {}
     for pid, _t in order:
         mod, name = own[pid]
         p = params[pid]
         by_module.setdefault(mod, []).append(
-            Tensor(name, p.numel(), DTYPES.get(str(p.dtype), "float32")))
+            Tensor(name, p.numel(), DTYPES.get(str(p.dtype), "float32"), position[pid]))
     layers = []
     for mod, tensors in by_module.items():
         layers.append(Layer(mod or type(bench.model).__name__, tuple(tensors),

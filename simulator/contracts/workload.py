@@ -37,12 +37,17 @@ The measured form (every time a value with a unit)::
     backward = "0.1ms"
     flops_per_sample = 3000
     tensors = [
-      { name = "fc2.weight", params = 500, dtype = "float32" },
-      { name = "fc2.bias", params = 10, dtype = "float32" },
+      { name = "fc2.weight", params = 500, dtype = "float32", param_index = 6 },
+      { name = "fc2.bias", params = 10, dtype = "float32", param_index = 7 },
     ]
     [provenance]
     source = "measured"             # or "numbers"
     command = "python -m calibrate.workload --model cnn ..."
+
+A tensor's optional ``param_index`` is its position in the model's
+``parameters()``: the order a loop over the tensors (the per-tensor all_reduce)
+and DDP's first buckets follow. Give it for every tensor or for none; without
+it, that order is taken as the gradient-ready order reversed.
 
 The few-numbers form, for a model that cannot be run here: ``[model]`` with
 ``params`` (one tensor) or ``tensor_params`` (a list in gradient-ready order,
@@ -124,10 +129,12 @@ class Workload:
 
 @dataclass(frozen=True)
 class Tensor:
-    """One parameter tensor: its gradient has ``params`` elements of ``dtype``."""
+    """One parameter tensor: its gradient has ``params`` elements of ``dtype``;
+    ``param_index``: its position in the model's ``parameters()`` (None: not given)."""
     name: str
     params: int
     dtype: str = "float32"
+    param_index: int | None = None
 
     @property
     def bytes(self) -> int:
@@ -195,6 +202,14 @@ class ModelWorkload:
     def tensors(self) -> tuple[Tensor, ...]:
         """Every tensor in gradient-ready order."""
         return tuple(t for layer in self.layers for t in layer.tensors)
+
+    def parameter_order(self) -> tuple[Tensor, ...]:
+        """Every tensor in the model's ``parameters()`` order: by ``param_index`` where
+        the file gives it, else the gradient-ready order reversed."""
+        tensors = self.tensors
+        if tensors and all(t.param_index is not None for t in tensors):
+            return tuple(sorted(tensors, key=lambda t: t.param_index))
+        return tuple(reversed(tensors))
 
     @property
     def backward_fraction(self) -> float:
@@ -286,7 +301,24 @@ def _tensor(t, where: str) -> Tensor:
     dtype = t.get("dtype", "float32")
     if dtype not in DTYPE_BYTES:
         raise ConfigError(f"value {where}.dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
-    return Tensor(str(t.get("name", "")), _number(t, "params", where, integer=True), dtype)
+    index = t.get("param_index")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise ConfigError(f"value {where}.param_index must be a whole number >= 0 (its "
+                          f"position in the model's parameters()), got {index!r}")
+    return Tensor(str(t.get("name", "")), _number(t, "params", where, integer=True), dtype,
+                  index)
+
+
+def _check_param_indices(layers: tuple[Layer, ...]) -> None:
+    """``param_index`` on every tensor or on none, each position once."""
+    given = [t.param_index for layer in layers for t in layer.tensors]
+    known = [i for i in given if i is not None]
+    if known and len(known) < len(given):
+        raise ConfigError(f"param_index is given for {len(known)} of {len(given)} tensors: "
+                          "give it for every tensor or for none")
+    if known and sorted(known) != list(range(len(known))):
+        raise ConfigError("param_index values must be 0 .. (tensors - 1), each once "
+                          f"(got {sorted(known)})")
 
 
 def _layers(raw: dict, model: dict) -> tuple[Layer, ...]:
@@ -304,6 +336,7 @@ def _layers(raw: dict, model: dict) -> tuple[Layer, ...]:
                                 _time(lay, "forward", where, 0.0),
                                 _time(lay, "backward", where, 0.0),
                                 _number(lay, "flops_per_sample", where, 0.0, allow_zero=True)))
+        _check_param_indices(tuple(layers))
         return tuple(layers)
     dtype = model.get("dtype", "float32")
     if dtype not in DTYPE_BYTES:
@@ -465,8 +498,9 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
                "forward": duration_text(layer.forward_s) if layer.forward_s else None,
                "backward": duration_text(layer.backward_s) if layer.backward_s else None,
                "flops_per_sample": float(layer.flops_per_sample) or None,
-               "tensors": [{"name": t.name, "params": t.params, "dtype": t.dtype}
-                           for t in layer.tensors]} for layer in w.layers]
+               "tensors": [{"name": t.name, "params": t.params, "dtype": t.dtype,
+                            "param_index": t.param_index} for t in layer.tensors]}
+              for layer in w.layers]
     return {"#": comment, "schema_version": SCHEMA_VERSION, "model": model,
             "measured": measured, "layers": layers, "provenance": dict(w.provenance) or None}
 
@@ -499,7 +533,7 @@ def model_cost(w: ModelWorkload):
         layer_param_counts=tuple(layer.params for layer in forward), steps=steps,
         backward_fraction=w.backward_fraction,
         eval_s_per_sample=w.forward_s / w.batch_size,
-        tensor_param_counts=tuple(t.params for layer in forward for t in reversed(layer.tensors)),
+        tensor_param_counts=tuple(t.params for t in w.parameter_order()),
         layer_backward_shares=tuple(reversed(w.backward_shares())),
         bytes_per_param=w.grad_bytes / max(1, w.params))
 
