@@ -1,0 +1,169 @@
+"""What each rank of a scheme sends over a run: as the record counts it, and over TCP.
+
+A scheme's messages follow from its model's tensors (in ``parameters()``
+order, with their dtypes), the ranks' hosts and the training steps each worker
+took. Two counts per rank:
+
+* ``record_bytes``: the payload each rank hands to its calls, as
+  ``comm.bytes_sent_per_rank`` of a run record counts it (``real/schemes``);
+* ``tcp_bytes``: the payload its library puts on TCP (``real.testbed`` reads the
+  sockets' ``tcpi_bytes_acked`` and checks the two agree), from the library's
+  algorithm, protocol headers left out:
+
+  - gloo (gather_scatter, allreduce, ddp) talks TCP even between ranks of one
+    host. ``all_reduce`` is gloo's ring (gloo/allreduce.cc, ``ring``: a
+    reduce-scatter and an allgather of P chunks, 2 (P - 1) / P n a rank);
+    ``gather`` sends each rank's n to the root, ``scatter`` the root's n to each
+    other rank; DDP all-reduces every bucket (all gradients once a step) and,
+    when it is built, broadcasts the weights from rank 0 along a binomial tree
+    (``_sync_module_states``; gloo/broadcast.cc);
+  - MPICH moves messages between ranks of one host through shared memory: only
+    peers on other hosts count. An Allreduce across hosts (one rank a host) is
+    MPICH's algorithm (``simulator.contracts.closed_forms.choose_allreduce`` for
+    ``auto``): recursive doubling (log2 p n) or reduce-scatter + allgather
+    (2 (p - 1) / p n), p the largest power of two in P, with MPICH's fold of
+    the other P - p ranks (an even rank below 2 (P - p) sends its n to the
+    next rank and gets the result back), or the ring (2 (P - 1) / P n).
+    With several ranks on some hosts and not others the count is not known (None).
+
+A flat buffer (mpi_allreduce, gather_scatter, the parameter server, psgd's and
+async_avg's weights) is ``torch.cat`` of the tensors: one dtype, the widest
+(``flat_bytes``). The parameter server's messages carry a 16-byte header.
+
+Imports: simulator.contracts (closed_forms, workload).
+"""
+from __future__ import annotations
+
+import math
+
+from simulator.contracts.closed_forms import choose_allreduce
+from simulator.contracts.workload import DTYPE_BYTES
+
+PS_HEADER_BYTES = 16                 # [version, done] as int64 (real.schemes.ps)
+ASYNC_AVG_DEFAULT_K = 10             # real.schemes.async_avg.DEFAULT_K
+SERVER_SCHEMES = ("ps_sync", "ps_async")
+
+
+def flat_bytes(tensors: list[tuple[int, str]]) -> int:
+    """Bytes of ``torch.cat`` of (elements, dtype) tensors: one buffer of the promoted dtype
+    (float64 if any, else float32 where dtypes differ or any is float32)."""
+    dtypes = {d for _, d in tensors}
+    dtype = dtypes.pop() if len(dtypes) == 1 else ("float64" if "float64" in dtypes
+                                                   else "float32")
+    return sum(n for n, _ in tensors) * DTYPE_BYTES[dtype]
+
+
+def record_bytes(scheme: str, tensors: list[tuple[int, str]], steps: list[int],
+                 average_every: int = 0) -> list[int]:
+    """Payload each rank hands to its calls over the run (a record's ``bytes_sent_per_rank``).
+
+    ``tensors``: (elements, dtype) in ``parameters()`` order; ``steps``: the training
+    steps of each worker (worker i is rank i, or rank i + 1 behind a server)."""
+    flat, each = flat_bytes(tensors), sum(n * DTYPE_BYTES[d] for n, d in tensors)
+    msg = PS_HEADER_BYTES + flat
+    if scheme == "gather_scatter":
+        return [s * (flat + (len(steps) * flat if r == 0 else 0)) for r, s in enumerate(steps)]
+    if scheme in ("allreduce", "ddp"):
+        return [s * each for s in steps]
+    if scheme == "mpi_allreduce":
+        return [s * flat for s in steps]
+    if scheme == "psgd":
+        return [_averagings(s, average_every) * flat for s in steps]
+    if scheme == "async_avg":           # rank 0 answers every push; its own mixes are local
+        k = average_every or ASYNC_AVG_DEFAULT_K
+        return [sum(s // k for s in steps[1:]) * flat] + [(s // k + 1) * flat
+                                                           for s in steps[1:]]
+    if scheme in SERVER_SCHEMES:        # the first weights and one answer a push, to each
+        return [sum(1 + s for s in steps) * msg] + [s * msg for s in steps]
+    raise ValueError(f"no message count for scheme {scheme!r}")
+
+
+def tcp_bytes(scheme: str, tensors: list[tuple[int, str]], hosts: list[str],
+              steps: list[int], average_every: int = 0,
+              mpi_allreduce: str = "auto") -> list[float | None]:
+    """Payload each rank puts on TCP over the run; ``hosts``: each rank's host, in rank
+    order (see the module docstring; None where the placement makes it unknown)."""
+    ranks = len(hosts)
+    flat = flat_bytes(tensors)
+    msg = PS_HEADER_BYTES + flat
+    if scheme == "allreduce":
+        per_step = sum(ring_bytes(n * DTYPE_BYTES[d], ranks) for n, d in tensors)
+        return [s * per_step for s in steps]
+    if scheme == "ddp":
+        each = sum(n * DTYPE_BYTES[d] for n, d in tensors)
+        return [s * ring_bytes(each, ranks) + binomial_children(r, ranks) * each
+                for r, s in enumerate(steps)]
+    if scheme == "gather_scatter":
+        return [s * ((ranks - 1) * flat if r == 0 else flat) for r, s in enumerate(steps)]
+    apart = [[hosts[a] != hosts[b] for b in range(ranks)] for a in range(ranks)]
+    if scheme in ("mpi_allreduce", "psgd"):
+        per_call = mpi_allreduce_bytes(flat, hosts, mpi_allreduce)
+        calls = steps if scheme == "mpi_allreduce" else \
+            [_averagings(s, average_every) for s in steps]
+        return [None if b is None else c * b for c, b in zip(calls, per_call)]
+    sent = record_bytes(scheme, tensors, steps, average_every)
+    if scheme == "async_avg":           # workers push to rank 0; rank 0 answers each push
+        k = average_every or ASYNC_AVG_DEFAULT_K
+        replies = sum(s // k * flat for r, s in enumerate(steps) if r > 0 and apart[0][r])
+        return [replies] + [sent[r] if apart[r][0] else 0 for r in range(1, ranks)]
+    if scheme in SERVER_SCHEMES:        # rank 0 the server, ranks 1..P the workers
+        done = PS_HEADER_BYTES if scheme == "ps_async" else 0   # "done" (not in the record)
+        return [sum((1 + steps[r - 1]) * msg for r in range(1, ranks) if apart[0][r])] + \
+            [sent[r] + done if apart[r][0] else 0 for r in range(1, ranks)]
+    raise ValueError(f"no message count for scheme {scheme!r}")
+
+
+def ring_bytes(n_bytes: float, ranks: int) -> float:
+    """What one rank sends in a ring allreduce of ``n_bytes``: 2 (P - 1) / P n."""
+    return 2 * (ranks - 1) / ranks * n_bytes if ranks > 1 else 0.0
+
+
+def binomial_children(rank: int, ranks: int, root: int = 0) -> int:
+    """Ranks ``rank`` sends to in gloo's broadcast from ``root`` (gloo/broadcast.cc): in
+    round i = 0 .. ceil(log2 P) - 1 every relative rank v < 2^i sends to v + 2^i."""
+    v = (rank - root) % ranks
+    rounds = (ranks - 1).bit_length()
+    return sum(1 for i in range(rounds) if v < 1 << i and v + (1 << i) < ranks)
+
+
+def mpi_allreduce_bytes(n_bytes: float, hosts: list[str], algorithm: str = "auto"
+                        ) -> list[float | None]:
+    """TCP payload of one MPICH Allreduce per rank: 0 on one host (shared memory), the
+    algorithm's own count with one rank a host, None for other placements."""
+    ranks = len(hosts)
+    if len(set(hosts)) == 1:
+        return [0.0] * ranks
+    if len(set(hosts)) < ranks:
+        return [None] * ranks
+    algo = choose_allreduce(algorithm, n_bytes, ranks, one_host=False)
+    if algo == "ring":
+        return [ring_bytes(n_bytes, ranks)] * ranks
+    pof2 = 1 << (ranks.bit_length() - 1)
+    rem = ranks - pof2
+    core = (math.log2(pof2) * n_bytes if algo == "recursive_doubling"
+            else 2 * (pof2 - 1) / pof2 * n_bytes)
+    out = []
+    for r in range(ranks):
+        if r < 2 * rem:                 # MPICH's fold: even ranks hand their data over
+            out.append(n_bytes if r % 2 == 0 else core + n_bytes)
+        else:
+            out.append(core)
+    return out
+
+
+def steps_per_worker(scheme: str, train_samples: int, batch_size: int, global_batch: int,
+                     workers: int, epochs: int) -> list[int]:
+    """Training steps each worker takes (as ``real.runner`` lays the data out): a slice of
+    each global batch for the gradient-synchronous schemes, its own 1/P shard otherwise."""
+    from real import schemes
+    if scheme in schemes.GLOBAL_BATCH:
+        full, rest = divmod(train_samples, global_batch)
+        return [epochs * (full + (rest >= workers))] * workers
+    shards = [(r + 1) * train_samples // workers - r * train_samples // workers
+              for r in range(workers)]
+    return [epochs * -(-n // batch_size) for n in shards]
+
+
+def _averagings(steps: int, every: int) -> int:
+    """psgd's weight averagings: every K steps, and once at the end."""
+    return (steps // every if every else 0) + 1
