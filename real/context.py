@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from .dist import Comm, Launch
-from .step import Shard
+from .step import REAL_COMPUTE, Shard
 from .timing import IterationLog
 
 FAULT_RANK_ENV = "PSGD_FAULT_RANK"
@@ -45,7 +45,8 @@ class RunContext:
     train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
     curve: Any = None              # real.curve.CurveLog: this process's evaluation points
     heartbeat: Any = None          # real.supervise.Heartbeat: phases and iterations for the recorder
-    sleeps: Any = None             # real.testbed.SleepLog: phantom compute's sleeps and lateness
+    sleeps: Any = None             # phantom compute's sleeps and lateness (real.phantom.sleep)
+    compute: Any = REAL_COMPUTE    # forward, backward, update: done (real) or slept (real.phantom)
 
     def batch_seed(self, epoch: int) -> int:
         """Shuffling seed: differs per rank and epoch, reproducible from --seed."""

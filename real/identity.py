@@ -15,8 +15,8 @@ from simulator.contracts import record
 def run_settings(args, workers: int, cluster: dict | None = None) -> dict:
     """The result settings of a ``real.train`` run with flags ``args`` (its parsed
     namespace), ``workers`` workers, on the emulated cluster ``cluster`` (or None)."""
-    from .models import DEFAULT_DATASET
-    config = dict(vars(args), dataset=args.dataset or DEFAULT_DATASET[args.model])
+    from .models import default_dataset
+    config = dict(vars(args), dataset=args.dataset or default_dataset(args.model))
     return record.result_settings(config, workers, cluster)
 
 

@@ -37,6 +37,12 @@ MODELS = ("cnn", "ps_cnn", "linear", "mlp", "vgg11")
 DEFAULT_DATASET = {"cnn": "fashion-mnist", "ps_cnn": "mnist", "linear": "mnist",
                    "mlp": "mnist", "vgg11": "cifar10"}
 
+
+def default_dataset(model: str) -> str:
+    """The dataset a run of ``model`` takes when none is named: the model's own, else (a
+    phantom run's workload, whose model is not built here) ``synthetic``, 60,000 samples."""
+    return DEFAULT_DATASET.get(model, "synthetic")
+
 # Flag defaults that reproduce a sheet's experiment, keyed by seed; keys are
 # the dest names of real.train's flags (--lr-decay is the fraction the
 # learning rate drops after each epoch).  Plain dicts of JSON values so they

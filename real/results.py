@@ -21,8 +21,8 @@ import pandas as pd
 from simulator.contracts import record
 from simulator.contracts.stats import mean_ci95
 
-COLUMNS = ("run_id", "algorithm", "workers", "repeat", "status", "failure", "model", "dataset",
-           "batch_size", "epochs", "threads_per_rank", "cores", "train_wall_s", "epoch_s",
+COLUMNS = ("run_id", "algorithm", "compute", "workers", "repeat", "status", "failure", "model",
+           "dataset", "batch_size", "epochs", "threads_per_rank", "cores", "train_wall_s", "epoch_s",
            "final_loss", "test_accuracy", "compute_s_per_iter", "comm_s_per_iter",
            "wait_s_per_iter", "bytes_sent_total", "cpu_util_percent", "peak_rss_mb",
            "disturbed", "cpu_served", "others_cores", "load_note", "digest", "table_digest")
@@ -44,6 +44,7 @@ def _row_of(run_dir: Path) -> dict:
     rec = record.read(run_dir)
     cfg, env, t, res = rec["config"], rec["environment"], rec["timings"], rec["results"]
     row = {"run_id": rec["run_id"], "algorithm": cfg.get("algorithm"),
+           "compute": compute_label(rec),
            "workers": env.get("workers", env.get("ranks")), "repeat": cfg.get("repeat", 0),
            "status": rec["status"], "failure": (rec.get("failure") or {}).get("cause", ""),
            "model": cfg.get("model"), "dataset": res.get("dataset", cfg.get("dataset")),
@@ -72,6 +73,15 @@ def _digests(rec: dict) -> dict:
     from .identity import record_digest
     return {"digest": record_digest(rec),
             "table_digest": record_digest(rec, record.PER_POINT_SETTINGS)}
+
+
+def compute_label(rec: dict) -> str:
+    """``real``, or ``phantom`` (with its time scale when not 1): runs of different compute
+    are never averaged together."""
+    if not record.is_phantom(rec):
+        return "real"
+    scale = rec["compute"].get("time_scale", 1.0)
+    return "phantom" if scale == 1 else f"phantom x{scale:g}"
 
 
 def _load_columns(rec: dict) -> dict:
@@ -107,9 +117,13 @@ def _warn(run_dir: Path, reason: str) -> None:
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Mean ± 95% CI of time per (algorithm, workers); speedup against P = 1 of the same scheme.
 
-    Where a scheme has no P = 1 run, the serial run is the baseline.
+    Where a scheme has no P = 1 run, the serial run is the baseline. Phantom runs are
+    points of their own, named ``scheme (phantom)``: they measure no accuracy.
     """
-    ok = df[df["status"] == "completed"]
+    ok = df[df["status"] == "completed"].copy()
+    compute = ok["compute"].fillna("real") if "compute" in ok else ["real"] * len(ok)
+    ok["algorithm"] = [a if c == "real" else f"{a} ({c})"       # a phantom point apart
+                       for a, c in zip(ok["algorithm"], compute)]
     out = []
     for (alg, p), g in ok.groupby(["algorithm", "workers"]):
         disturbed = g["disturbed"].fillna(False).astype(bool) if "disturbed" in g else \
@@ -150,18 +164,22 @@ def _threads(g: pd.DataFrame) -> str:
 def format_table(summary: pd.DataFrame) -> str:
     """The report table of the exercise sheets: P, threads per rank, time, loss, accuracy,
     speedup, efficiency."""
-    lines = [f"{'Method':<15}{'P':>3}{'Threads':>8}{'Time (s)':>18}{'Loss':>9}{'Accuracy':>10}"
+    w = max([15] + [len(a) + 1 for a in summary["algorithm"]])
+    lines = [f"{'Method':<{w}}{'P':>3}{'Threads':>8}{'Time (s)':>18}{'Loss':>9}{'Accuracy':>10}"
              f"{'Speedup':>9}{'Eff.':>7}"]
     for _, r in summary.iterrows():
         t = f"{r.time_s:.2f} ± {r.time_ci_s:.2f}" if r.runs > 1 else f"{r.time_s:.2f}"
         t += " *" if r.get("disturbed", False) else ""
-        lines.append(f"{r.algorithm:<15}{r.workers:>3}{r.get('threads', '-'):>8}{t:>18}"
+        lines.append(f"{r.algorithm:<{w}}{r.workers:>3}{r.get('threads', '-'):>8}{t:>18}"
                      f"{_f(r.final_loss):>9}{_f(r.test_accuracy):>10}{_f(r.speedup, 2):>9}"
                      f"{_f(r.efficiency, 2):>7}")
     threads = set(summary["threads"]) - {"-"} if "threads" in summary else set()
     note = ([f"threads per rank differ between points ({', '.join(sorted(threads))}): a "
              "speedup then compares thread counts as well as ranks"] if len(threads) > 1
             else [])
+    if any("(phantom" in a for a in summary["algorithm"]):
+        note.append("(phantom): every message real, the compute slept (real.phantom); no loss "
+                    "or accuracy measured")
     return "\n".join(lines + note + warnings(summary))
 
 

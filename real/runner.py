@@ -78,14 +78,11 @@ def run(args) -> int:
     hb.announce(run_id=run_id, config=vars(args), launcher=launch.kind,
                 world_size=launch.world_size)
 
-    from .data import DataError, load_dataset
     hb.phase("load")
     t0 = time.monotonic()
     try:
-        data = load_dataset(args.dataset or _default_dataset(args.model), args.data_dir,
-                            download=args.download, train_size=args.train_size,
-                            test_size=args.test_size, seed=args.seed)
-    except DataError as e:
+        compute, data = _compute_and_data(args)
+    except ValueError as e:                   # DataError, PhantomError: one line each
         return usage_error(PROG, str(e))
     data_load_s = time.monotonic() - t0
     if global_batch > len(data.train_y):
@@ -108,7 +105,7 @@ def run(args) -> int:
     hb.announce(environment=env, identity=rec.identity)
     hb.phase("sync")
     try:
-        ctx = _context(args, launch, comm, data, workers, global_batch, device)
+        ctx = _context(args, launch, comm, data, workers, global_batch, device, compute)
         ctx.heartbeat = hb
         if cvars:
             ctx.extra.update(mpi_allreduce_algorithm=args.mpi_allreduce, mpi_cvars=cvars)
@@ -127,9 +124,10 @@ def run(args) -> int:
     _close_torch_distributed()
     if launch.is_root:
         path = record.write(rec, args.out)
-        r = rec.results
-        print(f"done: {rec.timings['train_wall_s']:.2f} s training, test accuracy "
-              f"{r['test_accuracy']:.4f}, record {path}", file=sys.stderr)
+        acc = rec.results["test_accuracy"]
+        print(f"done: {rec.timings['train_wall_s']:.2f} s training, " + (
+            f"test accuracy {acc:.4f}" if acc is not None else "phantom compute: no accuracy")
+            + f", record {path}", file=sys.stderr)
         if rec.disturbed:
             from .load import summary
             print(f"disturbed: {summary(rec.load)}; its times are not this machine's",
@@ -138,6 +136,25 @@ def run(args) -> int:
             from .testbed import summary as testbed_summary
             print(f"testbed-bound: {testbed_summary(rec.testbed)}", file=sys.stderr)
     return 0
+
+
+def _compute_and_data(args):
+    """The compute (real, or the phantom's sleeps) and the training set: loaded for a real
+    run, a placeholder of the same size for a phantom (``real.phantom.run``)."""
+    from .step import REAL_COMPUTE
+    if args.compute == "phantom":
+        from .models import default_dataset
+        from .phantom.run import phantom_compute, placeholder_data
+        return phantom_compute(args), placeholder_data(
+            args.dataset or default_dataset(args.model), args.train_size)
+    from .data import DataError, load_dataset
+    try:
+        return REAL_COMPUTE, load_dataset(args.dataset or _default_dataset(args.model),
+                                          args.data_dir, download=args.download,
+                                          train_size=args.train_size,
+                                          test_size=args.test_size, seed=args.seed)
+    except DataError as e:
+        raise ValueError(str(e)) from None
 
 
 def _launch_problem(args, launch) -> str | None:
@@ -160,17 +177,20 @@ def _workers(args, launch) -> int:
     return launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0)
 
 
-def _context(args, launch, comm, data, workers: int, global_batch: int, device=None):
+def _context(args, launch, comm, data, workers: int, global_batch: int, device=None,
+             compute=None):
     import torch
 
     from .context import RunContext
     from .data import shard
     from .devices import synchronizer
     from .models import build_model
-    from .step import Shard
+    from .step import REAL_COMPUTE, Shard
 
+    compute = compute or REAL_COMPUTE
     torch.manual_seed(args.seed)            # same seed on every rank: identical start weights
-    model = build_model(args.model, data.input_shape, data.num_classes)
+    model = (compute.model() if compute.mode == "phantom" else
+             build_model(args.model, data.input_shape, data.num_classes))
     device = device or torch.device("cpu")
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
@@ -193,8 +213,10 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
                       progress=_progress(args, launch, args.epochs * per_epoch, index >= 0,
                                          Heartbeat.from_env()),
                       workers=workers, worker_index=index if index >= 0 else None,
-                      batch_size=per_worker, global_batch=global_batch,
-                      curve=_curve_log(args, launch, model, data, index, per_epoch))
+                      batch_size=per_worker, global_batch=global_batch, compute=compute,
+                      sleeps=compute.sleeper if compute.mode == "phantom" else None,
+                      curve=None if compute.mode == "phantom" else
+                      _curve_log(args, launch, model, data, index, per_epoch))
 
 
 def _curve_log(args, launch, model, data, index: int, per_epoch: int):
@@ -272,17 +294,20 @@ def _train(ctx, rec, data) -> None:
     load = load_meter.stop()
     probes = comm.gather_obj(probe.stop(ctx.sleeps))
     ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows, load))
+    phantom = ctx.compute.mode == "phantom"
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
-    curve = _scored_curve(ctx, data, t_start, ends, initial)
+    curve = {} if phantom else _scored_curve(ctx, data, t_start, ends, initial)
     hb.phase("eval")                          # rank 0 alone from here: no peer to wait for
     if not launch.is_root:
         return
     rows = split_wait([row for _, _, _, rs, _ in ends for row in rs])
     rec.disturbed, rec.load = assess([e[4] for e in ends])
-    judge_run(rec, [e[4] for e in ends], probes, getattr(ctx.cfg, "compute", "real") == "phantom")
+    judge_run(rec, [e[4] for e in ends], probes, phantom)
+    from .phantom.run import compute_record
+    rec.compute = compute_record(ctx.compute, ctx.batch_size)
     t_eval = time.monotonic()
-    test_loss, test_acc = evaluate(ctx.model, torch.from_numpy(data.test_x),
-                                   torch.from_numpy(data.test_y))
+    test_loss, test_acc = (None, None) if phantom else evaluate(
+        ctx.model, torch.from_numpy(data.test_x), torch.from_numpy(data.test_y))
     first = schemes.first_worker_rank(ctx.cfg.algorithm)   # the server has no loss
     root_rows = [r for r in rows if r["rank"] == first and r["loss"] is not None]
     rec.iterations = rows
@@ -294,6 +319,8 @@ def _train(ctx, rec, data) -> None:
                                   if r["iteration"] % ctx.cfg.log_every == 0],
                    "train_samples": len(data.train_y), "test_samples": len(data.test_y),
                    "data_source": data.source, **curve}
+    if phantom:
+        rec.results["accuracy"] = rec.compute["accuracy"]
     from .tcpstats import per_host
     rec.comm = {"bytes_sent_per_rank": _per_rank(rows, "bytes_sent", comm.size),
                 "backend": comm.backend, "tcp": per_host([e[4] for e in ends])}
@@ -355,7 +382,7 @@ def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None
         bar.update(1)
         if note:
             note.update(it + 1)
-        if it % args.log_every == 0:
+        if it % args.log_every == 0 and loss is not None:      # phantom compute: no loss
             bar.write(f"iteration {it:5d}  loss {loss:.4f}", file=sys.stdout)
         if it + 1 == total:
             bar.close()

@@ -98,6 +98,29 @@ def sgd_step(model, optimizer, x, y) -> float:
     return loss
 
 
+class RealCompute:
+    """A worker's compute, done: forward + backward, and the optimizer's step.
+
+    The schemes call their compute through ``ctx.compute``; a phantom run puts
+    ``real.phantom.PhantomCompute`` there, which sleeps the same phases instead.
+    """
+    mode = "real"
+
+    def forward_backward(self, model, x, y, scale: float = 1.0) -> float | None:
+        return forward_backward(model, x, y, scale)
+
+    def update(self, optimizer, batch: int) -> None:
+        optimizer.step()
+
+    def step(self, model, optimizer, x, y) -> float | None:
+        loss = self.forward_backward(model, x, y)
+        self.update(optimizer, len(y))
+        return loss
+
+
+REAL_COMPUTE = RealCompute()
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
              batch_size: int = 1000) -> tuple[float, float]:
@@ -144,7 +167,7 @@ def local_epochs(ctx, log: IterationLog, after_step=None, stop_check=None):
     for epoch in range(cfg.epochs):
         for x, y in ctx.shard.batches(ctx.batch_size, ctx.batch_seed(epoch)):
             t0 = log.now()
-            loss = sgd_step(ctx.model, ctx.optimizer, x, y)
+            loss = ctx.compute.step(ctx.model, ctx.optimizer, x, y)
             t1 = log.now()
             sent, sync = (after_step(epoch, it) if after_step else None) or (0, False)
             log.add(epoch, it, len(y), t0, t1, log.now(), sent, loss, sync)
@@ -175,11 +198,11 @@ def synchronous_epochs(ctx, sync_grads, model=None) -> list[float]:
         for x, y, n_global in ctx.shard.global_batches(ctx.global_batch, ctx.worker_index,
                                                        ctx.workers, ctx.global_seed(epoch)):
             t0 = log.now()
-            loss = forward_backward(model, x, y, scale=len(y) * ctx.workers / n_global)
+            loss = ctx.compute.forward_backward(model, x, y, scale=len(y) * ctx.workers / n_global)
             t1 = log.now()
             sent = sync_grads()
             t2 = log.now()
-            ctx.optimizer.step()
+            ctx.compute.update(ctx.optimizer, len(y))
             step_s = log.now() - t2
             # The update is compute too: shift the start back by its duration.
             log.add(epoch, it, len(y), t0 - step_s, t1, t2, sent, loss, sync=True)

@@ -27,7 +27,10 @@ efficiency above 1 always comes with a warning. Every point's ranks run the same
 threads (``real.sweep_launch.threads_for``), P = 1 included; the table states them.
 Ranks can run beyond this machine: ``--hostfile FILE`` (``mpirun -f``),
 ``--launcher srun`` (in a Slurm allocation), ``--cluster`` (the emulated cluster
-named by ``--prefix``); see ``real.sweep_launch``.
+named by ``--prefix``); see ``real.sweep_launch``. ``--compute phantom --workload
+FILE [--time-scale S]`` makes every point a phantom run (``real.phantom``): real
+messages, the compute a sleep of the workload's measured times; the table shows
+such points as ``scheme (phantom)``, without accuracy.
 
 
 Every flag, and every flag after ``--``, is checked before the first point
@@ -122,6 +125,8 @@ def build_parser() -> cli.Parser:
     p.add_argument("--dry-run", action="store_true",
                    help="check every flag, print the points and their commands, run nothing")
     add_accuracy_arguments(p)
+    from .train import add_compute_arguments
+    add_compute_arguments(p)
     return p
 
 
@@ -149,7 +154,8 @@ def accuracy_flags(args, p: int) -> list[str]:
 MAX_RANKS = 4 * (os.cpu_count() or 1)       # ranks of one point on this machine (4 per core)
 MAX_CLUSTER_RANKS = 1024                    # the parser's bound; check_args knows the cluster
 SWEEP_SETS = ("--schemes", "--algorithm", "--run-id", "--out", "--repeat", "--progress-file", "--workers",
-              "--model", "--dataset", "--epochs", "--batch-size", "--train-size", "--test-size")
+              "--model", "--dataset", "--epochs", "--batch-size", "--train-size", "--test-size",
+              "--compute", "--workload", "--time-scale")
 POINT_TAG_ENV = "PSGD_SWEEP_POINT"          # marks every process of the running point
 STOP_WAIT_S = 15.0                          # a stopped point's launcher and recorders end by then
 
@@ -188,7 +194,7 @@ def check_args(args, extra: list[str], cluster) -> str | None:
                 "(see python -m real.train --help)", "(a flag after -- is for real.train)"))
         ranks = (1 if alg in ("serial", "hogwild") else
                  min(schemes.ranks_for(alg, p), args.ranks_per_host if cluster else p + 1))
-        problem = train.data_size_problem(targs, ranks)
+        problem = train.data_size_problem(targs, ranks) if targs.compute == "real" else None
         if problem:
             return problem
     return None
@@ -206,13 +212,23 @@ def points(args) -> list[tuple[str, int, int]]:
             if a != "serial" or p == 1]
 
 
+def compute_flags(args) -> list[str]:
+    """real.train's model and compute flags: a phantom point's model is its workload's, so
+    ``--model`` goes with it only when given (real.train refuses one that differs)."""
+    if getattr(args, "compute", "real") == "real":
+        return ["--model", args.model]
+    return ((["--model", args.model] if getattr(args, "model_given", False) else [])
+            + ["--compute", "phantom", "--workload", str(Path(args.workload).resolve()),
+               "--time-scale", repr(args.time_scale)])
+
+
 def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
                   cluster=None) -> tuple[list[str], dict]:
     """The command of one point and the environment it adds."""
     py = [sys.executable, "-m", "real.train", "--schemes", alg, "--run-id", run_id,
-          "--out", str(args.out), "--model", args.model, "--dataset", args.dataset,
+          "--out", str(args.out), "--dataset", args.dataset,
           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-          "--repeat", run_id.rsplit("-r", 1)[1]]
+          "--repeat", run_id.rsplit("-r", 1)[1]] + compute_flags(args)
     for flag in ("train_size", "test_size"):
         if getattr(args, flag):
             py += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
@@ -397,6 +413,7 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     except FileNotFoundError as e:
         return cli.usage_error(PROG, str(e))
+    args.model_given = any(a == "--model" or a.startswith("--model=") for a in argv)
     if args.max_epochs is not None:
         if args.target_accuracy is None:
             return cli.usage_error(PROG, "--max-epochs goes with --target-accuracy; "

@@ -25,6 +25,7 @@ from simulator.contracts import cli
 
 DEFAULT_TIMEOUT_S = 120.0
 RANKS_PER_CORE = 4                  # more processes or threads than this per core: a typo
+COMPUTE_MODES = ("real", "phantom")
 FLOAT32_BYTES = 4
 
 
@@ -44,7 +45,7 @@ def build_parser() -> cli.Parser:
                    help=f"the scheme (one): {', '.join(schemes.SCHEMES)} (--algorithm: its old "
                         "name)")
     p.add_argument("--model", default="cnn", choices=MODELS, metavar="NAME",
-                   help=f"model: {', '.join(MODELS)}")
+                   help=f"model: {', '.join(MODELS)} (a phantom run's: its workload's)")
     p.add_argument("--dataset", default=None, choices=DATASETS, metavar="NAME",
                    help=f"dataset: {', '.join(DATASETS)} (default: the model's own)")
     p.add_argument("--data-dir", default=None, type=cli.input_folder,
@@ -103,7 +104,75 @@ def build_parser() -> cli.Parser:
                    help="smoke test: 256 training and test samples, one epoch")
     p.add_argument("--progress-file", default=None, type=cli.output_file(),
                    help="rank 0 keeps 'iterations_done total' in this file (real.sweep reads it)")
+    add_compute_arguments(p)
     return p
+
+
+def add_compute_arguments(p) -> None:
+    """``--compute``, ``--workload``, ``--time-scale``: real.train's and real.sweep's."""
+    g = p.add_argument_group("phantom compute (docs/phantom.md)")
+    g.add_argument("--compute", default="real", choices=COMPUTE_MODES,
+                   help="real: train the model; phantom: every message real, each layer's "
+                        "forward and backward a sleep of the --workload file's measured time, "
+                        "no data loaded and no accuracy measured")
+    g.add_argument("--workload", default=None, type=cli.input_file, metavar="FILE",
+                   help="with --compute phantom: the workload TOML file (python -m "
+                        "calibrate.workload, or by hand: simulator/contracts/workload.py); "
+                        "the run's model is the file's")
+    g.add_argument("--time-scale", default=1.0, type=time_scale, metavar="S",
+                   help="with --compute phantom: every compute time is multiplied by S (time "
+                        "dilation: S = 1000 puts a 25 Gbit/s cluster's compute to "
+                        "communication ratio on 25 Mbit/s links)")
+
+
+def time_scale(text: str) -> float:
+    """A time scale: a positive, finite number."""
+    import argparse
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a positive number: give the factor every compute time is "
+            "multiplied by, e.g. 1 (as measured) or 1000")
+    return value
+
+
+def compute_problem(args, argv) -> str | None:
+    """Why the compute flags do not go together, or None; loads the phantom's workload,
+    which sets ``args.model`` to the file's model and ``args.workload_sha256`` to its digest
+    (a result setting: ``simulator.contracts.record.RESULT_SETTINGS``)."""
+    if args.compute == "real":
+        for flag, given in (("--workload", args.workload is not None),
+                            ("--time-scale", args.time_scale != 1.0)):
+            if given:
+                return f"{flag} goes with --compute phantom (a real run computes for real)"
+        return None
+    if args.algorithm not in schemes.RANK_BASED:
+        return (f"--compute phantom runs the rank-based schemes ({', '.join(schemes.RANK_BASED)}); "
+                f"{args.algorithm} sends no messages to keep real: run it with --compute real")
+    if args.workload is None:
+        return ("--compute phantom needs --workload FILE (python -m calibrate.workload --model "
+                "cnn --input-shape 1,28,28 --batch-size 64 --out cnn.toml makes one)")
+    for flag, given in (("--target-accuracy", args.target_accuracy is not None),
+                        ("--eval-every", args.eval_every)):
+        if given:
+            return (f"{flag}: a phantom run measures no accuracy (its weights never train); "
+                    "leave it out, or run with --compute real")
+    from .phantom.plan import PhantomError, load_plan
+    try:
+        plan = load_plan(args.workload, args.time_scale)
+    except PhantomError as e:
+        return str(e)
+    name, args.workload_sha256 = plan.workload.name, plan.sha256
+    said = [a for a in argv if a == "--model" or a.startswith("--model=")]
+    if said and args.model != name:
+        return (f"--model {args.model}: a phantom run's model is its workload's ({name} in "
+                f"{args.workload}); leave --model out")
+    args.model = name
+    return None
 
 
 def parse_args(argv=None):
@@ -132,7 +201,10 @@ def parse_args(argv=None):
                          f"({first.algorithm} takes P from mpirun / torchrun / srun)")
     if not 0 <= first.lr_decay < 1:
         parser.error(f"--lr-decay {first.lr_decay} must be in [0, 1)")
-    problem = data_size_problem(first)
+    problem = compute_problem(first, argv if argv is not None else sys.argv[1:])
+    if problem:
+        parser.error(problem)
+    problem = data_size_problem(first) if first.compute == "real" else None
     if problem:
         parser.error(problem)
     return first

@@ -29,7 +29,8 @@ take the same path as a user's. ``--cluster`` describes the hosts of every
 record instead of the record's own environment (runs made on a cluster
 described by a file or a preset's kind). The ``workload`` column says which.
 
-Records marked *disturbed* (other processes took CPU the run asked for) or
+Phantom runs (``real.phantom``: their compute slept, which takes no core) and
+records marked *disturbed* (other processes took CPU the run asked for) or
 *testbed-bound* (the machine, not the system it stands for, set the pace:
 ``real.testbed``; the marks and the rule are
 ``simulator.contracts.record.left_out_reason``) are left out, and the output says how

@@ -201,3 +201,81 @@ def test_vgg11_cifar_total_batch_256(tmp_path, alg):
     steps = worker_rows(alg, it)
     assert rec["status"] == "completed" and len(steps) == 2 * P
     assert steps["batch_size"].eq(128).all()
+
+
+# ------------------------------------------------------------------ phantom compute
+
+def linear_workload(path: Path) -> Path:
+    """The linear model's tensors as a workload file (gradient-ready order: the model's
+    ``parameters()`` reversed; ``param_index`` its own order), each layer 1 ms + 2 ms."""
+    from real.models import build_model
+    params = list(build_model("linear", (1, 28, 28), 10).named_parameters())
+    tensors = ", ".join(f'{{ name = "{n}", params = {p.numel()}, param_index = {i} }}'
+                        for i, (n, p) in reversed(list(enumerate(params))))
+    path.write_text('[model]\nname = "linear"\n[measured]\ndevice = "cpu"\nbatch_size = 32\n'
+                    'step = "3.5ms"\nupdate = "0.5ms"\n[[layers]]\nname = "fc"\n'
+                    f'forward = "1ms"\nbackward = "2ms"\ntensors = [{tensors}]\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def phantom_runs(tmp_path_factory):
+    """scheme -> record of a phantom run with the real runs' flags and the linear model's
+    tensors."""
+    out = tmp_path_factory.mktemp("phantom")
+    workload = linear_workload(out / "linear.toml")
+    done = {}
+    for alg in schemes.RANK_BASED:
+        r = launch(alg, out, "--compute", "phantom", "--workload", str(workload))
+        assert r.returncode == 0, f"{alg}:\n{r.stderr[-3000:]}"
+        done[alg] = record.read(out / alg), record.read_iterations(out / alg)
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", schemes.RANK_BASED)
+def test_a_phantom_run_sends_what_the_real_run_sends(runs, phantom_runs, alg):
+    from real import wire
+    (real, real_it), (phantom, it) = runs[alg], phantom_runs[alg]
+    assert phantom["comm"]["bytes_sent_per_rank"] == real["comm"]["bytes_sent_per_rank"]
+    assert worker_rows(alg, it).groupby("rank").size().tolist() == \
+        worker_rows(alg, real_it).groupby("rank").size().tolist()
+    steps = worker_rows(alg, it).groupby("rank").size().tolist()
+    tensors = [(7840, "float32"), (10, "float32")]
+    assert wire.record_bytes(alg, tensors, steps, 2) == phantom["comm"]["bytes_sent_per_rank"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", schemes.RANK_BASED)
+def test_a_phantom_record_says_what_it_is_and_measures_no_accuracy(phantom_runs, alg):
+    rec, it = phantom_runs[alg]
+    c = rec["compute"]
+    assert c["mode"] == "phantom" and c["time_scale"] == 1.0
+    assert len(c["workload"]["sha256"]) == 64 and c["workload"]["params"] == 7850
+    assert c["phantom_step_s"] == pytest.approx(3.5e-3)
+    assert rec["results"]["test_accuracy"] is None and "curve" not in rec["results"]
+    assert rec["results"]["accuracy"].startswith("not measured")
+    assert rec["results"]["train_samples"] == 256
+    sleeps = rec["testbed"]["checks"]["sleep_lateness"]["per_rank"]
+    assert len(sleeps) == P and all(s["sleeps"] > 0 for s in sleeps)
+    # the workers' compute: at least the sleeps asked for
+    assert worker_rows(alg, it)["compute_s"].min() >= 0.0
+
+
+@pytest.mark.slow
+def test_phantom_ddp_launches_its_first_bucket_before_backward_ends(tmp_path):
+    """Two ranks, three layers of 1.2 MB: the first bucket's all_reduce starts while the
+    other two layers' backward (20 ms each) still sleep."""
+    big = 300_000
+    layers = "".join(f'[[layers]]\nname = "l{i}"\nforward = "1ms"\nbackward = "20ms"\n'
+                     f'tensors = [{{ name = "l{i}.w", params = {big} }}]\n' for i in range(3))
+    w = tmp_path / "big.toml"
+    w.write_text('[model]\nname = "big"\n[measured]\ndevice = "cpu"\nbatch_size = 32\n'
+                 f'step = "70ms"\n{layers}')
+    r = mpi(2, "real.train", "--schemes", "ddp", "--compute", "phantom", "--workload", str(w),
+            "--dataset", "synthetic", "--train-size", "256", "--batch-size", "32",
+            "--out", str(tmp_path), "--run-id", "ddp")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = record.read(tmp_path / "ddp")
+    assert rec["extra"]["ddp_first_bucket_lead_s"] > 0.02
+    assert rec["comm"]["bytes_sent_per_rank"] == [4 * 3 * big * 4] * 2     # 4 steps

@@ -45,7 +45,7 @@ import torch
 
 from ..dist import wait
 from ..models import flat_params, load_flat_params
-from ..step import decay_lr, flat_grads, forward_backward, load_flat_grads
+from ..step import decay_lr, flat_grads, load_flat_grads
 
 SERVER = 0
 HEADER, VECTOR = 1, 2        # message tags
@@ -99,7 +99,7 @@ def _worker(ctx, batches_of_epoch, sync: bool) -> list[float]:
         t_epoch = log.now()
         for x, y, scale in batches_of_epoch(epoch):
             t0 = log.now()
-            loss = forward_backward(ctx.model, x, y, scale)
+            loss = ctx.compute.forward_backward(ctx.model, x, y, scale)
             g = flat_grads(ctx.model).cpu().numpy()
             t1 = log.now()
             sent = link.send(SERVER, version, g)

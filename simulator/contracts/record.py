@@ -23,6 +23,15 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     emulated cluster ``name/namespace``), and the ``device`` (``cpu`` or a GPU
     with its driver, CUDA and NCCL versions).
 
+    ``compute`` (absent in older records: real): ``mode`` ``real`` or ``phantom``. A
+    phantom run (``real.phantom``) slept each layer's measured time instead of computing
+    it; its section also holds ``time_scale`` (S, every compute time multiplied by it),
+    ``workload`` (``file``, its ``sha256``, ``name``, tensors, times and the file's own
+    ``provenance``), ``batch_size``, ``batch_factor``, ``phantom_step_s`` (a step's
+    sleeps), ``accuracy`` (why there is none: ``results.test_accuracy`` is null and no
+    curve is kept) and ``sleep_policy``; how late each rank's sleeps woke is in
+    ``testbed.checks.sleep_lateness``.
+
     ``disturbed`` (bool; absent in older records: not judged) and ``load``: whether
     other processes took CPU the run asked for (``real.load``). ``load`` holds
     ``before.load_avg`` (1, 5, 15 min, rank 0 at start), ``during`` (``load_avg_max``,
@@ -93,8 +102,8 @@ the emulated cluster (its link and ranks per host); a sweep with ``--hostfile`` 
 ``--launcher srun`` should keep each placement in a folder of its own.
 
 **Left out.** ``left_out_reason`` is the one rule for which records a timing comparison
-leaves out and why (``LEFT_OUT_MARKS``: ``disturbed``, ``testbed-bound``); every reader
-asks it.
+leaves out and why (``LEFT_OUT_MARKS``: ``phantom``, ``disturbed``, ``testbed-bound``);
+every reader asks it.
 
 Only this module decides the layout; everything else calls ``write`` and ``read``.
 
@@ -161,6 +170,7 @@ class RunRecord:
     testbed: dict[str, Any] | None = None
     testbed_bound: bool | None = None
     identity: dict[str, Any] | None = None
+    compute: dict[str, Any] = field(default_factory=lambda: {"mode": "real"})
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id, "status": self.status,
@@ -169,7 +179,7 @@ class RunRecord:
                 "results": self.results, "comm": self.comm, "resources": self.resources,
                 "extra": self.extra, "disturbed": self.disturbed, "load": self.load,
                 "testbed_bound": self.testbed_bound, "testbed": self.testbed,
-                "identity": self.identity}
+                "identity": self.identity, "compute": self.compute}
 
 
 # ---------------------------------------------------------------- identity
@@ -197,6 +207,9 @@ RESULT_SETTINGS: dict[str, Any] = {
     "eval_every": 0,            # evaluation copies take time inside training
     "target_accuracy": None,    # the run stops at the epoch that reaches it
     "cluster": None,            # the emulated cluster: hosts, link rate, queue, ranks per host
+    "compute": "real",          # real, or phantom: the compute slept (real.phantom)
+    "workload_sha256": None,    # a phantom's workload file: its digest, not its path
+    "time_scale": 1.0,          # a phantom's compute times are multiplied by it
 }
 # Settings a table of one sweep holds several of (one row per scheme and P; threads are
 # stated per row): the rest must agree for the rows to be one configuration.
@@ -288,12 +301,15 @@ def _shown(value) -> str:
 LEFT_OUT_MARKS: dict[str, str] = {
     "disturbed": "other processes took CPU the run asked for",
     "testbed-bound": "the machine, not what it stands for, set the pace",
+    "phantom": "compute slept, which takes no core; the model's compute takes one",
 }
 
 
 def left_out_reason(rec: dict[str, Any], keep: Collection[str] = ()) -> str | None:
     """The mark for which a timing comparison leaves this completed record out
     (a key of ``LEFT_OUT_MARKS``), or None when it counts; marks in ``keep`` count."""
+    if is_phantom(rec) and "phantom" not in keep:
+        return "phantom"
     if is_disturbed(rec) and "disturbed" not in keep:
         return "disturbed"
     if is_testbed_bound(rec) and "testbed-bound" not in keep:
@@ -382,6 +398,17 @@ def read(run_dir: str | os.PathLike) -> dict[str, Any]:
     return rec
 
 
+def compute_mode(rec: dict[str, Any]) -> str:
+    """``phantom`` for a phantom run (its compute slept), else ``real`` (older records too)."""
+    compute = rec.get("compute")
+    return compute.get("mode", "real") if isinstance(compute, dict) else "real"
+
+
+def is_phantom(rec: dict[str, Any]) -> bool:
+    """Was this a phantom run (no accuracy measured; times for the workload it names)?"""
+    return compute_mode(rec) == "phantom"
+
+
 def is_disturbed(rec: dict[str, Any]) -> bool:
     """Was this run slowed by other processes (``disturbed``)? False where not judged."""
     return bool(rec.get("disturbed"))
@@ -411,7 +438,7 @@ def check_record(rec: Any) -> None:
         raise RecordError(f"field run_id is {rec['run_id']!r}, not a name")
     if rec["status"] not in STATUSES:
         raise RecordError(f"field status is {rec['status']!r}, not one of {', '.join(STATUSES)}")
-    for key in SECTIONS + (("extra",) if "extra" in rec else ()):
+    for key in SECTIONS + tuple(k for k in ("extra", "compute") if k in rec):
         if not isinstance(rec[key], dict):
             raise RecordError(f"field {key} is a {type(rec[key]).__name__}, not an object")
     failure = rec.get("failure")
