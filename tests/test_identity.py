@@ -29,6 +29,8 @@ CHANGES = {"algorithm": ["--algorithm", "allreduce"], "model": ["--model", "mlp"
            "seed": ["--seed", "7"], "eval_every": ["--eval-every", "10"],
            "target_accuracy": ["--target-accuracy", "0.8"]}
 # Flags that name, time out, log, or only set other flags: never part of the identity.
+# Phantom compute (real.phantom): judged in test_phantom_settings_change_the_digest.
+PHANTOM = {"compute", "workload", "time_scale"}
 NEUTRAL = {"out": ["--out", "elsewhere"], "run_id": ["--run-id", "x"],
            "repeat": ["--repeat", "3"], "timeout": ["--timeout", "30"],
            "log_every": ["--log-every", "5"], "progress_file": ["--progress-file", "p.txt"],
@@ -43,8 +45,32 @@ def digest(*flags: str, workers: int = 2, cluster=None) -> str:
 
 def test_every_flag_of_real_train_is_either_a_result_setting_or_neutral():
     dests = {a.dest for a in train.build_parser()._actions}
-    assert dests == set(CHANGES) | set(NEUTRAL), "classify the new flag in RESULT_SETTINGS"
-    assert set(record.RESULT_SETTINGS) == set(CHANGES) | {"workers", "cluster"}
+    assert dests == set(CHANGES) | set(NEUTRAL) | PHANTOM, \
+        "classify the new flag in RESULT_SETTINGS"
+    assert set(record.RESULT_SETTINGS) == set(CHANGES) | {"workers", "cluster", "compute",
+                                                          "workload_sha256", "time_scale"}
+
+
+WORKLOAD = ('[model]\nname = "linear"\n[measured]\ndevice = "cpu"\nbatch_size = 64\n'
+            'step = "{step}"\n[[layers]]\nname = "fc"\nforward = "1ms"\nbackward = "2ms"\n'
+            'tensors = [{{ name = "fc.weight", params = 7840 }}, {{ name = "fc.bias", '
+            'params = 10 }}]\n')
+
+
+def test_phantom_settings_change_the_digest(tmp_path):
+    """The compute mode, the workload's content (not its path) and the time scale."""
+    files = {}
+    for name, step in (("a", "4ms"), ("same", "4ms"), ("other", "5ms")):
+        files[name] = tmp_path / f"{name}.toml"
+        files[name].write_text(WORKLOAD.format(step=step))
+
+    def phantom(name, *more):
+        return digest("--compute", "phantom", "--workload", str(files[name]), *more)
+    assert phantom("a") != digest()
+    assert phantom("same") == phantom("a")
+    assert phantom("other") != phantom("a")
+    assert phantom("a", "--time-scale", "10") != phantom("a")
+    assert phantom("a", "--time-scale", "1") == phantom("a")
 
 
 @pytest.mark.parametrize("name", sorted(CHANGES))
