@@ -23,7 +23,9 @@ Rank 0's recorder gathers the notes (the ranks share ``OUT``: one host, or a
 shared file system), waits a moment for late ones, and writes the run's
 record, or amends the one rank 0 wrote itself: ``failure`` names the first
 rank that died, hung or failed (``first_cause``), with its signal or exit
-code and the last iteration it reached, and lists what the others noticed.
+code and the last iteration it reached, and lists what the others noticed;
+``iterations.csv`` holds the rows every rank's recorder heard
+(``OUT/.RUN_ID.faults/rank<r>.rows``): the iterations the run completed.
 Rank 0's recorder holds ``OUT/.RUN_ID.faults/lock`` while it lives, so a
 sweep can wait for the record before it reads it (``wait_for_recorder``).
 Imports: the standard library and ``simulator.contracts`` (record, files).
@@ -98,6 +100,27 @@ def write_note(out, run_id: str, note: dict) -> Path:
                              json.dumps(note))
 
 
+def write_rows(out, run_id: str, rank: int, lines) -> None:
+    """A rank's iteration rows as its recorder heard them (``real.supervise.row_line``)."""
+    if lines:
+        atomic_write_text(faults_dir(out, run_id) / f"rank{rank}.rows",
+                          "".join(f"{ln}\n" for ln in lines))
+
+
+def read_rows(out, run_id: str) -> list[dict]:
+    """Every rank's rows, the wait of each synchronising call split off (``real.timing``)."""
+    from real.supervise import parse_row
+    from real.timing import split_wait
+    rows = []
+    for path in sorted(faults_dir(out, run_id).glob("rank*.rows")):
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        rows += [r for r in map(parse_row, text.splitlines()) if r is not None]
+    return split_wait(rows)
+
+
 def read_notes(out, run_id: str) -> list[dict]:
     notes = []
     for path in sorted(faults_dir(out, run_id).glob("rank*.json")):
@@ -134,6 +157,7 @@ def write_failed_record(out, run_id: str, notes: list[dict], facts: dict) -> Pat
     failure = failure_of(notes)
     status = "interrupted" if any(n["kind"] == "interrupted" for n in notes) else "failed"
     run_dir = Path(out) / run_id
+    rows = read_rows(out, run_id)
     try:
         existing = record.read(run_dir)
     except record.RecordError:
@@ -143,12 +167,14 @@ def write_failed_record(out, run_id: str, notes: list[dict], facts: dict) -> Pat
         if own and own != failure["cause"] and own not in failure["noticed_by"]:
             failure["noticed_by"].append(own)
         existing.update(status=status, failure=failure)
+        if rows:
+            record.write_iterations(run_dir, rows)
         atomic_write_text(run_dir / record.RECORD_FILE, json.dumps(existing, indent=1))
         return run_dir
     rec = record.RunRecord(run_id=run_id, status=status, failure=failure,
                            config=facts.get("config") or {}, environment=facts.get("environment")
                            or {"host": socket.gethostname(), "launcher": facts.get("launcher")},
-                           identity=facts.get("identity"))
+                           identity=facts.get("identity"), iterations=rows)
     return record.write(rec, out)
 
 

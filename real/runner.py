@@ -17,7 +17,7 @@ import traceback
 
 from real import schemes
 from simulator.contracts import record
-from simulator.contracts.cli import usage_error
+from simulator.contracts.cli import launched_rank, usage_error
 
 from .devices import backend_of, device_problem, select_device
 from .dist import (
@@ -49,6 +49,9 @@ def run(args) -> int:
     listen_locally()                          # before MPI_Init too: MPICH reads it there
     waits = sleeping_waits() if (getattr(args, "compute", "real") == "phantom"
                                  and os.environ.get("PSGD_CLUSTER")) else {}
+    from .context import fault_hook
+    fault_hook(launched_rank())(-1)           # (test-only: a rank lost during start-up)
+    hb.phase("join")                          # from here a rank waits for its peers
     try:
         launch = detect_launch()
     except LaunchError as e:
@@ -104,15 +107,22 @@ def run(args) -> int:
     rec.timings = {"startup_s": startup_s, "data_load_s": data_load_s}
     hb.announce(environment=env, identity=rec.identity)
     hb.phase("sync")
+    ctx = None
     try:
         ctx = _context(args, launch, comm, data, workers, global_batch, device, compute)
         ctx.heartbeat = hb
+        if hb.fd is not None and args.algorithm != "hogwild":   # (hogwild: its processes')
+            ctx.log.stream(hb.rows)
         if cvars:
             ctx.extra.update(mpi_allreduce_algorithm=args.mpi_allreduce, mpi_cvars=cvars)
         _train(ctx, rec, data)
     except Exception as e:  # noqa: BLE001 - any failure becomes a failed record
         rec.status = "failed"
         rec.failure = {"cause": _failure_cause(e, launch.rank), "rank": launch.rank}
+        if ctx is not None:
+            ctx.log.flush()                   # the recorder keeps the completed iterations
+            ctx.log.close()
+            rec.iterations = split_wait(list(ctx.log.rows)) if hb.fd is None else []
         hb.failed(rec.failure["cause"])
         traceback.print_exc()
         if launch.is_root:
@@ -120,6 +130,7 @@ def run(args) -> int:
             print(f"failed: {rec.failure['cause']}; record {args.out}/{run_id}", file=sys.stderr)
         _abort_peers(launch)
         return 1
+    ctx.log.close()
     hb.phase("done")
     _close_torch_distributed()
     if launch.is_root:
@@ -211,7 +222,7 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
     return RunContext(cfg=args, launch=launch, comm=comm, model=model, optimizer=opt,
                       shard=train, log=IterationLog(launch.rank, sync=synchronizer(device)),
                       progress=_progress(args, launch, args.epochs * per_epoch, index >= 0,
-                                         Heartbeat.from_env()),
+                                         Heartbeat.from_env(), workers),
                       workers=workers, worker_index=index if index >= 0 else None,
                       batch_size=per_worker, global_batch=global_batch, compute=compute,
                       sleeps=compute.sleeper if compute.mode == "phantom" else None,
@@ -351,9 +362,11 @@ def _per_rank(rows, key, n) -> list[int]:
     return totals
 
 
-def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None):
+def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None,
+              workers: int = 1):
     """The first worker (rank 0, or rank 1 when rank 0 is a server) shows progress: a bar
-    over all iterations and the loss every --log-every iterations, and, with
+    over all iterations, named by the scheme and P as the record counts it (workers, not
+    ranks: ps_sync under mpirun -n 3 is P = 2), the loss every --log-every iterations, and, with
     ``--progress-file``, 'done total' in that file at most once a second (what
     ``real.sweep`` shows for its running point). Under a launcher the bar is on even
     though stderr is a pipe: mpirun and torchrun pass it on to the user's terminal.
@@ -372,7 +385,7 @@ def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None
     from tqdm import tqdm
 
     visible = sys.stderr.isatty() or (launch.kind != "single" and not args.progress_file)
-    bar = tqdm(total=total, desc=f"{args.algorithm} P={launch.world_size}", unit="it",
+    bar = tqdm(total=total, desc=f"{args.algorithm} P={workers}", unit="it",
                disable=not visible, leave=False, mininterval=0.5)
     note = _ProgressFile(args.progress_file, total) if args.progress_file else None
 

@@ -17,14 +17,20 @@ last iteration C reached, and acts on what C cannot:
 
 * C is killed or crashes: R writes its rank's note (``real.failures``);
 * C finishes no iteration for ``--timeout`` + ``GRACE_S`` while it may be
-  waiting for a peer (a blocking MPI call has no deadline of its own): R
-  stops it and notes it as hung;
+  waiting for a peer (a blocking MPI call has no deadline of its own): from the
+  moment it starts to join them (``join``: MPI_Init, the first collectives) and
+  while it trains (``sync``): R stops it and notes it as hung. A rank lost
+  during start-up thus ends the run within ``--timeout`` + ``GRACE_S`` of the
+  moment the others reach ``join``; before that (imports) the limit is
+  ``STARTUP_S``;
 * W disappears (the launcher tore the job down) or a signal arrives: R stops
   C (SIGTERM, then SIGKILL after ``STOP_GRACE_S``) and notes why.
 
 Rank 0's R then writes the run's failed (or interrupted) record from every
 rank's note, naming the rank that died first, its signal or exit code and its
-last iteration; a usage error (exit code 2) writes nothing. C dies with R
+last iteration, with the iterations every rank completed (C hands its rows to
+R as it goes, ``Heartbeat.rows``; a rank killed outright loses at most its
+last ``real.timing.STREAM_EVERY_S``); a usage error (exit code 2) writes nothing. C dies with R
 (``PR_SET_PDEATHSIG``), so no rank outlives its recorder. ``PSGD_SUPERVISE=0``
 turns the wrapper off (the rank then runs as W itself, as before).
 Imports: the standard library; ``real.failures`` and ``simulator.contracts.cli``
@@ -41,18 +47,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 
 SUPERVISED_ENV = "PSGD_SUPERVISED"       # set in C: do not wrap again
 SUPERVISE_ENV = "PSGD_SUPERVISE"         # "0": run without the wrapper
 HEARTBEAT_ENV = "PSGD_HEARTBEAT_FD"
 POLL_S = 0.2
 GRACE_S = 3.0                  # beyond --timeout: the rank's own deadlines answer first
-STARTUP_S = 60.0               # imports and MPI_Init, before the first message
+STARTUP_S = 60.0               # imports, before the rank joins its peers (phase "join")
 STOP_GRACE_S = 2.0
 NOTES_WAIT_S = 1.0             # rank 0 waits this long for the notes of the others
 ORPHAN_GRACE_S = 0.5           # W is gone: C may be ending on its own, let it
 USAGE_EXIT = 2
-WATCHED_PHASES = ("start", "sync")
+WATCHED_PHASES = ("start", "join", "sync")
+ROWS_KEPT = 200_000            # iteration rows a recorder keeps for a failed record (the last)
 
 
 # ---------------------------------------------------------------- C's side
@@ -60,8 +68,9 @@ WATCHED_PHASES = ("start", "sync")
 class Heartbeat:
     """What C tells its recorder: one short line per message, never blocking training.
 
-    ``announce`` (run id, config, environment), ``phase`` (``load``, ``sync``,
-    ``eval``, ``done``), ``beat`` (an iteration finished), ``failed`` (C's error)."""
+    ``announce`` (run id, config, environment), ``phase`` (``join``, ``load``, ``sync``,
+    ``eval``, ``done``), ``beat`` (an iteration finished), ``rows`` (its timing rows),
+    ``failed`` (C's error)."""
 
     def __init__(self, fd: int | None):
         self.fd = fd
@@ -101,6 +110,57 @@ class Heartbeat:
 
     def failed(self, cause: str) -> None:
         self._send("f " + json.dumps(cause))
+
+    def rows(self, rows: list[dict]) -> None:
+        """Iteration rows (``real.timing.IterationLog``), one line each, in writes of at most
+        PIPE_BUF bytes (whole lines, never interleaved with another writer's)."""
+        if self.fd is None:
+            return
+        lines = [row_line(r) for r in rows]
+        chunk: list[str] = []
+        for line in lines:
+            if chunk and sum(map(len, chunk)) + len(line) > PIPE_CHUNK:
+                self._send_lines(chunk)
+                chunk = []
+            chunk.append(line)
+        self._send_lines(chunk)
+
+    def _send_lines(self, lines: list[str]) -> None:
+        if self.fd is None or not lines:
+            return
+        try:
+            os.write(self.fd, "".join(lines).encode())
+        except BlockingIOError:
+            pass                      # the recorder is behind: these rows are lost to it
+        except OSError:
+            self.fd = None
+
+
+ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s", "bytes_sent",
+              "loss", "t_comm_enter", "sync")
+PIPE_CHUNK = 4000              # below PIPE_BUF (4096): one write is one piece in the pipe
+
+
+def row_line(row: dict) -> str:
+    """An iteration row as a heartbeat line: ``r`` and its ROW_FIELDS, space-separated."""
+    return "r " + " ".join("-" if row.get(k) is None else repr(int(row[k])) if k == "sync"
+                           else repr(row[k]) for k in ROW_FIELDS) + "\n"
+
+
+def parse_row(text: str) -> dict | None:
+    """A row back from ``row_line``'s text after ``r ``; None if it is not one."""
+    parts = text.split()
+    if len(parts) != len(ROW_FIELDS):
+        return None
+    try:
+        values = [None if v == "-" else float(v) for v in parts]
+    except ValueError:
+        return None
+    row = dict(zip(ROW_FIELDS, values))
+    for k in ("rank", "epoch", "iteration", "batch_size", "bytes_sent"):
+        row[k] = int(row[k] or 0)
+    row["sync"], row["wait_s"] = bool(row["sync"]), 0.0
+    return row
 
 
 # ---------------------------------------------------------------- W: the launched process
@@ -192,6 +252,7 @@ class Recorder:
         self.lock_fd: int | None = None
         self.out_existed = True
         self.buffer = b""
+        self.rows: deque[str] = deque(maxlen=ROWS_KEPT)     # C's iteration rows, as sent
 
     # -- C
     def start(self, w_fd: int) -> subprocess.Popen:
@@ -246,6 +307,9 @@ class Recorder:
         *lines, self.buffer = self.buffer.split(b"\n")
         for line in lines:
             kind, _, rest = line.decode(errors="replace").partition(" ")
+            if kind == "r":               # rows come late, from a thread: not a sign of life
+                self.rows.append(rest)
+                continue
             self.heard = time.monotonic()
             if kind == "i":
                 self.last_iteration = int(rest) if rest.lstrip("-").isdigit() else None
@@ -300,6 +364,7 @@ class Recorder:
             return USAGE_EXIT
         if self.run_id is None:
             self.run_id = _fallback_run_id(self.opts)
+        failures.write_rows(self.opts.out, self.run_id, self.rank, self.rows)
         failures.write_note(self.opts.out, self.run_id, note)
         if self.rank == 0:
             self.write_record(note)

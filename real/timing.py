@@ -21,18 +21,31 @@ Imports: numpy.
 from __future__ import annotations
 
 import resource
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 
+STREAM_EVERY_S = 0.2           # a streaming log hands its new rows over this often
+
+
 @dataclass
 class IterationLog:
+    """Every row of this rank, kept for the record. With ``stream(on_rows)`` a thread of its
+    own also hands the new rows to ``on_rows`` (the recorder's pipe,
+    ``real.supervise.Heartbeat.rows``) every ``STREAM_EVERY_S``: the training thread only
+    appends, and a rank stuck in a call (MPI and gloo release the GIL while they wait)
+    still hands over what it completed, so a run that fails keeps its iterations."""
     rank: int
     rows: list[dict] = field(default_factory=list)
     sync: Callable[[], None] | None = None     # waits for the GPU's queued work
+    _queue: deque = field(default_factory=deque, repr=False)
+    _on_rows: Callable[[list[dict]], None] | None = field(default=None, repr=False)
+    _stop: threading.Event | None = field(default=None, repr=False)
 
     def now(self) -> float:
         if self.sync is not None:
@@ -42,13 +55,41 @@ class IterationLog:
     def add(self, epoch: int, iteration: int, batch_size: int, t_start: float,
             t_comm_enter: float, t_comm_exit: float, bytes_sent: int = 0,
             loss: float | None = None, sync: bool = False) -> None:
-        self.rows.append({
-            "rank": self.rank, "epoch": epoch, "iteration": iteration,
-            "batch_size": batch_size, "compute_s": t_comm_enter - t_start,
-            "comm_s": t_comm_exit - t_comm_enter, "wait_s": 0.0,
-            "bytes_sent": bytes_sent, "loss": loss,
-            "t_comm_enter": t_comm_enter, "sync": sync,
-        })
+        row = {"rank": self.rank, "epoch": epoch, "iteration": iteration,
+               "batch_size": batch_size, "compute_s": t_comm_enter - t_start,
+               "comm_s": t_comm_exit - t_comm_enter, "wait_s": 0.0,
+               "bytes_sent": bytes_sent, "loss": loss,
+               "t_comm_enter": t_comm_enter, "sync": sync}
+        self.rows.append(row)
+        if self._on_rows is not None:
+            self._queue.append(row)
+
+    def stream(self, on_rows: Callable[[list[dict]], None],
+               every_s: float = STREAM_EVERY_S) -> None:
+        """From now on, hand new rows to ``on_rows`` from a thread of their own."""
+        self._on_rows, self._stop = on_rows, threading.Event()
+
+        def hand_over():
+            while not self._stop.wait(every_s):
+                self.flush()
+        threading.Thread(target=hand_over, name="iteration-rows", daemon=True).start()
+
+    def flush(self) -> None:
+        """Hand the rows not yet handed over to ``on_rows`` now."""
+        rows = []
+        try:
+            while True:
+                rows.append(self._queue.popleft())
+        except IndexError:
+            pass
+        if rows and self._on_rows is not None:
+            self._on_rows(rows)
+
+    def close(self) -> None:
+        """Stop streaming (the rows are all in ``rows``)."""
+        if self._stop is not None:
+            self._stop.set()
+        self._on_rows = None
 
 
 def split_wait(rows: list[dict]) -> list[dict]:

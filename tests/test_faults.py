@@ -113,34 +113,57 @@ def test_sigkill_under_plain_mpirun_leaves_a_record_naming_the_rank(tmp_path):
     assert not _processes_tagged(tag), "a rank outlived the run"
 
 
-@pytest.mark.slow
-def test_a_rank_stuck_in_a_blocking_allreduce_is_stopped_and_recorded(tmp_path):
-    """mpi_allreduce calls the blocking Allreduce: the recorder's deadline ends the hang
-    and the record names the rank within --timeout + 10 s of the moment it hung."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PSGD_FAULT_RANK="1", PSGD_FAULT_AT_ITER="3",
-               PSGD_FAULT_SIGNAL="hang",
+def faulted_run(tmp_path, alg: str, fault: dict) -> dict:
+    """``mpirun -disable-auto-cleanup -n 2`` (a rank that ends does not end the others) with
+    a fault; the record must come within --timeout + 10 s of the moment the fault struck."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **fault,
                PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([MPIRUN, "-disable-auto-cleanup", "-n", "2", sys.executable, "-m",
-                             "real.train", "--algorithm", "mpi_allreduce", "--run-id", "x",
+                             "real.train", "--schemes", alg, "--run-id", "x",
                              "--out", str(tmp_path), *FLAGS], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stderr:
             if "fault injected" in line:
-                hung_at = time.monotonic()
+                struck_at = time.monotonic()
                 break
         else:
             raise AssertionError("the fault never came")
         rec = failed_record(tmp_path / "x", TIMEOUT_S + 10)
-        assert time.monotonic() - hung_at < TIMEOUT_S + 10
+        assert time.monotonic() - struck_at < TIMEOUT_S + 10
         proc.stderr.read()
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    return rec
+
+
+@pytest.mark.slow
+def test_a_rank_stuck_in_a_blocking_allreduce_is_stopped_and_recorded(tmp_path):
+    """mpi_allreduce calls the blocking Allreduce: the recorder's deadline ends the hang
+    and the record names the rank, with the iterations both ranks completed (issue 40)."""
+    rec = faulted_run(tmp_path, "mpi_allreduce", HOLD)
     failure = rec["failure"]
     assert rec["status"] == "failed" and failure["kind"] == "hung" and failure["rank"] == 1
     assert f"--timeout {TIMEOUT_S} s" in failure["cause"]
+    it = record.read_iterations(tmp_path / "x")
+    for rank in (0, 1):                   # rank 1 hung at iteration 3, after finishing 0-2
+        assert {0, 1, 2} <= set(it[it["rank"] == rank]["iteration"]), it
+    assert (it["compute_s"] > 0).all()
+
+
+@pytest.mark.slow
+def test_a_rank_killed_before_its_first_iteration_ends_the_run_within_the_timeout(tmp_path):
+    """Rank 1 is killed during start-up (before MPI_Init); rank 0 waits there for it. Its
+    recorder stops it --timeout + 3 s after it started to join (not a fixed minute), and
+    the record names rank 1 (issue 40, item 9)."""
+    rec = faulted_run(tmp_path, "psgd", {"PSGD_FAULT_RANK": "1", "PSGD_FAULT_AT_ITER": "-1",
+                                         "PSGD_FAULT_SIGNAL": "9"})
+    failure = rec["failure"]
+    assert rec["status"] == "failed" and failure["rank"] == 1 and failure["signal"] == "SIGKILL"
+    assert failure["cause"] == "rank 1 was killed by SIGKILL before its first iteration"
+    assert any(n.startswith("rank 0 hung") for n in failure["noticed_by"]), failure
 
 
 @pytest.mark.slow

@@ -99,3 +99,16 @@ def test_help_gives_every_flag_a_meaning_and_each_default_once():
     text = parser.format_help()
     assert "(default: None)" not in text and "(default: False)" not in text
     assert all(a.help for a in parser._actions), "a flag without help"
+
+
+@pytest.mark.slow
+def test_the_progress_bar_counts_workers_as_the_record_does(tmp_path):
+    """Issue 40, item 7: ps_sync under mpirun -n 3 is P = 2 (a server and two workers), on the
+    bar as in the record."""
+    r = mpi(3, "real.train", "--schemes", "ps_sync", "--model", "linear", "--dataset",
+            "synthetic", "--train-size", "256", "--test-size", "64", "--batch-size", "32",
+            "--out", str(tmp_path / "runs"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec, _ = one_record(tmp_path / "runs")
+    assert rec["environment"]["workers"] == 2
+    assert "ps_sync P=2" in r.stderr and "P=3" not in r.stderr

@@ -339,17 +339,36 @@ def write(record: RunRecord, runs_dir: str | os.PathLike) -> Path:
     final = runs_dir / record.run_id
     tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{record.run_id}.", suffix=".tmp"))
     try:
-        with open(tmp / ITER_FILE, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=ITER_COLUMNS, extrasaction="ignore")
-            w.writeheader()
-            for row in record.iterations:
-                w.writerow({k: _csv_value(row.get(k)) for k in ITER_COLUMNS})
+        _write_rows(tmp / ITER_FILE, record.iterations)
         (tmp / RECORD_FILE).write_text(json.dumps(_jsonable(record.to_json()), indent=1))
         replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ITER_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: _csv_value(row.get(k)) for k in ITER_COLUMNS})
+
+
+def write_iterations(run_dir: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
+    """Replace a record's ``iterations.csv`` in one step (a failed run's rows, gathered
+    after its record was written)."""
+    run_dir = Path(run_dir)
+    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f".{ITER_FILE}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        _write_rows(Path(tmp), rows)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, run_dir / ITER_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def replace_dir(new: Path, final: Path) -> None:
