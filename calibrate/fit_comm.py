@@ -128,7 +128,7 @@ def collective_alphas(points: pd.DataFrame, t: Transport) -> dict[str, float]:
         mine = mine[mine["workers"] == mine["workers"].min()]
         per_step = []
         for r in mine.itertuples():               # the probe's ranks share this host
-            algorithm = "ring" if t.backend != "mpi" else choose_allreduce(
+            algorithm = "gloo_ring" if t.backend != "mpi" else choose_allreduce(
                 "auto", float(r.bytes), int(r.workers), hosts=1)
             per_step.append((r.time_s - collective_s(op, int(r.workers), float(r.bytes), 0.0,
                                                      t.beta_s_per_byte, t.gamma_s_per_byte,
@@ -149,8 +149,8 @@ def run_allreduce_alpha(comm: pd.DataFrame, tensor_counts: dict[str, tuple[int, 
         if not counts or p < 2:
             continue
         bytes_s = sum(collective_s("allreduce", int(p), 4.0 * c, 0.0, t.beta_s_per_byte,
-                                   t.gamma_s_per_byte, "ring") for c in counts)
-        calls = len(counts) * steps("allreduce", int(p), 4.0, "ring")
+                                   t.gamma_s_per_byte, "gloo_ring") for c in counts)
+        calls = len(counts) * steps("allreduce", int(p), 4.0, "gloo_ring")
         per_step += list((group["comm_s"].to_numpy(float) - bytes_s) / calls)
     return max(0.0, float(np.mean(per_step))) if per_step else None
 

@@ -15,7 +15,7 @@ import simpy
 from simulator.contracts import closed_forms as cf
 from simulator.contracts.cluster import Link
 from simulator.contracts.profile import Transport
-from simulator.model.comm import MessageComm, mpich
+from simulator.model.comm import MessageComm, gloo, mpich
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 from simulator.testing import sends_of, trace
@@ -147,3 +147,52 @@ def test_mpich_reduces_and_broadcasts_are_their_closed_forms(p):
         cf.scatter_doubling_bcast_s(p, n, A_SHM, B_SHM), rel=1e-9)
     ring = run_alone(mpich.scatter_ring_bcast, one, n)
     assert ring <= cf.scatter_ring_bcast_s(p, n, A_SHM, B_SHM) * (1 + 1e-9)
+
+
+# ------------------------------------------------------------------ gloo, as torch calls it
+
+def test_gloo_ring_sends_two_segments_a_rank_to_the_previous_rank():
+    """gloo/allreduce.cc ``ring`` (torch's ProcessGroupGloo sets no algorithm): to rank - 1,
+    numSegments = roundUp(max(ceil(n / 1 MiB), 2P), P): 16 segments of n/16 at P = 8,
+    (P - 1) * 2 = 14 a phase; 12 of n/12 at P = 6."""
+    t = trace(gloo.ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
+    for r in range(8):
+        assert sends_of(t, r) == [((r - 1) % 8, N / 16)] * 28
+    assert [crossing_bytes(t, r) for r in range(8)] == [28 * N / 16, 0, 0, 0,
+                                                        28 * N / 16, 0, 0, 0]
+    t = trace(gloo.ring_allreduce, tuple(range(6)), 48.0, (0, 0, 0, 1, 1, 1))
+    assert sends_of(t, 4) == [(3, 4.0)] * 20
+
+
+def test_gloo_ring_cuts_large_buffers_in_segments_of_at_most_1_mib():
+    assert cf.gloo_ring_segments(8, 4e5) == (2, 4e5 / 16)
+    per_rank, seg = cf.gloo_ring_segments(4, 37e6)     # ceil(37e6 / 2^20) = 36 segments
+    assert (per_rank, seg) == (9, 37e6 / 36) and seg <= 2**20
+    t = trace(gloo.ring_allreduce, (0, 1, 2, 3), 37e6)
+    assert len(sends_of(t, 0)) == 2 * 3 * 9
+
+
+def test_gloo_ring_keeps_two_segments_in_flight():
+    """Segments k and k+1 are posted together; k+2 only once k has arrived."""
+    t = trace(gloo.ring_allreduce, (0, 1, 2), 6.0)
+    times = [when for when, src, _dst, _n in t.sends if src == 0]
+    assert times == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_torch_gloo_allreduce_is_the_segmented_ring():
+    from simulator.model.comm.choice import resolve_algorithm
+    routes = Routes(TWO_HOSTS, Link(1e9, 1e-5), Transport("gloo", 1e-5, 1e-9))
+    for asked in ("auto", "ring"):
+        assert resolve_algorithm("gloo", asked, tuple(range(8)), 4e5, routes) == "gloo_ring"
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+@pytest.mark.parametrize("n_bytes", [4e3, 4e5, 4e7])
+def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
+    """One rank per host: exact with g = 0; with g, gloo reduces one segment while the
+    next moves, and the closed form is an upper bound."""
+    spread = tuple(range(p))
+    closed = cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET)
+    assert run_alone(gloo.ring_allreduce, spread, n_bytes, 0.0) == pytest.approx(closed, rel=1e-9)
+    with_g = run_alone(gloo.ring_allreduce, spread, n_bytes, 1e-9)
+    assert closed < with_g <= cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, 1e-9) * (1 + 1e-12)

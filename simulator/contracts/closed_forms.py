@@ -8,6 +8,7 @@ not a power of two, recursive doubling and Rabenseifner first fold the
 ``rem = P - pof2`` extra ranks in and send the result back (MPICH)::
 
     ring                  2(P-1) a + 2(P-1)/P n b + (P-1)/P n g
+    gloo's ring           2 ceil(m/2) a + 2 m s b + m s g      [m = (P-1) S/P segments of s]
     recursive doubling    log2(pof2) (a + n b + n g)              [+ 2a + 2nb + ng if rem]
     Rabenseifner          2 log2(pof2) a + 2(pof2-1)/pof2 n b + (pof2-1)/pof2 n g   [+ same]
     release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
@@ -194,6 +195,30 @@ def smp_allreduce_s(p: int, n: float, local: int, a_intra: float, b_intra: float
     return reduce_s + across_s + mpir_bcast_s(local, n, a_intra, b_intra)
 
 
+GLOO_MAX_SEGMENT_BYTES = 1024 * 1024   # gloo/allreduce.h: AllreduceOptionsImpl::kMaxSegmentSize
+
+
+def gloo_ring_segments(p: int, n: float) -> tuple[int, float]:
+    """(segments per rank, bytes per segment) of gloo's ring (``gloo/allreduce.cc``):
+    ``roundUp(max(ceil(n / 1 MiB), 2P), P)`` segments of equal size."""
+    total = max(math.ceil(n / GLOO_MAX_SEGMENT_BYTES), 2 * p)
+    segments = -(-total // p) * p
+    return segments // p, n / segments
+
+
+def gloo_ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+    """gloo's ring, two segments in flight: each phase sends m = (P-1) S/P segments of s
+    bytes, a pair at a time (the pair shares the hop): ``ceil(m/2) (a) + m s b`` a phase,
+    and the reduce-scatter adds ``m s g``. Exact without reductions (g = 0); with them an
+    upper bound (gloo reduces one segment while the next is in flight). With two
+    segments a rank, the ring's ``2(P-1) a + 2(P-1)/P n b + (P-1)/P n g``."""
+    if p <= 1:
+        return 0.0
+    per_rank, seg = gloo_ring_segments(p, n)
+    m = (p - 1) * per_rank
+    return 2 * (math.ceil(m / 2) * a + m * seg * b) + m * seg * g
+
+
 def kary_depth(p: int, k: int) -> int:
     """Levels below the root of a k-ary tree of p ranks (rank i's parent is (i-1)//k)."""
     depth, last = 0, 0                  # ``last``: the highest rank within ``depth`` levels
@@ -227,6 +252,7 @@ ALLREDUCE = {
     "recursive_doubling": recursive_doubling_allreduce_s,
     "reduce_scatter_allgather": rabenseifner_allreduce_s,
     "release_gather": release_gather_allreduce_s,
+    "gloo_ring": gloo_ring_allreduce_s,
     "tree": lambda p, n, a, b, g=0.0: tree_allreduce_s(p, n, a, b, g),
 }
 

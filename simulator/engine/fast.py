@@ -156,25 +156,36 @@ def _root_average(parts, average_s: float):
 
 
 def _ddp(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
-    """Buckets become ready during the backward; one allreduce stream per iteration.
-    Exact while every worker keeps one speed (``speed``, per worker) through a step."""
-    bf = plan.backward_fraction
-    shares = np.cumsum([s for _, s in plan.buckets])
-    cost = [allreduce_s(nb) for nb, _ in plan.buckets]
+    """Buckets become ready during the backward; one allreduce stream per iteration (the
+    first iteration with ``plan.first_buckets``). Exact while every worker keeps one
+    speed (``speed``, per worker) through a step."""
     busy = steps / speed[:, None]                                          # (P, I)
+    parts = [_ddp_buckets(plan.backward_fraction, busy[:, 1:], plan.buckets, allreduce_s)]
+    if busy.shape[1]:
+        parts.append(_ddp_buckets(plan.backward_fraction, busy[:, :1],
+                                  plan.first_buckets or plan.buckets, allreduce_s))
+    end = sum(part[0] for part in parts)
+    return float(end), busy.sum(axis=1), sum(p[1] for p in parts), sum(p[2] for p in parts)
+
+
+def _ddp_buckets(bf: float, busy: np.ndarray, buckets, allreduce_s):
+    """(time, comm per worker, wait per worker) of iterations of ``busy`` (P, I) seconds
+    of step that all use ``buckets``."""
+    shares = np.cumsum([s for _, s in buckets])
+    cost = [allreduce_s(nb) for nb, _ in buckets]
     ready = busy.T[:, :, None] * ((1 - bf) + bf * shares)[None, None, :]   # (I, P, J)
-    iterations, workers = ready.shape[0], ready.shape[1]
+    iterations, workers = ready.shape[0], busy.shape[0]
     end = np.zeros(iterations)
     comm = np.zeros(workers)
     wait = np.zeros(workers)
     for j, c in enumerate(cost):
         arrive = np.maximum(ready[:, :, j], end[:, None])
-        start = arrive.max(axis=1)
+        start = arrive.max(axis=1) if workers else end
         if workers > 1:
             wait += (start[:, None] - arrive).sum(axis=0)
             comm += c * iterations
         end = start + c
-    return float(end.sum()), busy.sum(axis=1), comm, wait
+    return end.sum(), comm, wait
 
 
 FAST_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",

@@ -30,7 +30,14 @@ from simulator.engine.result import Result
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.fabric import make_routes
 from simulator.model.schemes import SCHEMES, Scheme
-from simulator.model.workload import Plan, ddp_buckets, draw_step_times, ready_layers, speed_factors
+from simulator.model.workload import (
+    Plan,
+    ddp_buckets,
+    ddp_first_buckets,
+    draw_step_times,
+    ready_layers,
+    speed_factors,
+)
 
 
 def resolve_scheme(scheme: str | SchemeConfig) -> tuple[Scheme, SchemeConfig]:
@@ -53,6 +60,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         tensor_bytes=tuple(int(grad * c) for c in model.tensor_counts) or (model.grad_bytes,),
         backward_fraction=model.backward_fraction,
         buckets=ddp_buckets(model, cfg.bucket_bytes, grad),
+        first_buckets=ddp_first_buckets(model, grad),
         avg_every=cfg.avg_every,
         algorithm=cfg.algorithm,
         # hogwild: each update reads and writes the shared weights once more

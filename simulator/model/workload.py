@@ -35,6 +35,7 @@ class Plan:
     tensor_bytes: tuple[int, ...]          # forward order, one per weight / bias tensor
     backward_fraction: float
     buckets: tuple[tuple[int, float], ...] # ddp: (bytes, share of backward before it is ready)
+                                           # from the second iteration on
     avg_every: int
     algorithm: str
     hogwild_update_s: float                # extra memory cost of one lock-free update
@@ -48,6 +49,7 @@ class Plan:
     fusion_bytes: int = 64 * 2**20         # horovod: tensor fusion threshold
     cycle_s: float = 0.005                 # horovod: background loop's cycle time
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
+    first_buckets: tuple[tuple[int, float], ...] = ()   # ddp's first iteration (() = buckets)
 
     @property
     def cycle_period_s(self) -> float:
@@ -72,20 +74,68 @@ def ready_layers(model: ModelCost, bytes_per_param: float) -> tuple[tuple[int, f
                  zip(reversed(model.layer_param_counts), reversed(model.backward_shares())))
 
 
-def ddp_buckets(model: ModelCost, bucket_bytes: int,
+DDP_BUCKET_BYTES = 25 * 2**20          # torch: _DEFAULT_BUCKET_CAP_MB (bucket_cap_mb unset)
+DDP_FIRST_BUCKET_BYTES = 2**20         # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def ready_tensors(model: ModelCost, bytes_per_param: float) -> tuple[tuple[int, float], ...]:
+    """Parameter tensors in gradient-ready order: the layers in reverse, each layer's
+    tensors in reverse (bias, then weight): (gradient bytes, share of the backward before
+    it is ready, counted on the layer's last tensor). Layers whose tensors are not
+    recorded count as one tensor."""
+    layers = model.layer_param_counts
+    tensors = list(model.tensor_param_counts)
+    if sum(tensors) != sum(layers):
+        tensors = list(layers)
+    per_layer, k = [], 0
+    for count in layers:                     # the tensors that make up each layer
+        mine, total = [], 0
+        while k < len(tensors) and total < count:
+            mine.append(tensors[k])
+            total += tensors[k]
+            k += 1
+        if total != count:                   # tensors that do not tile the layers
+            per_layer = [[c] for c in layers]
+            break
+        per_layer.append(mine)
+    out = []
+    for mine, share in zip(reversed(per_layer), reversed(model.backward_shares())):
+        out += [(int(bytes_per_param * t), 0.0) for t in reversed(mine[1:])]
+        out.append((int(bytes_per_param * mine[0]), share))
+    return tuple(out)
+
+
+def ddp_buckets(model: ModelCost, bucket_bytes: int = DDP_BUCKET_BYTES,
                 bytes_per_param: float = 4.0) -> tuple[tuple[int, float], ...]:
-    """Layers in gradient-ready order, packed into buckets of at least ``bucket_bytes``
-    (the last one may be smaller): (bytes, share of the backward before it is ready)."""
+    """DDP's buckets from its second iteration on: ``Reducer::rebuild_buckets``
+    (``torch/csrc/distributed/c10d/reducer.cpp``) packs the tensors in the order their
+    gradients became ready (``ready_tensors``) with ``compute_bucket_assignment_by_size``:
+    a bucket closes once it holds at least its limit, ``first_bucket_bytes_cap`` for the
+    first (1 MiB, ``_DEFAULT_FIRST_BUCKET_BYTES``) and ``bucket_bytes_cap`` (25 MiB) for
+    the others; a ``bucket_cap_mb`` of the user's sets both (``_BucketCapacityConfig`` in
+    ``torch/nn/parallel/distributed.py``). (bytes, share of the backward before the
+    bucket is ready), the last bucket may be smaller."""
+    limit = DDP_FIRST_BUCKET_BYTES if bucket_bytes == DDP_BUCKET_BYTES else bucket_bytes
     buckets, size, share = [], 0, 0.0
-    for layer_bytes, layer_share in ready_layers(model, bytes_per_param):
-        size += layer_bytes
-        share += layer_share
-        if size >= bucket_bytes:
+    for tensor_bytes, tensor_share in ready_tensors(model, bytes_per_param):
+        size += tensor_bytes
+        share += tensor_share
+        if size >= limit:
             buckets.append((size, share))
-            size, share = 0, 0.0
+            size, share, limit = 0, 0.0, bucket_bytes
     if size or not buckets:
         buckets.append((size, share))
     return tuple(buckets)
+
+
+def ddp_first_buckets(model: ModelCost, bytes_per_param: float = 4.0
+                      ) -> tuple[tuple[int, float], ...]:
+    """DDP's first iteration: with ``find_unused_parameters=False`` (the default, and
+    ``real/schemes/ddp.py``'s) torch builds one bucket of every gradient
+    (``compute_bucket_size_limits``: ``[sys.maxsize]``), all-reduced once the backward
+    is over; its buckets are rebuilt after it (``ddp_buckets``)."""
+    total = sum(b for b, _ in ready_tensors(model, bytes_per_param))
+    return ((total, 1.0),)
 
 
 def speed_factors(workers: int, het: Heterogeneity, seed: int) -> np.ndarray:

@@ -13,12 +13,14 @@ from simulator.model.network import Routes, host_groups
 
 def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_bytes: float,
                       routes: Routes) -> str:
-    """The allreduce a library runs for ``algorithm``: MPICH's choice for mpi (and gloo's
-    ring), NCCL's for nccl: ``auto`` takes the faster of ring and double binary tree by
-    their contention-free closed forms on the group's slowest path (NCCL's tuner does
-    the same with its own model); ``hierarchical`` needs as many ranks on every host and
-    is a ring otherwise; a ring runs NCCL's LL protocol (``ring_ll``) where
-    ``_nccl_protocol`` says so."""
+    """The allreduce a library runs for ``algorithm``: MPICH's choice for mpi, gloo's
+    segmented ring (``gloo_ring``) for gloo, NCCL's for nccl: ``auto`` takes the faster
+    of ring and double binary tree by their contention-free closed forms on the group's
+    slowest path (NCCL's tuner does the same with its own model); ``hierarchical``
+    needs as many ranks on every host and is a ring otherwise; a ring runs NCCL's LL
+    protocol (``ring_ll``) where ``_nccl_protocol`` says so."""
+    if backend == "gloo":               # torch's ProcessGroupGloo: gloo's ring, segmented
+        return "gloo_ring" if algorithm in ("auto", "ring") else algorithm
     if backend != "nccl":
         return choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     if algorithm == "hierarchical":

@@ -7,16 +7,17 @@ gamma cost of adding ``n_bytes``). ``tag`` is unique per call; steps extend it.
 Their contention-free times are the equations in ``contracts.closed_forms``.
 
 Each collective sends what its library sends, in the library's order; its
-docstring names the library's file and function. MPICH's are in ``mpich``; this
+docstring names the library's file and function. MPICH's are in ``mpich``, gloo's
+allreduce in ``gloo``; this
 module holds gloo's gather and scatter (``gather_scatter``), NCCL-style ones and
 ``ALLREDUCE``, every allreduce by the name ``comm.choice`` resolves to.
 
-Imports: simulator.contracts.closed_forms, model.comm.mpich, model.network.
+Imports: simulator.contracts.closed_forms, model.comm (gloo, mpich), model.network.
 """
 from __future__ import annotations
 
 from simulator.contracts.closed_forms import tree_chunks, tree_rounds
-from simulator.model.comm import mpich
+from simulator.model.comm import gloo, mpich
 from simulator.model.comm.mpich import binomial_bcast  # noqa: F401  (the broadcast of Comm.bcast)
 from simulator.model.network import host_groups
 
@@ -98,6 +99,7 @@ ALLREDUCE = {
     "reduce_scatter_allgather": mpich.rabenseifner_allreduce,
     "release_gather": mpich.release_gather_allreduce,
     "smp": mpich.smp_allreduce,
+    "gloo_ring": gloo.ring_allreduce,
     "hierarchical": hierarchical_allreduce,
     "tree": tree_allreduce,
 }

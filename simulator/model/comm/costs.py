@@ -36,6 +36,7 @@ from simulator.contracts.closed_forms import (
     RELEASE_GATHER_BCAST_RADIX,
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
+    gloo_ring_segments,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
 from simulator.model.network import Routes, host_groups
@@ -59,6 +60,10 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
         if len(ranks) > TREE_SIMULATED_UP_TO:
             return tree_rounds_s(ranks, n_bytes, routes)
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    if kind == "allreduce" and algorithm == "gloo_ring":  # two segments in flight
+        if len(ranks) > GLOO_RING_SIMULATED_UP_TO:
+            return gloo_ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
+        return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     if kind == "allreduce" and algorithm in PRICED_ALONE:
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     t = _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
@@ -78,9 +83,9 @@ def in_lock_step(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Rout
         algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
         if algorithm == "ring":
             return True
-        if algorithm == "tree" or algorithm in PRICED_ALONE:   # priced alone, message by
-            return True             # message: its ranks leave a little apart, and the next
-                                    # call waits for all
+        if algorithm in ("tree", "gloo_ring") or algorithm in PRICED_ALONE:   # priced alone,
+            return True             # message by message: its ranks leave a little apart,
+                                    # and the next call waits for all
     return _lock_step_s(kind, ranks, n_bytes, routes, 0.0, algorithm, root) is not None
 
 
@@ -125,6 +130,26 @@ def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:
         total += max(message_times_s(tuple((ranks[a], ranks[b]) for a, b in pairs), chunk,
                                      routes))
     return total
+
+
+GLOO_RING_SIMULATED_UP_TO = 32     # ranks: larger gloo rings are priced by their pairs
+
+
+def gloo_ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) -> float:
+    """gloo's ring on this placement (``comm.gloo``): each phase sends its m segments a
+    pair at a time, the pair's two flows on every hop at once, paced by the slowest hop;
+    the reduce-scatter adds its reductions (``closed_forms.gloo_ring_allreduce_s``).
+    Exact without reductions where every hop is alike; an upper bound otherwise (gloo
+    reduces a segment while the next is in flight). Used above
+    ``GLOO_RING_SIMULATED_UP_TO`` ranks."""
+    p = len(ranks)
+    per_rank, seg = gloo_ring_segments(p, n_bytes)
+    m = (p - 1) * per_rank
+    hops = tuple((ranks[i], ranks[(i - 1) % p]) for i in range(p))
+    pair_s = max(message_times_s(hops + hops, seg, routes))
+    one_s = max(message_times_s(hops, seg, routes))
+    phase_s = (m // 2) * pair_s + (m % 2) * one_s
+    return 2 * phase_s + m * seg * gamma_s_per_byte
 
 
 def message_times_s(pairs, size: float, routes: Routes) -> list[float]:

@@ -6,10 +6,11 @@
   over ``model.parameters()`` in ``real/schemes/allreduce.py`` (``tensor_param_counts``).
 * ``mpi_allreduce`` (MPI): one allreduce of the flat gradient buffer with the
   configured algorithm (``auto`` picks like MPICH).
-* ``ddp`` (gloo or nccl): gradients in buckets of ``bucket_bytes`` in reverse
-  layer order; a bucket's allreduce starts as soon as the backward of its
-  layers is done and the previous bucket's allreduce is over, overlapping the
-  rest of the backward. The step is split as ``(1 - backward_fraction)``
+* ``ddp`` (gloo or nccl): gradients in DDP's buckets (``workload.ddp_buckets``:
+  1 MiB, then 25 MiB, in gradient-ready order; the first iteration one bucket of
+  all); a bucket's allreduce starts as soon as the backward of its tensors is
+  done and the previous bucket's allreduce is over, overlapping the rest of the
+  backward. The step is split as ``(1 - backward_fraction)``
   forward and update, then the backward in bucket-sized pieces (each layer's
   share of the backward from the workload: measured, by FLOPs or by
   parameters).
@@ -77,8 +78,9 @@ def mpi_allreduce_rank(env, worker, comm, recorder, plan):
 
 def ddp_rank(env, worker, comm, recorder, plan):
     me, bf, ranks = worker.rank, plan.backward_fraction, plan.worker_ranks
-    *early, (last_bytes, last_share) = plan.buckets
     for i in range(plan.iterations):
+        *early, (last_bytes, last_share) = (plan.first_buckets or plan.buckets) if i == 0 \
+            else plan.buckets
         step_s = worker.step_s[i]
         t0 = env.now
         work_s = step_s * (1 - bf)           # forward (and update) run before the first bucket

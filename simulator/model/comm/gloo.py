@@ -1,0 +1,45 @@
+"""gloo's allreduce as torch.distributed calls it, message by message.
+
+torch 2.13's ``ProcessGroupGloo::allreduce`` runs ``AsyncAllreduceWork``
+(``torch/csrc/distributed/c10d/gloo/ProcessGroupGlooDetail.hpp``) on a CPU tensor:
+``gloo::allreduce(opts)`` with no algorithm set, which ``gloo/allreduce.cc`` runs as
+``ring`` (``AllreduceOptionsImpl::UNSPECIFIED``). gloo's older algorithms
+(``allreduce_ring.h``, ``allreduce_ring_chunked.h``, ``allreduce_halving_doubling.h``,
+``allreduce_bcube.h``) are Caffe2's and not called by torch for CPU tensors.
+
+The generator is ONE rank's (the interface of ``comm.collectives``).
+
+Imports: ``simulator.contracts.closed_forms``.
+"""
+from __future__ import annotations
+
+from simulator.contracts.closed_forms import gloo_ring_segments
+
+
+def ring_allreduce(p2p, ranks, i, n_bytes, tag):
+    """``gloo/allreduce.cc``, ``ring``: each rank sends to ``rank - 1`` and receives from
+    ``rank + 1``. The buffer is cut into ``S`` segments (``gloo_ring_segments``: at least
+    two per rank, at most 1 MiB each, a multiple of P) and each phase runs ``S - S/P``
+    iterations with two in flight: iteration k waits for segment k-2's receive (and
+    reduces it, in the reduce-scatter) and its send, then posts the receive and send of
+    segment k. The reduce-scatter sends rank ``r + 1``'s segments first, the allgather
+    rank ``r``'s (``computeReduceScatterOffsets``, ``computeAllgatherOffsets``); here the
+    segments are of equal size (gloo rounds them to whole elements)."""
+    p = len(ranks)
+    if p == 1:
+        return
+    per_rank, seg = gloo_ring_segments(p, n_bytes)
+    sends = (p - 1) * per_rank
+    me, send_to, recv_from = ranks[i], ranks[(i - 1) % p], ranks[(i + 1) % p]
+    for phase, reduce in (("rs", True), ("ag", False)):
+        posted = []
+        for k in range(sends + 2):
+            if k >= 2:
+                sent, arrived = posted[k - 2]
+                yield arrived
+                if reduce:
+                    yield p2p.reduce(seg)
+                yield sent
+            if k < sends:
+                arrived = p2p.recv(me, recv_from, (tag, phase, k))
+                posted.append((p2p.isend(me, send_to, seg, (tag, phase, k)), arrived))
