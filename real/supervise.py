@@ -61,6 +61,7 @@ ORPHAN_GRACE_S = 0.5           # W is gone: C may be ending on its own, let it
 USAGE_EXIT = 2
 WATCHED_PHASES = ("start", "join", "sync")
 ROWS_KEPT = 200_000            # iteration rows a recorder keeps for a failed record (the last)
+PIPE_CHUNK_BYTES = 4000        # below PIPE_BUF (4096): one write is one piece in the pipe
 
 
 # ---------------------------------------------------------------- C's side
@@ -116,10 +117,11 @@ class Heartbeat:
         PIPE_BUF bytes (whole lines, never interleaved with another writer's)."""
         if self.fd is None:
             return
+        from .timing import row_line
         lines = [row_line(r) for r in rows]
         chunk: list[str] = []
         for line in lines:
-            if chunk and sum(map(len, chunk)) + len(line) > PIPE_CHUNK:
+            if chunk and sum(map(len, chunk)) + len(line) > PIPE_CHUNK_BYTES:
                 self._send_lines(chunk)
                 chunk = []
             chunk.append(line)
@@ -134,33 +136,6 @@ class Heartbeat:
             pass                      # the recorder is behind: these rows are lost to it
         except OSError:
             self.fd = None
-
-
-ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s", "bytes_sent",
-              "loss", "t_comm_enter", "sync")
-PIPE_CHUNK = 4000              # below PIPE_BUF (4096): one write is one piece in the pipe
-
-
-def row_line(row: dict) -> str:
-    """An iteration row as a heartbeat line: ``r`` and its ROW_FIELDS, space-separated."""
-    return "r " + " ".join("-" if row.get(k) is None else repr(int(row[k])) if k == "sync"
-                           else repr(row[k]) for k in ROW_FIELDS) + "\n"
-
-
-def parse_row(text: str) -> dict | None:
-    """A row back from ``row_line``'s text after ``r ``; None if it is not one."""
-    parts = text.split()
-    if len(parts) != len(ROW_FIELDS):
-        return None
-    try:
-        values = [None if v == "-" else float(v) for v in parts]
-    except ValueError:
-        return None
-    row = dict(zip(ROW_FIELDS, values))
-    for k in ("rank", "epoch", "iteration", "batch_size", "bytes_sent"):
-        row[k] = int(row[k] or 0)
-    row["sync"], row["wait_s"] = bool(row["sync"]), 0.0
-    return row
 
 
 # ---------------------------------------------------------------- W: the launched process
@@ -364,10 +339,14 @@ class Recorder:
             return USAGE_EXIT
         if self.run_id is None:
             self.run_id = _fallback_run_id(self.opts)
-        failures.write_rows(self.opts.out, self.run_id, self.rank, self.rows)
-        failures.write_note(self.opts.out, self.run_id, note)
-        if self.rank == 0:
-            self.write_record(note)
+        try:
+            failures.write_rows(self.opts.out, self.run_id, self.rank, self.rows)
+            failures.write_note(self.opts.out, self.run_id, note)
+            if self.rank == 0:
+                self.write_record(note)
+        except OSError as e:                      # --out went away or filled up meanwhile
+            print(f"real.train: error: rank {self.rank}: no record of how it ended could be "
+                  f"written ({e.filename}: {e.strerror}); it: {note['cause']}", file=sys.stderr)
         return {"usage": USAGE_EXIT, "interrupted": 130}.get(
             note["kind"], 128 + (-code) if code < 0 else (code or 1))
 

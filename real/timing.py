@@ -114,6 +114,33 @@ def split_wait(rows: list[dict]) -> list[dict]:
     return out
 
 
+ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s", "bytes_sent",
+              "loss", "t_comm_enter", "sync")
+
+
+def row_line(row: dict) -> str:
+    """A row as a line of the recorder's pipe (``real.supervise.Heartbeat.rows``): ``r`` and
+    its ROW_FIELDS, space-separated."""
+    return "r " + " ".join("-" if row.get(k) is None else repr(int(row[k])) if k == "sync"
+                           else repr(row[k]) for k in ROW_FIELDS) + "\n"
+
+
+def parse_row(text: str) -> dict | None:
+    """A row back from ``row_line``'s text after ``r ``; None if it is not one."""
+    parts = text.split()
+    if len(parts) != len(ROW_FIELDS):
+        return None
+    try:
+        values = [None if v == "-" else float(v) for v in parts]
+    except ValueError:
+        return None
+    row = dict(zip(ROW_FIELDS, values))
+    for k in ("rank", "epoch", "iteration", "batch_size", "bytes_sent"):
+        row[k] = int(row[k] or 0)
+    row["sync"], row["wait_s"] = bool(row["sync"]), 0.0
+    return row
+
+
 class ResourceMeter:
     """CPU utilisation (percent of one core) and peak RSS of this process over a span."""
 
