@@ -23,8 +23,10 @@ took. Two counts per rank:
     ``auto``): recursive doubling (log2 p n) or reduce-scatter + allgather
     (2 (p - 1) / p n), p the largest power of two in P, with MPICH's fold of
     the other P - p ranks (an even rank below 2 (P - p) sends its n to the
-    next rank and gets the result back), or the ring (2 (P - 1) / P n).
-    With several ranks on some hosts and not others the count is not known (None).
+    next rank and gets the result back), or the ring (2 (P - 1) / P n). With
+    several ranks on some hosts ``auto`` is MPICH's composition: each host's
+    first rank allreduces with the other hosts' first ranks, the rest stays in
+    shared memory; a named algorithm there is not counted (None).
 
 A flat buffer (mpi_allreduce, gather_scatter, the parameter server, psgd's and
 async_avg's weights) is ``torch.cat`` of the tensors: one dtype, the widest
@@ -129,13 +131,22 @@ def binomial_children(rank: int, ranks: int, root: int = 0) -> int:
 def mpi_allreduce_bytes(n_bytes: float, hosts: list[str], algorithm: str = "auto"
                         ) -> list[float | None]:
     """TCP payload of one MPICH Allreduce per rank: 0 on one host (shared memory), the
-    algorithm's own count with one rank a host, None for other placements."""
+    algorithm's own count with one rank a host; ``auto`` over hosts with several ranks on
+    some is MPICH's composition (``smp``): only each host's first rank talks TCP, in an
+    allreduce among those ranks. None for a named algorithm on such a placement."""
     ranks = len(hosts)
     if len(set(hosts)) == 1:
         return [0.0] * ranks
+    algo = choose_allreduce(algorithm, n_bytes, ranks, hosts=len(set(hosts)))
+    if algo == "smp":
+        roots = [hosts.index(h) for h in dict.fromkeys(hosts)]
+        across = mpi_allreduce_bytes(n_bytes, [str(r) for r in roots])
+        out: list[float | None] = [0.0] * ranks
+        for r, b in zip(roots, across):
+            out[r] = b
+        return out
     if len(set(hosts)) < ranks:
         return [None] * ranks
-    algo = choose_allreduce(algorithm, n_bytes, ranks, one_host=False)
     if algo == "ring":
         return [ring_bytes(n_bytes, ranks)] * ranks
     pof2 = 1 << (ranks.bit_length() - 1)

@@ -38,14 +38,16 @@ def test_mpich_allreduce_across_hosts(p):
     rem, core = p - pof2, 2 * (pof2 - 1) / pof2 * n
     assert got == [n if r < 2 * rem and r % 2 == 0 else core + n if r < 2 * rem else core
                    for r in range(p)]
-    small = wire.mpi_allreduce_bytes(1000, hosts)  # recursive doubling
-    assert max(small) == pytest.approx((pof2.bit_length() - 1) * 1000 + (1000 if rem else 0))
+    small = wire.mpi_allreduce_bytes(8, hosts)     # recursive doubling up to 8 bytes
+    assert max(small) == pytest.approx((pof2.bit_length() - 1) * 8 + (8 if rem else 0))
     assert wire.mpi_allreduce_bytes(n, hosts, "ring") == [2 * (p - 1) / p * n] * p
 
 
-def test_mpich_on_one_host_is_shared_memory_and_mixed_placements_unknown():
+def test_mpich_on_one_host_is_shared_memory_and_across_hosts_its_first_ranks_talk():
     assert wire.mpi_allreduce_bytes(1000, ["a", "a", "a"]) == [0.0] * 3
-    assert wire.mpi_allreduce_bytes(1000, ["a", "a", "b"]) == [None] * 3
+    # ch4's composition: ranks 0 and 2 (each host's first) run Rabenseifner at P = 2
+    assert wire.mpi_allreduce_bytes(1000, ["a", "a", "b"]) == [1000, 0, 1000]
+    assert wire.mpi_allreduce_bytes(1000, ["a", "a", "b"], "ring") == [None] * 3
     assert wire.tcp_bytes("ps_async", T, ["a", "a", "a"], [5, 5]) == [0, 0, 0]
 
 
