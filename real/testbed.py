@@ -86,6 +86,7 @@ def cpu_seconds(cpus, stat_text: str | None = None) -> dict[str, float] | None:
     return out
 
 
+METER_THREADS = ("load-meter", "link-sampler")   # ours: their waits delay no message
 TCP_INFO_BYTES_ACKED = 120      # offsets in struct tcp_info (linux/tcp.h): __u64 tcpi_bytes_acked
 TCP_INFO_BYTES_RECEIVED = 128   # __u64 tcpi_bytes_received
 TCP_INFO_LEN = 136
@@ -219,7 +220,9 @@ class RankProbe:
         wall = max(time.monotonic() - self._t0, 1e-9)
         cpu1, ru1 = cpu_seconds(self.cpus), _rusage()
         sent, received = tcp_delta(self._tcp0, tcp_bytes())
-        waits = {tid: w - self._threads0.get(tid, 0) for tid, w in _thread_waits().items()}
+        meters = {t.native_id for t in threading.enumerate() if t.name in METER_THREADS}
+        waits = {tid: w - self._threads0.get(tid, 0) for tid, w in _thread_waits().items()
+                 if tid not in meters}
         cpu = None if cpu1 is None or self._cpu0 is None else \
             {k: cpu1[k] - self._cpu0[k] for k in CPU_FIELDS}
         return {"cpus": self.cpus, "wall_s": wall, "cpu_s": cpu,
