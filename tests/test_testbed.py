@@ -31,7 +31,7 @@ def probe(wait_s=0.0, wall_s=10.0, cpus=(0, 1), sleeps=None, sent=0):
     cpu = dict.fromkeys(testbed.CPU_FIELDS, 0.0) | {"user": 8.0, "system": 2.0, "softirq": 1.0,
                                                      "idle": 9.0}
     return {"cpus": list(cpus), "wall_s": wall_s, "cpu_s": cpu, "user_s": 4.0, "system_s": 1.0,
-            "max_thread_wait_s": wait_s, "tcp_sent_bytes": sent, "tcp_received_bytes": 0,
+            "max_thread_wait_s": wait_s, "max_core_wait_s": wait_s, "tcp_sent_bytes": sent, "tcp_received_bytes": 0,
             "sleeps": sleeps}
 
 
@@ -46,6 +46,18 @@ def test_cpu_check_fails_a_rank_that_waited_for_a_core_beyond_the_limit():
     m = bad["machines"][0]
     assert m["cores"] == 2 and m["busy_cores"] == pytest.approx(1.1)
     assert m["kernel_irq_cores"] == pytest.approx(0.1) and m["ranks_user_cores"] == 0.8
+
+
+def test_only_waits_longer_than_the_wake_up_path_count_as_waits_for_a_core(tmp_path):
+    """schedstat per thread: run ns, wait ns, slices. Thread 1 waited 30 ms over 10 slices
+    (3 ms each: for a core), thread 2 90 ms over 9000 (10 us each: the wake-up path)."""
+    for tid, stat in ((1, "5 30000000 10"), (2, "5 90000000 9000")):
+        (tmp_path / str(tid)).mkdir()
+        (tmp_path / str(tid) / "schedstat").write_text(stat + "\n")
+    waits = testbed._thread_waits(str(tmp_path))
+    assert waits == {1: (30_000_000, 10), 2: (90_000_000, 9000)}
+    core = [w for w, n in waits.values() if w > n * testbed.WAKEUP_WAIT_S * 1e9]
+    assert core == [30_000_000]
 
 
 def test_cpu_check_leaves_a_real_run_off_the_cluster_unjudged():
@@ -95,12 +107,13 @@ def qdisc(t_bytes, backlog, drops=0):
             "backlog": backlog}
 
 
-def test_links_achieved_rate_is_measured_over_backlogged_intervals_only():
-    rate = 8e6                                    # 1 MB/s
+def test_links_achieved_rate_is_measured_where_an_interval_s_worth_was_queued():
+    rate = 8e6                                    # 1 MB/s: 500 kB a half-second interval
     shapers = [("h0->switch", "ns0", "psgd0")]
-    # 0-1 s backlogged at the full rate, 1-2 s idle, 2-3 s backlogged at 80%
-    series = [(0.0, 0, 5000), (0.5, 500_000, 5000), (1.0, 1_000_000, 3000),
-              (2.0, 1_000_000, 0), (2.5, 1_000_000, 4000), (3.0, 1_400_000, 4000)]
+    # 0-1 s: 600 kB queued at each sample, full rate; 1-2 s: 300 kB queued (too little to
+    # keep the link busy: not judged) and idle; 2-3 s: 500 kB queued, 80% of the rate
+    series = [(0.0, 0, 600_000), (0.5, 500_000, 600_000), (1.0, 1_000_000, 300_000),
+              (2.0, 1_000_000, 0), (2.5, 1_000_000, 500_000), (3.0, 1_400_000, 500_000)]
     samples = [(t, {("ns0", "psgd0"): qdisc(b, q, drops=int(t))}) for t, b, q in series]
     row, = linkstats.summarize(samples, shapers, rate)
     assert row["bytes"] == 1_400_000 and row["drops"] == 3

@@ -8,9 +8,11 @@ invariant; Handigol et al., CoNEXT 2012). ``LinkSampler`` reads every shaper's
 counters (tc's ``Sent`` bytes and packets, ``dropped``, ``overlimits``, ``backlog``)
 every ``SAMPLE_S`` through one rtnetlink socket per namespace, opened in that
 namespace (``setns``), so a sample costs no process; ``summarize`` keeps, per shaper,
-the totals over the window and the bytes it sent over the intervals that began and
-ended with a backlog, as a share of its rate. tc counts whole frames (Ethernet header
-included), as its rate does.
+the totals over the window and the bytes it sent over the intervals that began with
+at least an interval's worth of traffic queued (so the link had work throughout, new
+arrivals or not), as a share of its rate. tc counts whole frames (Ethernet header
+included), as its rate does. A fast link's queue (1 MiB is 8 ms at 1 Gbit/s) seldom
+holds a 50 ms interval's worth: its rate is then not judged.
 
 Needs root (rank 0 on the emulated cluster runs as root); ``start`` returns None
 where the namespaces cannot be entered.
@@ -163,9 +165,9 @@ class LinkSampler:
 def summarize(samples: list[tuple[float, dict]], shapers: list[tuple[str, str, str]],
               rate_bits_per_s: float, min_backlogged_s: float = MIN_BACKLOGGED_S) -> list[dict]:
     """Per shaper: bytes, packets, drops and overlimits over the window, and the rate it
-    sent at over the sampling intervals that began and ended with a backlog, as a share
-    of ``rate_bits_per_s`` (None when those intervals add up to less than
-    ``min_backlogged_s``)."""
+    sent at over the sampling intervals that began with at least the interval's worth of
+    traffic queued, as a share of ``rate_bits_per_s`` (None when those intervals add up
+    to less than ``min_backlogged_s``)."""
     rows = []
     for name, ns, dev in shapers:
         series = [(t, s[(ns, dev)]) for t, s in samples if (ns, dev) in s]
@@ -174,7 +176,7 @@ def summarize(samples: list[tuple[float, dict]], shapers: list[tuple[str, str, s
         first, last = series[0][1], series[-1][1]
         busy_s, busy_bytes = 0.0, 0
         for (t0, a), (t1, b) in zip(series, series[1:]):
-            if a.get("backlog", 0) > 0 and b.get("backlog", 0) > 0:
+            if a.get("backlog", 0) * 8 >= rate_bits_per_s * (t1 - t0):
                 busy_s += t1 - t0
                 busy_bytes += b["bytes"] - a["bytes"]
         window = series[-1][0] - series[0][0]

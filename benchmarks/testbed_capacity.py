@@ -1,0 +1,115 @@
+"""The emulated cluster's capacity on this machine: the largest P per link rate and workload
+at which phantom runs stay faithful (``real.testbed``: no rank waited for a core beyond
+5% of its window, sleeps woke on time, every shaper sent at its rate).
+
+For each link rate, one cluster of max(P) + 1 hosts is brought up (``real.cluster up``,
+prefix ``--prefix``, the default switch-like queue), and for each workload and each P in
+turn every scheme runs as a phantom (``real.sweep --cluster --compute phantom``), one rank
+per host; a point is faithful when none of its records is testbed-bound. P grows until a
+point is not (the larger P are not run). Every record stays under ``--out``. As root:
+
+    python benchmarks/testbed_capacity.py --bandwidths 20mbit,100mbit,1gbit \\
+        --workloads cnn.toml --schemes allreduce,mpi_allreduce,ps_sync --workers 2,4,8,16 \\
+        --out capacity/
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simulator.contracts import record  # noqa: E402
+
+
+def run(argv: list[str], log) -> int:
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def verdicts(runs: Path) -> list[dict]:
+    """Scheme, status and the testbed's verdict of every record in ``runs``."""
+    out = []
+    for d in record.find_runs(runs):
+        rec = record.read(d)
+        tb = rec.get("testbed") or {}
+        cpu = (tb.get("checks") or {}).get("cpu", {}).get("machines") or [{}]
+        out.append({"scheme": rec["config"].get("algorithm"), "status": rec["status"],
+                    "testbed_bound": bool(rec.get("testbed_bound")),
+                    "reasons": tb.get("reasons") or [],
+                    "busy_cores": cpu[0].get("busy_cores"),
+                    "max_wait_share": cpu[0].get("max_wait_share"),
+                    "train_wall_s": rec["timings"].get("train_wall_s")})
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--bandwidths", default="20mbit,100mbit")
+    p.add_argument("--workloads", required=True, help="workload TOML files, comma-separated")
+    p.add_argument("--time-scale", default="1")
+    p.add_argument("--schemes", default="allreduce,mpi_allreduce,ps_sync")
+    p.add_argument("--workers", default="2,4,8,16", help="P values in increasing order")
+    p.add_argument("--steps", type=int, default=16, help="training steps of each worker")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--prefix", default="psgdcap")
+    p.add_argument("--subnet", default="10.95.0.0/24")
+    p.add_argument("--out", required=True, type=Path)
+    args = p.parse_args(argv)
+    py = sys.executable
+    sizes = [int(w) for w in args.workers.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with open(args.out / "log.txt", "a") as log:
+        for bw in args.bandwidths.split(","):
+            if run([py, "-m", "real.cluster", "up", "--hosts", str(max(sizes) + 1),
+                    "--bandwidth", bw, "--prefix", args.prefix, "--subnet", args.subnet], log):
+                print(f"cluster up failed at {bw}: see {args.out}/log.txt")
+                return 1
+            try:
+                for workload in args.workloads.split(","):
+                    for n in sizes:
+                        runs = args.out / bw / Path(workload).stem / f"P{n}"
+                        run([py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
+                             "--schemes", args.schemes, "--workers", f"{n}-{n}",
+                             "--compute", "phantom", "--workload", workload,
+                             "--time-scale", args.time_scale, "--dataset", "synthetic",
+                             "--batch-size", str(args.batch_size), "--train-size",
+                             str(args.steps * args.batch_size * n), "--test-size", "64",
+                             "--threads", "1", "--out", str(runs)], log)
+                        got = verdicts(runs)
+                        faithful = bool(got) and all(
+                            g["status"] == "completed" and not g["testbed_bound"] for g in got)
+                        rows.append({"bandwidth": bw, "workload": workload, "workers": n,
+                                     "faithful": faithful, "runs": got})
+                        print(f"{bw} {Path(workload).stem} P={n}: "
+                              f"{'faithful' if faithful else 'NOT faithful'}", flush=True)
+                        if not faithful:
+                            break
+            finally:
+                run([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
+    (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
+    print("\n| rate | workload | P | faithful | testbed-bound runs: first reason |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        bound = [g for g in r["runs"] if g["testbed_bound"]]
+        why = f"{bound[0]['scheme']}: {bound[0]['reasons'][0]}" if bound else ""
+        print(f"| {r['bandwidth']} | {Path(r['workload']).stem} | {r['workers']} | "
+              f"{'yes' if r['faithful'] else 'no'} | {len(bound)} {why} |")
+    print("\nlargest faithful P:")
+    for bw in args.bandwidths.split(","):
+        for workload in args.workloads.split(","):
+            ok = [r["workers"] for r in rows if r["bandwidth"] == bw
+                  and r["workload"] == workload and r["faithful"]]
+            print(f"  {bw} {Path(workload).stem}: {max(ok) if ok else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
