@@ -313,7 +313,7 @@ def _train(ctx, rec, data) -> None:
         return
     rows = split_wait([row for _, _, _, rs, _ in ends for row in rs])
     rec.disturbed, rec.load = assess([e[4] for e in ends])
-    judge_run(rec, [e[4] for e in ends], probes, phantom)
+    judge_run(rec, [e[4] for e in ends], probes, phantom, ctx.model, rows)
     from .phantom.run import compute_record
     rec.compute = compute_record(ctx.compute, ctx.batch_size)
     t_eval = time.monotonic()

@@ -14,7 +14,7 @@ before training to the barrier after it, as ``real.load``'s meter does),
 * **sleep lateness** (phantom runs): how late each compute sleep woke (``SleepLog``);
 * **bytes on the wire**: the TCP payload its sockets sent (``TCP_INFO``'s
   ``tcpi_bytes_acked`` of every TCP socket the process holds), against what the
-  scheme should send (``real.wire``);
+  scheme should send (``real.wire.tcp_bytes``);
 * **link rates** (the emulated cluster): each shaper's bytes, packets and drops, and
   the rate it sent at while it had a backlog, against its configured rate
   (``real.cluster.linkstats``, rank 0 samples every shaper).
@@ -48,7 +48,8 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   on an idle machine: 99.9%); under 90% the links were the machine's, not the network
   asked for.
 
-Imports: the standard library (socket, resource, os); real.cluster.linkstats for the links.
+Imports: the standard library (socket, resource, os); real.cluster.linkstats for the links,
+real.wire and real.schemes for the bytes a scheme sends.
 """
 from __future__ import annotations
 
@@ -386,15 +387,41 @@ def judge(load: list[dict], probes: list[dict], phantom: bool, emulated_cluster:
     return bool(reasons), {"reasons": reasons, "checks": checks, "thresholds": dict(limits)}
 
 
-def judge_run(rec, load: list[dict], probes: list[dict], phantom: bool,
-              expected_bytes: list[float | None] | None = None) -> None:
+def judge_run(rec, load: list[dict], probes: list[dict], phantom: bool, model=None,
+              rows: list[dict] | None = None) -> None:
     """Set ``rec.testbed_bound`` and ``rec.testbed`` (a ``RunRecord``) from the gathered
-    figures of every rank."""
+    figures of every rank; ``model`` and ``rows`` (every rank's iterations) give what the
+    scheme should have sent (``expected_tcp_bytes``)."""
     links = next((p["links"] for p in probes if p.get("links") is not None), None)
     for p in probes:
         p.pop("links", None)
+    expected = expected_tcp_bytes(rec, model, rows) if model is not None and rows else None
     rec.testbed_bound, rec.testbed = judge(
-        load, probes, phantom, bool(rec.environment.get("cluster")), expected_bytes, links)
+        load, probes, phantom, bool(rec.environment.get("cluster")), expected, links)
+
+
+def expected_tcp_bytes(rec, model, rows: list[dict]) -> list[float | None] | None:
+    """What each rank should have put on TCP over the run (``real.wire.tcp_bytes``): from
+    the model's tensors in ``parameters()`` order, each rank's host (the record's
+    ``environment.hosts``) and the training steps each worker logged; None for a scheme
+    without messages or a launch whose ranks the record does not place."""
+    from real import schemes, wire
+    cfg = rec.config
+    host_of = {r: h["host"] for h in rec.environment.get("hosts") or [] for r in h["ranks"]}
+    ranks = len(host_of)
+    if cfg.get("algorithm") not in schemes.RANK_BASED or ranks < 2 or \
+            sorted(host_of) != list(range(ranks)):
+        return None
+    first = schemes.first_worker_rank(cfg["algorithm"])
+    steps = [sum(1 for r in rows if r["rank"] == rank and r["batch_size"] > 0)
+             for rank in range(first, ranks)]
+    tensors = [(p.numel(), str(p.dtype).removeprefix("torch.")) for p in model.parameters()]
+    try:
+        return wire.tcp_bytes(cfg["algorithm"], tensors, [host_of[r] for r in range(ranks)],
+                              steps, cfg.get("average_every") or 0,
+                              cfg.get("mpi_allreduce") or "auto")
+    except (ValueError, KeyError):
+        return None
 
 
 def summary(testbed: dict) -> str:

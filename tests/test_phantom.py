@@ -123,10 +123,14 @@ def test_lateness_histogram_quantiles_within_one_bin():
 
 
 def test_a_real_sleep_sets_the_timer_slack_and_wakes_after_its_deadline():
+    """The 1 ns slack holds for the sleep only: after it the thread has its own back
+    (MPICH's heavy yield sleeps it between polls)."""
+    from real.phantom.sleep import timer_slack_ns
+    before = timer_slack_ns()
     sleeper = Sleeper()
     sleeper.sleep(2e-3)
     summary = sleeper.summary()
-    assert summary["timer_slack_ns"] == 1
+    assert summary["timer_slack_ns"] == 1 and timer_slack_ns() == before
     assert summary["max_s"] >= 0 and summary["sleeps"] == 1
 
 

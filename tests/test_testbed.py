@@ -232,3 +232,25 @@ def test_sleeping_waits_keep_what_the_user_set():
     env = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "0"}
     assert sleeping_waits(env) == {"PSGD_WAIT_SLEEP_S": "0.001"}
     assert env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] == "0"
+
+
+def test_expected_bytes_follow_the_scheme_the_hosts_and_the_steps():
+    """gloo's ring allreduce per tensor at P = 2 on two hosts: each rank sends each
+    tensor once a step; a parameter server's rank 0 sends the weights to each worker
+    once a step and once at the start; a scheme without messages is not judged."""
+    import torch
+
+    from real import wire
+    model = torch.nn.Linear(10, 3)                          # 30 + 3 float32
+    rows = [{"rank": r, "batch_size": 32 if it >= 0 else 0} for r in (0, 1)
+            for it in (-1, 0, 1, 2)]
+    rec = record.RunRecord(run_id="x", config={"algorithm": "allreduce"},
+                           environment={"hosts": [{"host": "a", "ranks": [0]},
+                                                  {"host": "b", "ranks": [1]}]})
+    assert testbed.expected_tcp_bytes(rec, model, rows) == [3 * 33 * 4.0] * 2
+    rec.config = {"algorithm": "ps_sync"}
+    rows = [{"rank": r, "batch_size": 32} for r in (1, 1)]
+    msg = wire.PS_HEADER_BYTES + 33 * 4
+    assert testbed.expected_tcp_bytes(rec, model, rows) == [3 * msg, 2 * msg]
+    rec.config = {"algorithm": "serial"}
+    assert testbed.expected_tcp_bytes(rec, model, rows) is None

@@ -10,8 +10,12 @@ seed-000 CNN) that is 1-2 ms on an 11 ms step: 10-20% too slow.
 
 Two measures keep the chain's sum exact without burning a core:
 
-* ``prctl(PR_SET_TIMERSLACK, 1)`` sets this thread's slack to 1 ns, which
-  takes out the slack part of the lateness (the rest is wake-up latency);
+* ``prctl(PR_SET_TIMERSLACK, 1)`` sets this thread's slack to 1 ns for each
+  sleep, which takes out the slack part of the lateness (the rest is wake-up
+  latency), and sets it back after: MPICH's heavy yield (phantom runs on the
+  emulated cluster, ``real.dist.sleeping_waits``) sleeps the thread's slack
+  between polls, and at 1 ns a waiting rank spins (docs/cluster.md, "Waiting
+  ranks": 1.9 of 2 cores in system time at P = 2);
 * every sleep's own lateness is a debt taken off the next sleep's length
   (``Sleeper.sleep``): the lateness of one sleep does not add up over the
   chain, so the total slept time equals the total asked for, give or take
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 
 PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30     # linux/prctl.h
 TIMER_SLACK_NS = 1                     # the least the kernel takes (0 means "the default")
+DEFAULT_SLACK_NS = 50_000              # Linux's for a normal thread
 BINS_PER_DECADE = 50                   # lateness histogram: 4.7% wide bins
 LOWEST_S, HIGHEST_S = 1e-7, 10.0       # below: the first bin; above: the last
 
@@ -126,6 +131,7 @@ class Sleeper:
         self.skipped = 0                   # sleeps the debt covered
         self.lateness = LatenessLog()
         self._threads = threading.local()  # timer slack is per thread
+        self.fine_slack = False            # whether a sleep got the 1 ns slack
 
     def sleep(self, duration_s: float) -> None:
         """Sleep ``duration_s`` less the debt; note how late it woke."""
@@ -137,8 +143,10 @@ class Sleeper:
             self.debt_s = -length
             self.skipped += 1
             return
-        if self.slack and not getattr(self._threads, "slack_set", False):
-            self._threads.slack_set = set_timer_slack()
+        if self.slack:
+            if not hasattr(self._threads, "rest_ns"):
+                self._threads.rest_ns = timer_slack_ns() or DEFAULT_SLACK_NS
+            self.fine_slack = set_timer_slack() or self.fine_slack
         self.slept_s += length
         deadline = self.clock() + length
         if self.spin_s > 0:
@@ -149,6 +157,8 @@ class Sleeper:
         else:
             self.nap(length)
         late = self.clock() - deadline
+        if self.slack:
+            set_timer_slack(self._threads.rest_ns)
         self.lateness.add(late)
         self.debt_s = max(0.0, late) if self.carry else 0.0
 
@@ -163,4 +173,4 @@ class Sleeper:
         return {"sleeps": log.n, "p50_s": log.quantile(0.5), "p99_s": log.quantile(0.99),
                 "max_s": log.max_s, "late_total_s": log.total_s, "asked_total_s": self.slept_s,
                 "compute_s": self.asked_s, "skipped": self.skipped, "debt_left_s": self.debt_s,
-                "timer_slack_ns": timer_slack_ns()}
+                "timer_slack_ns": TIMER_SLACK_NS if self.fine_slack else timer_slack_ns()}
