@@ -254,3 +254,34 @@ def test_expected_bytes_follow_the_scheme_the_hosts_and_the_steps():
     assert testbed.expected_tcp_bytes(rec, model, rows) == [3 * msg, 2 * msg]
     rec.config = {"algorithm": "serial"}
     assert testbed.expected_tcp_bytes(rec, model, rows) is None
+
+
+SPIN = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass\n"
+
+
+def test_a_phantom_run_with_a_busy_loop_pinned_beside_it_is_testbed_bound(tmp_path):
+    """Two phantom ranks and a busy loop on CPU 0: the ranks' sleeps wake a slice late
+    and their threads wait for the core, and the record says so; the bytes each rank put
+    on TCP (gloo's ring on loopback) are what the scheme sends."""
+    import subprocess
+    import sys
+
+    from tests.conftest import MPIRUN, run_cmd
+    from tests.test_phantom import workload_file
+    spin = subprocess.Popen([sys.executable, "-c", SPIN])
+    try:
+        done = run_cmd(["taskset", "-c", "0", MPIRUN, "-n", "2", sys.executable, "-m",
+                        "real.train", "--schemes", "allreduce", "--compute", "phantom",
+                        "--workload", str(workload_file(tmp_path)), "--dataset", "synthetic",
+                        "--train-size", "512", "--batch-size", "32", "--run-id", "busy",
+                        "--out", str(tmp_path / "runs")], timeout=180)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    rec = record.read(tmp_path / "runs" / "busy")
+    assert rec["testbed_bound"] is True and "testbed-bound:" in done.stderr
+    checks = rec["testbed"]["checks"]
+    assert checks["cpu"]["verdict"] == "fail" and checks["cpu"]["machines"][0]["cores"] == 1
+    assert checks["sleep_lateness"]["per_rank"][0]["sleeps"] > 0
+    assert checks["bytes"]["verdict"] == "pass", checks["bytes"]
