@@ -99,6 +99,9 @@ def test_bytes_check_fails_a_rank_that_sent_too_little_or_too_much():
     assert low["verdict"] == "fail" and "rank 1" in low["why"]
     assert high["verdict"] == "fail" and "rank 0" in high["why"]
     assert testbed.bytes_check([probe()], None)["verdict"] == "not judged"
+    headers = testbed.bytes_check([probe(sent=1100 + 8192), probe(sent=2000)], expect,
+                                  steps=[2, 2])
+    assert headers["verdict"] == "pass"            # 4 KiB of headers a step on top
     assert testbed.bytes_check([probe(sent=5), probe()], [None, 0.0])["verdict"] == "pass"
 
 
