@@ -29,6 +29,7 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [cluster]
     hosts = 128
     devices_per_host = 4        # accelerators (one rank each); instead of cores_per_host
+    cpu_cores = 40              # optional: the host's CPU cores, for the input pipeline
     [device]
     name = "Tesla P100 PCIe"
     flops = "9.3TFLOP/s"        # sustained compute rate (scales a workload measured elsewhere)
@@ -62,6 +63,8 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     ll128_bandwidth_share = 0.92
     ll128_max_bandwidth = "203GB/s"
     release = "2.8.3"           # optional: the NCCL release the costs are read from
+    compute_slowdown = 0.189    # optional: compute runs 18.9% slower while a collective
+                                # is in flight on its device (0: not modelled)
 
 Every value may be written as ``{ value = ..., source = "..." }``: presets
 (``simulator/data/presets/*.toml``, ``load_preset``) give each number its
@@ -85,7 +88,7 @@ MAX_CORES_PER_HOST = 4096
 # every key a cluster file may hold, by section: a key nobody reads is a typo, named
 SECTION_KEYS = {
     "cluster": ("hosts", "cores_per_host", "devices_per_host", "placement", "shared_cores",
-                "ranks_per_host"),
+                "ranks_per_host", "cpu_cores"),
     "link": ("bandwidth", "latency", "payload_efficiency", "socket_buffer", "ack_share", "nics",
              "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
@@ -95,7 +98,7 @@ SECTION_KEYS = {
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
              "ll_thread_threshold", "ll_max_bandwidth", "ll128_call_latency",
              "ll128_intra_latency", "ll128_link_latency", "ll128_bandwidth_share",
-             "ll128_max_bandwidth", "release"),
+             "ll128_max_bandwidth", "release", "compute_slowdown"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
 TOP_KEYS = ("name", "source")
@@ -226,6 +229,9 @@ class Hardware:
     ll_thread_bytes: float = 0.0      # "nccl-2.3": NCCL's threadThreshold (0: not given)
     ll128: LowLatency | None = None   # NCCL's LL128 protocol (None: not run)
     release: str = ""                 # the NCCL release whose costs these are
+    compute_slowdown: float = 0.0     # compute runs 1 + this slower while a collective is
+                                      # in flight on its device (NCCL's kernels take SMs
+                                      # and memory bandwidth); 0: not modelled
 
     def __post_init__(self):
         positive("nics", self.nics)
@@ -246,6 +252,7 @@ class Hardware:
                               "\"32B\" for Pascal and older GPUs, \"64B\" for Volta and newer")
         positive("channels", self.channels)
         positive("oversubscription", self.oversubscription)
+        nonnegative("compute_slowdown", self.compute_slowdown)
         if self.topology not in TOPOLOGIES:
             raise ConfigError(f"unknown topology {self.topology!r} "
                               f"(choose from {', '.join(TOPOLOGIES)})")
@@ -283,6 +290,8 @@ class Cluster:
                                        # (emulated hosts on one machine); links stay per host
     ranks_per_host: int | None = None  # packed: ranks on a host before the next (None: its cores)
     hardware: Hardware | None = None   # accelerators, intra-host link, NICs, topology, NCCL
+    cpu_cores: int = 0                 # accelerator hosts: CPU cores for the input pipeline
+                                       # (0: not modelled)
     name: str = ""                     # a preset's name, or the file it came from
     sources: tuple[tuple[str, str], ...] = ()   # (field, where its value came from)
 
@@ -504,8 +513,10 @@ def cluster_from_dict(raw: dict, origin: str = "user") -> Cluster:
     hardware = _hardware(r, devices)
     per_host = r.integer("cluster", "ranks_per_host") if "ranks_per_host" in r.section(
         "cluster") else None
+    cpu = r.integer("cluster", "cpu_cores") if "cpu_cores" in r.section("cluster") else 0
     return Cluster(hosts=hosts, cores_per_host=slots, link=link, placement=placement,
                    shared_cores=shared_cores, hardware=hardware, ranks_per_host=per_host,
+                   cpu_cores=cpu,
                    name=str(raw.get("name", "")), sources=tuple(r.sources))
 
 
@@ -538,6 +549,8 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         ll=_low_latency(r, "ll"),
         ll128=_low_latency(r, "ll128"),
         release=str(r.get("nccl", "release", "")) if r.section("nccl") is not None else "",
+        compute_slowdown=(r.number("nccl", "compute_slowdown")
+                          if "compute_slowdown" in (r.section("nccl") or {}) else 0.0),
         protocol=str(r.get("nccl", "protocol", "auto")),
         ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, f"{LL_THRESHOLD_BYTES}B"),
         ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"))

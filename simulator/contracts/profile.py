@@ -104,6 +104,8 @@ class ModelCost:
     # forward order; () = in proportion to its parameters
     layer_backward_shares: tuple[float, ...] = ()
     bytes_per_param: float = 4.0               # of a gradient element (float32)
+    input_s_per_sample: float = 0.0            # host CPU core-seconds the input pipeline
+                                               # spends on a sample (0: not modelled)
 
     @property
     def tensor_counts(self) -> tuple[int, ...]:

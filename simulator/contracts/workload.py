@@ -77,6 +77,14 @@ device's step in the others, each with its source::
 forward, backward, update, the layers') scaled by the ratio of the steps, the tensors
 unchanged (AMP keeps fp32 master weights, so its gradients stay fp32).
 
+Input pipeline: ``measured.input_per_sample`` (e.g. ``"2.5ms"``) is the host CPU time
+one sample's loading, decoding and augmentation takes on one core. With the cluster's
+``cpu_cores`` per host, the k ranks of a host cannot step faster than their input::
+
+    t_step >= k * batch * input_per_sample / cpu_cores
+
+(the pipeline prefetches beside the device's step, so the longer of the two sets the pace).
+
 Imports: ``contracts.checks``, ``contracts.units``, ``contracts.tomlw``.
 """
 from __future__ import annotations
@@ -187,6 +195,7 @@ class ModelWorkload:
     device_flops_per_s: float = 0.0    # the device's sustained rate (0: unknown)
     input_shape: tuple[int, ...] = ()
     provenance: dict = field(default_factory=dict)
+    input_s_per_sample: float = 0.0    # host CPU core-seconds of input pipeline per sample
     precision: str = "fp32"            # the arithmetic the times were measured in
     precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
 
@@ -421,7 +430,8 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
         flops_per_sample=_number(model, "flops_per_sample", "model", 0.0, allow_zero=True),
         device_flops_per_s=device_flops, input_shape=tuple(shape),
         provenance={str(k): v for k, v in provenance.items()},
-        precision=precision, precision_steps=_precision_steps(measured, batch, precision))
+        precision=precision, precision_steps=_precision_steps(measured, batch, precision),
+        input_s_per_sample=_time(measured, "input_per_sample", "measured", 0.0))
 
 
 def _precision_steps(measured: dict, batch: int, own: str) -> tuple:
@@ -485,6 +495,8 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
         measured["device_flops"] = f"{w.device_flops_per_s:.9g}FLOP/s"
     if w.precision != "fp32":
         measured["precision"] = w.precision
+    if w.input_s_per_sample > 0:
+        measured["input_per_sample"] = duration_text(w.input_s_per_sample)
     if w.precision_steps:
         measured["precisions"] = {name: {"step": duration_text(step_s), "source": source or None}
                                   for name, step_s, source in w.precision_steps}
@@ -535,7 +547,8 @@ def model_cost(w: ModelWorkload):
         eval_s_per_sample=w.forward_s / w.batch_size,
         tensor_param_counts=tuple(t.params for t in w.parameter_order()),
         layer_backward_shares=tuple(reversed(w.backward_shares())),
-        bytes_per_param=w.grad_bytes / max(1, w.params))
+        bytes_per_param=w.grad_bytes / max(1, w.params),
+        input_s_per_sample=w.input_s_per_sample)
 
 
 def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,

@@ -24,12 +24,16 @@ from simulator.model.comm import make_comm
 from simulator.model.fabric import make_routes
 from simulator.model.hardware.cores import CoreHost
 from simulator.model.hardware.host import Host
+from simulator.model.hardware.interference import Interference
 from simulator.model.recorder import Recorder
 from simulator.model.schedule_log import ScheduleLog
 from simulator.model.schemes.base import Setup
 from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_K
 from simulator.model.server import ParameterServer
 from simulator.model.worker import Worker
+
+
+OVERLAPPING = ("ddp", "horovod")     # schemes whose collectives run beside the backward
 
 
 def events_scheduled(env: simpy.Environment) -> int:
@@ -104,19 +108,28 @@ def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=
                for r in range(plan.workers)]
     if not spec.polls and cluster.device is None:   # sleeping ranks take cores for their
         comm.hosts = {w.rank: w.host for w in workers}  # calls' CPU (devices: none)
+    extra = {}
+    slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
+    if slowdown > 0 and spec.name in OVERLAPPING:       # one compute slot per device
+        extra["interference"] = Interference(env, slowdown)
+        for w in workers:
+            w.interference = extra["interference"]
     server = None
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
                                  profile.server, plan.param_count,
                                  polls=spec.polls)
-    spec.start(env, Setup(plan, workers, comm, recorder, server))
+    spec.start(env, Setup(plan, workers, comm, recorder, server, extra))
     stable_at = _until_stable(env, recorder, plan.workers, checks)
     if stable_at is not None:
         return _Run(None, recorder, stable_at, events_scheduled(env))
     p = plan.workers
     bytes_sent = sum(comm.network.bytes_sent) if hasattr(comm, "network") else 0.0
     meta = {"scheme": spec.name, "workers": p, "seed": seed, "fidelity": cfg.fidelity}
-    result = build_result(spec, cfg, plan, workload, seed, "des", env.now,
+    # a slowed compute leaves its timer behind when a collective starts or ends under it
+    # (SimPy cannot cancel one): the run ends with its last update, not the last timer
+    end_s = recorder.last_update_s if "interference" in extra else env.now
+    result = build_result(spec, cfg, plan, workload, seed, "des", end_s,
                           recorder.compute_s[:p], recorder.comm_s[:p], recorder.wait_s[:p],
                           dict(sorted(recorder.staleness.items())), events_scheduled(env),
                           bytes_sent, recorder.chrome_trace(meta) if trace else None,

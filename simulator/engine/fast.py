@@ -29,6 +29,7 @@ import numpy as np
 from simulator.contracts.closed_forms import steps as step_count
 from simulator.engine.placement import handoffs, placement_of_ranks
 from simulator.engine.result import build_result
+from simulator.engine.slowed import ddp_slowed, horovod_slowed
 from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
@@ -100,8 +101,13 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
         speed = np.array([min(1.0, cluster.cores_per_host / (k * workload.threads_per_worker))
                           * profile.sharing_efficiency(int(k)) for k in counts])
         cost = lambda nb: coll("allreduce", ranks, nb, alg)  # noqa: E731
-        parts = (_ddp(plan, steps, cost, speed) if spec.name == "ddp"
-                 else _horovod(plan, steps, cost, speed))
+        slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
+        if slowdown > 0 and p > 1:        # NCCL slows the backward it overlaps
+            run = ddp_slowed if spec.name == "ddp" else horovod_slowed
+            parts = run(plan, steps, cost, speed, slowdown)
+        else:
+            parts = (_ddp(plan, steps, cost, speed) if spec.name == "ddp"
+                     else _horovod(plan, steps, cost, speed))
     elif spec.name in ("serial", "psgd"):
         k = plan.avg_every or plan.iterations
         bounds = list(range(0, plan.iterations, k)) + [plan.iterations]

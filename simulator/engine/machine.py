@@ -175,6 +175,12 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
                      f"in {w.precision}; {how}",
                      "origin": origin + (f"; {w.precision}: {w.provenance['precision']}"
                                          if w.provenance.get("precision") else "")})
+        if w.input_s_per_sample > 0:
+            rows.append({"quantity": f"{w.name}: input pipeline", "value":
+                         f"{w.input_s_per_sample * 1e3:.4g} ms of a host CPU core per sample"
+                         + (f", {cluster.cpu_cores} cores a host" if cluster is not None
+                            and cluster.cpu_cores else " (the cluster names no cpu_cores: "
+                            "not applied)"), "origin": origin})
         rows.append({"quantity": f"{w.name}: tensors and backward split", "value":
                      f"{w.params:,} parameters in {len(w.layers)} layers, backward "
                      f"{w.backward_fraction:.0%} of a step, split by {w.shares_from()}",
@@ -205,6 +211,7 @@ def _cluster_rows(cluster: Cluster | None) -> list[dict]:
 def _value(cluster: Cluster, field: str) -> str:
     hw = cluster.hardware
     values = {"cluster.hosts": cluster.hosts, "cluster.cores_per_host": cluster.cores_per_host,
+              "cluster.cpu_cores": cluster.cpu_cores,
               "cluster.devices_per_host": cluster.cores_per_host,
               "cluster.placement": cluster.placement}
     if cluster.link:
@@ -216,7 +223,8 @@ def _value(cluster: Cluster, field: str) -> str:
                        "nccl.call_latency": f"{hw.call_latency_s * 1e6:g} us",
                        "topology.kind": hw.topology,
                        "topology.oversubscription": hw.oversubscription})
-        values.update({"nccl.protocol": hw.protocol, "nccl.release": hw.release or "-"})
+        values.update({"nccl.protocol": hw.protocol, "nccl.release": hw.release or "-",
+                       "nccl.compute_slowdown": hw.compute_slowdown})
         for name, ll in (("ll", hw.ll), ("ll128", hw.ll128)):
             if ll is not None:
                 values.update({

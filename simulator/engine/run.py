@@ -129,6 +129,8 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
     speeds = speed_factors(workers, heterogeneity, seed)
     steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
              for r in range(workers)]
+    steps = input_bound(steps, _model(profile, workload.model), spec, cluster, workers,
+                        workload.batch_per_worker)
     if schedule and cfg.engine == "fast":
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
     if eval_every < 0:
@@ -139,6 +141,17 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
                         steady=("until-stable" if oversubscribed(spec, cluster, workers, workload)
                                 else "window"),
                         eval_every=eval_every if schedule else None)
+
+
+def input_bound(steps, model, spec: Scheme, cluster: Cluster, workers: int, batch: int):
+    """Each rank's steps, at least its host's input pipeline per step: the k ranks of a
+    host need ``k * batch * input_s_per_sample`` core-seconds of its ``cpu_cores``."""
+    if model.input_s_per_sample <= 0 or cluster.cpu_cores <= 0:
+        return steps
+    placement = placement_of_ranks(spec, cluster, workers)
+    per_host = np.bincount(placement[:workers])
+    return [np.maximum(s, per_host[placement[r]] * batch * model.input_s_per_sample
+                       / cluster.cpu_cores) for r, s in enumerate(steps)]
 
 
 def _auto(spec: Scheme, plan: Plan, cluster: Cluster, profile: Profile) -> str:

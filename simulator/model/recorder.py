@@ -36,6 +36,7 @@ class Recorder:
         self.noted: dict[tuple[int, int], tuple[float, float, float, float]] = {}
         self.tracked = 0                    # workers whose step ends are tracked (0: none)
         self.step_end_s = [0.0]             # when the last of them finished step j
+        self.last_update_s = 0.0            # when the last update was applied
         self._finished = [0]                # how many of them have finished step j
         self.on_step_end = None             # called with j when the last finishes step j
 
@@ -75,6 +76,8 @@ class Recorder:
 
     def update(self, t: float, worker: int, i: int, read: int, applied: int,
                shard: int | None = None) -> None:
+        if t > self.last_update_s:
+            self.last_update_s = t
         if self.schedule is not None:
             self.schedule.update(t, worker, i, read, applied, shard)
 

@@ -1,7 +1,8 @@
 """A worker: one training process on a host, with its pre-drawn step times.
 
 It computes on its host's cores (``model.hardware``); a worker that *polls*
-(MPICH busy-waits between steps) keeps a core busy while it waits.
+(MPICH busy-waits between steps) keeps a core busy while it waits. On a device whose
+collectives slow its compute (``hardware.interference``), it computes there instead.
 
 Imports: numpy, model.hardware.host.
 """
@@ -22,9 +23,12 @@ class Worker:
         self.threads = threads
         self.step_s = step_s.tolist()      # plain floats: cheaper per access in the loop
         self.polls = polls                 # busy-waits between steps (see ``Host``)
+        self.interference = None           # ``Interference`` of its device, where modelled
         if polls:
             host.start_polling(rank)
 
     def compute(self, work_s: float):
         """Event: ``work_s`` seconds of full-speed work done on the (shared) host."""
+        if self.interference is not None:
+            return self.interference.compute(self.rank, work_s)
         return self.host.compute(work_s, self.threads, self.polls, self.rank)

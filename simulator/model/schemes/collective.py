@@ -78,6 +78,7 @@ def mpi_allreduce_rank(env, worker, comm, recorder, plan):
 
 def ddp_rank(env, worker, comm, recorder, plan):
     me, bf, ranks = worker.rank, plan.backward_fraction, plan.worker_ranks
+    interference = worker.interference
     for i in range(plan.iterations):
         *early, (last_bytes, last_share) = (plan.first_buckets or plan.buckets) if i == 0 \
             else plan.buckets
@@ -89,7 +90,7 @@ def ddp_rank(env, worker, comm, recorder, plan):
             yield worker.compute(work_s + step_s * bf * share)
             work_s = 0.0
             pending = env.process(_bucket(comm, me, ranks, bucket_bytes, pending,
-                                          plan.gradient_algorithm))
+                                          plan.gradient_algorithm, interference))
         yield worker.compute(work_s + step_s * bf * last_share)
         recorder.add(me, "compute", t0, env.now, "step")
         recorder.step_done(me, env.now)
@@ -106,8 +107,13 @@ def _stepped(env, rank, recorder, i):
     recorder.synchronous_step(env.now, i)
 
 
-def _bucket(comm, rank, ranks, n_bytes, previous, algorithm="ring"):
-    """One bucket's allreduce, after the previous bucket's (one communication stream)."""
+def _bucket(comm, rank, ranks, n_bytes, previous, algorithm="ring", interference=None):
+    """One bucket's allreduce, after the previous bucket's (one communication stream);
+    in flight on the rank's device from its launch to its end (``interference``)."""
     if previous is not None and not previous.processed:
         yield previous
+    if interference is not None:
+        interference.comm_started(rank)
     yield from comm.allreduce(rank, ranks, n_bytes, algorithm)
+    if interference is not None:
+        interference.comm_ended(rank)

@@ -70,6 +70,9 @@ def cycles(ready_all: list[float], sizes: list[int], cycle_s: float,
     return out
 
 
+MIN_TICK_S = 1e-4      # with a cycle of 0 and slowed compute: how often readiness is checked
+
+
 class Fusion:
     """The background threads of all ranks as one coordinator (rank 0 decides for all)."""
 
@@ -89,31 +92,63 @@ class Fusion:
             self.reduced[key] = self.env.event()
         return self.reduced[key]
 
-    def backward_started(self, it: int, work_s: float) -> None:
+    def backward_started(self, it: int, work_s: float, rank: int) -> None:
         starts = self.started.setdefault(it, [])
-        starts.append((self.env.now, work_s))
+        starts.append((self.env.now, work_s, rank))
         if len(starts) == len(self.queues):
-            self.env.process(self._negotiate(it, self.started.pop(it)))
+            starts = self.started.pop(it)
+            interference = self.setup.extra.get("interference")
+            self.env.process(self._negotiate(it, starts) if interference is None
+                             else self._negotiate_slowed(it, starts, interference))
 
-    def _negotiate(self, it: int, starts: list[tuple[float, float]]):
+    def _send(self, it: int, buffers: list[int], last_cycle: bool) -> None:
+        for b, size in enumerate(buffers):
+            last = last_cycle and b == len(buffers) - 1
+            for q in self.queues.values():
+                q.put((it, size, last))
+
+    def _negotiate_slowed(self, it: int, starts, interference):
+        """The cycles when the allreduces slow the backward (``hardware.interference``):
+        tick by tick, each cycle takes the layers every rank has finished by then, as far
+        as its compute got under the allreduces in flight so far."""
+        plan, env = self.setup.plan, self.env
+        step = plan.cycle_period_s or MIN_TICK_S
+        j, n = 0, len(self.sizes)
+        while j < n:
+            tick = next_tick(env.now, plan.cycle_period_s)
+            if tick > env.now:
+                yield env.timeout(tick - env.now)
+            m = j
+            while m < n and all(interference.done_by(r, t, w * self.cum[m])
+                                for t, w, r in starts):
+                m += 1
+            if m > j:
+                self._send(it, fuse(self.sizes[j:m], plan.fusion_bytes), m == n)
+                j = m
+            if j < n:
+                yield env.timeout(step)
+
+    def _negotiate(self, it: int, starts: list[tuple[float, float, int]]):
         plan = self.setup.plan
-        ready_all = [max(t + w * c for t, w in starts) for c in self.cum]
+        ready_all = [max(t + w * c for t, w, _ in starts) for c in self.cum]
         schedule = cycles(ready_all, self.sizes, plan.cycle_period_s, plan.fusion_bytes)
         for k, (tick, buffers) in enumerate(schedule):
             if tick > self.env.now:
                 yield self.env.timeout(tick - self.env.now)
-            for b, size in enumerate(buffers):
-                last = k == len(schedule) - 1 and b == len(buffers) - 1
-                for q in self.queues.values():
-                    q.put((it, size, last))
+            self._send(it, buffers, k == len(schedule) - 1)
 
     def stream(self, rank: int):
         """The device's stream: the enqueued allreduces one after another."""
         plan, comm = self.setup.plan, self.setup.comm
+        interference = self.setup.extra.get("interference")
         done = 0
         while done < plan.iterations:
             it, size, last = yield self.queues[rank].get()
+            if interference is not None:            # in flight from its launch to its end
+                interference.comm_started(rank)
             yield from comm.allreduce(rank, plan.worker_ranks, size, plan.gradient_algorithm)
+            if interference is not None:
+                interference.comm_ended(rank)
             if last:
                 self.reduced_event(rank, it).succeed()
                 done += 1
@@ -133,7 +168,7 @@ def horovod_rank(env, worker, fusion: Fusion, setup: Setup):
         step_s = worker.step_s[i]
         t0 = env.now
         yield worker.compute(step_s * (1 - bf))          # forward (and update)
-        fusion.backward_started(i, step_s * bf)
+        fusion.backward_started(i, step_s * bf, me)
         yield worker.compute(step_s * bf)
         rec.add(me, "compute", t0, env.now, "step")
         rec.step_done(me, env.now)

@@ -1,0 +1,149 @@
+"""In-server mechanisms: compute slowed beside NCCL, DDP's first and last buckets.
+
+Each is checked against its closed form (``model.hardware.interference``,
+``model.workload.ddp_buckets``); the SimPy model must reproduce them.
+"""
+from dataclasses import replace
+
+import pytest
+
+from simulator.contracts.cluster import Cluster, Device, Hardware, Link
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.engine.machine import on_hardware
+from simulator.model.comm.choice import call_latency_s, resolve_algorithm
+from simulator.model.comm.costs import collective_time_s
+from simulator.model.config import SchemeConfig
+from simulator.model.fabric import make_routes
+from simulator.model.hardware.interference import ddp_iteration_s, progress_end_s
+from simulator.model.workload import ddp_buckets, ddp_first_buckets
+from simulator.testing import make_profile
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_progress_slows_inside_the_intervals_only():
+    assert progress_end_s(0.0, 1.0, [], 0.5) == 1.0
+    assert progress_end_s(0.0, 1.0, [(0.0, 10.0)], 0.5) == pytest.approx(1.5)
+    # 0.2 alone, then 0.5 s at 2/3 speed (1/3 of work), then the rest alone
+    assert progress_end_s(0.0, 1.0, [(0.2, 0.7)], 0.5) == pytest.approx(
+        0.2 + 0.5 + (1.0 - 0.2 - 0.5 / 1.5))
+    assert progress_end_s(1.0, 1.0, [(0.0, 0.5)], 9.0) == 2.0          # before the start
+
+
+def test_the_ddp_closed_form_exposes_the_last_bucket():
+    # no slowdown: three buckets hide behind the backward but the last
+    t = ddp_iteration_s(1.0, 3.0, [0.25, 0.25, 0.5], [0.1, 0.1, 0.2])
+    assert t == pytest.approx(1.0 + 3.0 + 0.2)
+    slowed = ddp_iteration_s(1.0, 3.0, [0.25, 0.25, 0.5], [0.1, 0.1, 0.2], slowdown=0.5)
+    # two allreduces of 0.1 s inside the backward: each gets 0.1 / 1.5 s of it done
+    assert slowed == pytest.approx(4.2 + 0.2 * 0.5 / 1.5)
+
+
+def _cluster(slowdown):
+    hw = Hardware(device=Device("A100 SXM4", 19.5e12), intra=Link(100e9, 5e-6),
+                  call_latency_s=10e-6, compute_slowdown=slowdown)
+    return Cluster(hosts=1, cores_per_host=4, placement="packed", hardware=hw)
+
+
+PARAMS = (3_000_000, 8_000_000, 500_000, 2_000_000)
+
+
+@pytest.mark.parametrize("slowdown", [0.0, 0.189, 1.0])
+def test_simpy_ddp_is_the_closed_form(slowdown):
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    cluster, work = _cluster(slowdown), Workload(model="toy", batch_per_worker=32, iterations=6)
+    cfg = SchemeConfig("ddp", algorithm="ring", bucket_bytes=12_000_000, engine="des")
+    r = simulate(cfg, 4, work, cluster, prof)
+    model = prof.model("toy")
+    buckets = ddp_buckets(model, cfg.bucket_bytes, 4.0)
+    hw_prof = on_hardware(prof, cluster)
+    transport = hw_prof.transport("nccl")
+    routes = make_routes((0, 0, 0, 0), cluster, transport)
+    ranks = (0, 1, 2, 3)
+
+    def cost(nb):
+        alg = resolve_algorithm("nccl", "ring", ranks, nb, routes)
+        return (collective_time_s("allreduce", ranks, nb, routes, 0.0, alg)
+                + call_latency_s(transport, routes, alg))
+    comm = [cost(nb) for nb, _ in buckets]
+    step = 0.0005 * 32
+    bf = model.backward_fraction
+    expect = ddp_iteration_s(step * (1 - bf), step * bf, [s for _, s in buckets], comm, slowdown)
+    first = ddp_first_buckets(model, 4.0)       # the first iteration: layer order
+    comm0 = [cost(nb) for nb, _ in first]
+    expect0 = ddp_iteration_s(step * (1 - bf), step * bf, [s for _, s in first], comm0,
+                              slowdown)
+    assert r.time_s == pytest.approx(expect0 + 5 * expect, rel=1e-9)
+
+
+@pytest.mark.parametrize("scheme,p,spread", [("ddp", 4, 0.0), ("ddp", 3, 0.05),
+                                             ("horovod", 4, 0.0), ("horovod", 4, 0.05)])
+def test_the_fast_path_is_the_simpy_model_when_compute_slows(scheme, p, spread):
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005, spread_cv=spread)
+    work = Workload(model="toy", batch_per_worker=32, iterations=5)
+    runs = [simulate(SchemeConfig(scheme, algorithm="ring", engine=e, bucket_bytes=12_000_000,
+                                  cycle_s=0.002, fusion_bytes=20_000_000), p, work,
+                     _cluster(0.3), prof) for e in ("fast", "des")]
+    assert runs[0].engine == "fast" and runs[1].engine == "des"
+    assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-9)
+    assert runs[0].compute_s == pytest.approx(runs[1].compute_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("cycle", [0.004, 0.0])
+def test_horovods_slowed_cycles_are_its_cycles_when_nothing_slows(cycle):
+    """The tick-by-tick negotiation (used when compute slows) gives the precomputed
+    cycles' run when the slowdown is negligible."""
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    work = Workload(model="toy", batch_per_worker=32, iterations=4)
+    cfg = SchemeConfig("horovod", algorithm="ring", engine="des", cycle_s=cycle,
+                       fusion_bytes=20_000_000)
+    base = simulate(cfg, 4, work, _cluster(0.0), prof).time_s
+    tiny = simulate(cfg, 4, work, _cluster(1e-12), prof).time_s
+    assert tiny == pytest.approx(base, abs=1e-4 if cycle == 0 else 1e-9)
+
+
+def test_horovod_slowed_costs_at_most_the_slowdown_of_its_allreduces():
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    work = Workload(model="toy", batch_per_worker=32, iterations=4)
+    cfg = SchemeConfig("horovod", algorithm="ring", engine="des", cycle_s=0.002,
+                       fusion_bytes=20_000_000)
+    base = simulate(cfg, 4, work, _cluster(0.0), prof)
+    slow = simulate(cfg, 4, work, _cluster(0.5), prof)
+    assert base.time_s < slow.time_s <= base.time_s + 0.5 * base.comm_s + 4 * 0.002
+
+
+def _fed(cpu_cores, input_s):
+    cluster = replace(_cluster(0.0), cpu_cores=cpu_cores)
+    prof = make_profile(layer_param_counts=(1000,), step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    model = replace(prof.model("toy"), input_s_per_sample=input_s)
+    return cluster, replace(prof, models=(model,))
+
+
+def test_the_input_pipeline_bounds_a_hosts_steps():
+    """k ranks of a host need k * batch * input_per_sample of its cpu_cores each step:
+    32 samples, 2 ms each, 4 ranks on 8 cores: 32 ms a step against 16 ms of compute."""
+    work = Workload(model="toy", batch_per_worker=32, iterations=5)
+    cluster, prof = _fed(8, 0.002)
+    one = simulate(SchemeConfig("serial"), 1, work, cluster, prof)
+    four = simulate(SchemeConfig("ddp"), 4, work, cluster, prof)
+    assert one.time_s == pytest.approx(5 * max(0.016, 32 * 0.002 / 8))
+    assert four.compute_s == pytest.approx(5 * 4 * 32 * 0.002 / 8)
+    free = simulate(SchemeConfig("ddp"), 4, work, *_fed(0, 0.002))        # no cores named
+    assert free.compute_s == pytest.approx(5 * 0.016)
+
+
+def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
+    from simulator.contracts.workload import load_workload, model_cost, save_workload
+    f = tmp_path / "w.toml"
+    f.write_text('[model]\nname = "m"\nparams = 10\n[measured]\ndevice = "A100 SXM4"\n'
+                 'batch_size = 8\nstep = "10ms"\ninput_per_sample = "2.5ms"\n')
+    w = load_workload(f)
+    assert w.input_s_per_sample == pytest.approx(0.0025)
+    assert model_cost(load_workload(save_workload(w, tmp_path / "b.toml"))
+                      ).input_s_per_sample == pytest.approx(0.0025)
