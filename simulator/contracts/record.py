@@ -54,8 +54,9 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``reasons`` (one line per failed check), ``thresholds``, and ``checks``, each with a
     ``verdict`` (``pass``, ``fail``, ``not judged``), ``why`` and its figures: ``cpu``
     (per machine: cores the ranks could use, the ranks' user and system CPU and the
-    kernel's system and irq/softirq time in cores, the largest share of its window a rank
-    waited runnable for a core), ``sleep_lateness`` (phantom runs, per rank: sleeps, p50,
+    kernel's system and irq/softirq time in cores, the largest share of its window a rank's
+    thread waited runnable for a core, counting threads whose waits average over 0.2 ms per
+    time they ran), ``sleep_lateness`` (phantom runs, per rank: sleeps, p50,
     p99, max, late and asked totals), ``bytes`` (TCP payload each rank sent, what its
     scheme sends) and ``links`` (the emulated cluster, per shaper: bytes, packets, drops,
     overlimits, mean and backlogged rate as shares of the configured rate). Readers leave
