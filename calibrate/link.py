@@ -347,6 +347,7 @@ def parse_args(argv):
     return build_parser().parse_args(argv)
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -60,6 +60,7 @@ def build_parser() -> cli.Parser:
     return p
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)

@@ -402,6 +402,7 @@ def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd,
     record.write(rec, run_dir.parent)
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []

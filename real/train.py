@@ -259,6 +259,10 @@ def main(argv=None) -> int:
     from .runner import run
     try:
         code = run(args)
+    except OSError as e:    # the file system refused a write: one line (the record is whole or absent)
+        from .supervise import Heartbeat
+        Heartbeat.from_env().failed(f"rank {cli.launched_rank()}: {e.strerror}: {e.filename}")
+        return cli.io_error("python -m real.train", e)
     except Exception as e:  # noqa: BLE001 - the recorder (real.supervise) names the failure
         import traceback
 

@@ -48,10 +48,12 @@ def build_parser() -> cli.Parser:
     p.add_argument("--like", required=True, type=cli.input_file,
                    help="the simulator's schedule of the same scheme, P and workload "
                         "(simulator.replay writes them to OUT/schedules/)")
-    p.add_argument("--out", required=True, help="schedule file to write (JSON lines)")
+    p.add_argument("--out", required=True, type=cli.output_file(),
+                   help="schedule file to write (JSON lines)")
     return p
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:

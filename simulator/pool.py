@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simulator.contracts import cli
 from simulator.contracts.tables import TableError, read_table
 
 PROG = "python -m simulator.pool"
@@ -160,7 +161,6 @@ def pool_plot(rows: pd.DataFrame, pooled: pd.DataFrame, path: Path) -> Path:
 
 
 def build_parser():
-    from simulator.contracts import cli
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("sweeps", nargs="+", type=cli.input_folder,
                    help="folders holding a compare.csv (validate --out)")
@@ -191,6 +191,7 @@ def pool_accuracy_main(args, labels) -> int:
     return 0
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)

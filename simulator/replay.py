@@ -90,6 +90,7 @@ def build_parser() -> cli.Parser:
     return p
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:

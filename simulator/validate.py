@@ -221,6 +221,7 @@ def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: 
     return path
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)

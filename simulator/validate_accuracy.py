@@ -455,6 +455,7 @@ def run_stages(stages: list[tuple[str, list[str]]], out: Path, args) -> int:
     return 0
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)

@@ -1,6 +1,6 @@
 """The communication-bound experiment on the emulated cluster, end to end, in one command.
 
-    python -m simulator.validate_cluster --out cluster-runs/          # ~10 min on 2 cores, as root
+    python -m simulator.validate_cluster --out validation-cluster/    # ~10 min on 2 cores, as root
 
 1. **profile**: ``python -m calibrate --quick --models MODEL --threads 1
    --max-workers K`` on the plain machine (compute, core sharing and the local
@@ -23,7 +23,7 @@
 
 The regime of issue 21 (every rank-based scheme, three rates, P up to 16)::
 
-    python -m simulator.validate_cluster --out cluster-runs --schemes all \
+    python -m simulator.validate_cluster --out validation-cluster --schemes all \
         --bandwidths 20mbit,100mbit,1gbit --calibrate-at 100mbit \
         --workers 2,3,4,6,8,12,16 --calibrate-workers 4
 
@@ -75,7 +75,7 @@ MAX_P = 253                       # P + 1 hosts in the emulated cluster's /24
 
 def build_parser() -> cli.Parser:
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="cluster-runs", type=cli.output_folder,
+    p.add_argument("--out", default="validation-cluster", type=cli.output_folder,
                    help="folder for everything")
     p.add_argument("--bandwidths", default=["200mbit", "1gbit"], type=_rates,
                    help="shaped link rates, comma-separated (tc units)")
@@ -205,6 +205,7 @@ def cluster_tools_missing() -> str | None:
     return f"the emulated cluster needs {' and '.join(missing)} (iproute2)" if missing else None
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)

@@ -2,12 +2,15 @@
 
 Usage errors are one line on stderr and exit code 2, never a traceback; under
 mpirun / torchrun only rank 0 prints them, so P ranks do not repeat one mistake.
+An error of the file system while a command works is one line too, exit code 1
+(``one_line_io_errors`` around a command's ``main``).
 
 Every value a command takes goes through an argparse type of this module,
 built on ``contracts.checks``: numbers are finite and in range
 (``positive_float``, ``int_in``, ``float_in``, ``seed``...), names that become
 folders are plain (``run_id``), paths are of the right kind
-(``output_folder``, ``output_file``, ``input_file``, ``input_folder``).
+(``output_folder``, ``output_file``, ``input_file``, ``input_folder``); an output
+must be writable as the file system says, tried before any work.
 ``Parser`` swaps a bare ``type=float`` or ``type=int`` for ``finite_float`` /
 ``whole_number``, so a new flag refuses ``nan`` and ``inf`` by construction.
 Imports: the standard library, ``contracts.checks`` and ``contracts.units``.
@@ -15,11 +18,13 @@ Imports: the standard library, ``contracts.checks`` and ``contracts.units``.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from simulator.contracts.checks import ConfigError, plain_name
@@ -38,6 +43,29 @@ def usage_error(prog: str, message: str) -> int:
     if launched_rank() == 0:
         print(f"{prog}: error: {message}", file=sys.stderr)
     return 2
+
+
+def io_error(prog: str, e: OSError) -> int:
+    """An error of the file system while a command works (a disk full, a folder removed
+    meanwhile): one line on stderr, exit code 1. Outputs are written whole or not at all
+    (``contracts.files``), so what was there before stays."""
+    if launched_rank() == 0:
+        where = f" {e.filename}" if e.filename else ""
+        print(f"{prog}: error:{where}: {e.strerror or e}", file=sys.stderr)
+    return 1
+
+
+def one_line_io_errors(prog: str):
+    """A decorator for a command's ``main``: an OSError while it works is ``io_error``."""
+    def wrap(main):
+        @functools.wraps(main)
+        def run(argv=None):
+            try:
+                return main(argv)
+            except OSError as e:
+                return io_error(prog, e)
+        return run
+    return wrap
 
 
 def print_out(*lines: str) -> None:
@@ -250,29 +278,42 @@ def cluster_prefix(text: str) -> str:
     return text
 
 
+def _writable_folder(folder: Path) -> str | None:
+    """Why nothing can be made in ``folder``, or None: a temporary folder is made there and
+    removed (``os.access`` says yes to root where the file system says no: /proc, a
+    read-only mount, a full disk's inode table)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".write-check-"))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _creatable(path: Path) -> None:
-    """The first existing folder above ``path`` must be a folder we may write in."""
+    """The first existing folder above ``path`` must be a folder we can write in."""
     for parent in path.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
                 raise argparse.ArgumentTypeError(f"{str(path)!r} cannot be made: {parent} is a "
                                                  "file, not a folder")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise argparse.ArgumentTypeError(f"{str(path)!r} cannot be made: no permission "
-                                                 f"to write in {parent}")
+            why = _writable_folder(parent)
+            if why:
+                raise argparse.ArgumentTypeError(f"{str(path)!r} cannot be made: nothing can be "
+                                                 f"written in {parent} ({why})")
             return
 
 
 def output_folder(text: str) -> str:
-    """A folder to write into: an existing folder we may write in, or one that can be made."""
+    """A folder to write into: an existing folder we can write in, or one that can be made."""
     path = Path(text)
     if not str(text).strip():
         raise argparse.ArgumentTypeError("an empty name is not a folder")
     if path.exists():
         if not path.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise argparse.ArgumentTypeError(f"no permission to write in {text!r}")
+        why = _writable_folder(path)
+        if why:
+            raise argparse.ArgumentTypeError(f"nothing can be written in {text!r} ({why})")
         return text
     _creatable(path)
     return text
@@ -289,8 +330,14 @@ def output_file(*suffixes: str):
             raise argparse.ArgumentTypeError(f"{text!r} must end in {' or '.join(suffixes)}")
         if path.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
-        if path.exists() and not os.access(path, os.W_OK):
-            raise argparse.ArgumentTypeError(f"no permission to write {text!r}")
+        if path.exists() and not path.is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a plain file")
+        if path.exists():
+            try:                                      # opened, not changed: no O_TRUNC
+                os.close(os.open(path, os.O_WRONLY))
+            except OSError as e:
+                raise argparse.ArgumentTypeError(f"{text!r} cannot be written "
+                                                 f"({e.strerror})") from None
         _creatable(path)
         return text
     parse.__name__ = "output_file"
