@@ -1,7 +1,7 @@
 """``python -m calibrate``: probe this machine and fit its profile, in one command.
 
     python -m calibrate --quick --out /tmp/quick_profile.json          # about a minute
-    python -m calibrate --out simulator/data/default_profile.json      # the shipped default
+    python -m calibrate --out simulator/data/default_profile.json      # ~4 min on 2 cores
 
 Runs every probe as a subprocess with a timeout (``mpirun -n P`` for the
 communication probes, one per P and MPI allreduce algorithm, with the venv's
@@ -10,15 +10,23 @@ fit tables, ``fits.png`` and ``timings.json`` (seconds per step) go to
 ``--workdir``; the profile is written once, atomically, at the very end, so a
 failed or interrupted calibration leaves any earlier profile untouched.
 
+It says what it does: before anything runs, its stages and their expected time on
+this many cores (``calibrate.estimate``, from stage costs measured on a reference
+machine), then a line as each stage starts, and what each probe warned of (its
+run-to-run spread).
+
 Timings taken while other jobs run are not this machine's: before probing, the
 command waits (up to ``--quiet-wait`` seconds) until other processes use less than
-a quarter core (``real.load.wait_for_quiet``); after fitting, every fit is checked
-against a stated bar (``calibrate.quality``), the probes behind failing fits are
-run again, after another wait, up to ``--repeat-noisy`` times, and a profile still
-below the bar is not written unless ``--force``. ``quality.json`` in the workdir
+a quarter core (``real.load.wait_for_quiet``), saying what it sees and how long it
+will wait; after fitting, every fit is checked against a stated bar
+(``calibrate.quality``), the probes behind fits that fail from noise are run again,
+after another wait, up to ``--repeat-noisy`` times, and a profile still below the
+bar is not written unless ``--force`` (the refusal names the ``calibrate.fit``
+command that writes it from the kept measurements; a forced profile is marked below
+the bar, and every prediction from it says so). ``quality.json`` in the workdir
 holds every check, the waits and the repeats.
 
-Imports: tqdm, calibrate (fit, plan, probe, quality, rawio), real.load, simulator.contracts
+Imports: calibrate (estimate, fit, plan, probe, quality, rawio), real.load, simulator.contracts
 (cli, profile, record); the probes run as commands of their own in subprocesses.
 """
 from __future__ import annotations
@@ -112,6 +120,9 @@ def run_step(argv: list[str], timeout_s: float) -> None:
     if proc.returncode != 0:
         tail = (err.strip().splitlines() or ["(no output)"])[-1]
         raise StepFailed(f"`{shlex.join(argv)}` failed (exit {proc.returncode}): {tail}")
+    for line in err.splitlines():              # what the probe warned of (its spread)
+        if "calibrate.probe: warning:" in line:
+            print(line.replace("calibrate.probe: ", "calibrate: "), file=sys.stderr, flush=True)
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -166,9 +177,7 @@ def trimmed_plan(plan: planmod.ProbePlan, max_workers: int | None) -> planmod.Pr
 
 
 def calibrate(args, argv) -> dict[str, float]:
-    from tqdm import tqdm
-
-    from . import fit
+    from . import estimate, fit
     plan = trimmed_plan(build_plan(args), args.max_workers)
     workdir, out = Path(args.workdir).resolve(), Path(args.out)
     if out.suffix != ".json":
@@ -182,41 +191,53 @@ def calibrate(args, argv) -> dict[str, float]:
     workdir.mkdir(parents=True, exist_ok=True)
     clear_workdir(workdir)
     steps = probe_steps(plan, workdir, forwarded_plan_argv(args, plan))
+    expected = estimate.expected_s(plan, [label for label, _ in steps], args.quick)
+    say(estimate.summary(expected, planmod.host_cores(), args.quiet_wait, args.repeat_noisy))
     timings: dict[str, float] = {}
     t_start = time.monotonic()
     waits = [wait_quiet(args.quiet_wait, "before probing")]
-    with tqdm(total=len(steps) + 1, desc="calibrate", unit="step", file=sys.stderr) as bar:
-        for label, step_argv in steps:
-            bar.set_postfix_str(label)
-            t0 = time.monotonic()
-            run_step(step_argv, plan.timeout_s)
-            timings[label] = time.monotonic() - t0
-            bar.update()
-        bar.set_postfix_str("fit")
+    t_probes = time.monotonic()
+    for i, (label, step_argv) in enumerate(steps + [("fit", None)], 1):
+        say(estimate.stage_line(i, len(steps) + 1, label, expected,
+                                time.monotonic() - t_probes))
         t0 = time.monotonic()
-        result, found, repeats = fit_until_good(args, argv, plan, steps, workdir, waits)
-        timings["fit"] = time.monotonic() - t0
-        bar.update()
+        if step_argv is None:
+            result, found, repeats = fit_until_good(args, argv, plan, steps, workdir, waits)
+        else:
+            run_step(step_argv, plan.timeout_s)
+        timings[label] = time.monotonic() - t0
     write_json(workdir / "quality.json", quality.to_json(found, {"waits": waits}, repeats,
                                                          forced=args.force))
     if quality.failing(found) and not args.force:
-        raise BelowBar(quality.refusal(found))
-    fit.write_outputs(result, workdir, out)
+        raise BelowBar(quality.refusal(found, args.workdir, args.out))
+    fit.write_outputs(replace(result, profile=quality.marked(result.profile, found)), workdir,
+                      out)
     timings["total"] = time.monotonic() - t_start
     write_json(workdir / "timings.json", timings)
     return timings
 
 
 def wait_quiet(limit_s: float, when: str) -> dict:
-    """Wait for other processes to leave the machine (``real.load``); say what happened."""
+    """Wait for other processes to leave the machine (``real.load``); say what it sees, how
+    long it will wait, and what happened."""
     if limit_s <= 0:
         return {"when": when, "skipped": True}
-    from real.load import wait_for_quiet
-    waited = wait_for_quiet(limit_s)
+    from real.load import QUIET_CORES, wait_for_quiet
+
+    def busy(cores: float) -> None:
+        say(f"{when}: other processes use {cores:.2f} cores (quiet: under {QUIET_CORES}); "
+            f"waiting up to {limit_s:.0f} s for them to leave (--quiet-wait)")
+    waited = wait_for_quiet(limit_s, said=busy)
     if not waited["quiet"]:
-        print(f"calibrate: warning: {when}: other processes still use {waited['busy_cores']} "
-              f"cores after {waited['waited_s']:.0f} s; timings may be inflated", file=sys.stderr)
+        say(f"warning: {when}: other processes still use {waited['busy_cores']} cores after "
+            f"{waited['waited_s']:.0f} s; timings may be inflated")
+    elif waited["waited_s"] > 5:
+        say(f"{when}: quiet after {waited['waited_s']:.0f} s")
     return {"when": when, **waited}
+
+
+def say(line: str) -> None:
+    print(f"calibrate: {line}", file=sys.stderr, flush=True)
 
 
 def fit_until_good(args, argv, plan, steps, workdir: Path, waits: list[dict]):
@@ -238,6 +259,7 @@ def fit_until_good(args, argv, plan, steps, workdir: Path, waits: list[dict]):
     return result, found, repeats
 
 
+@cli.one_line_io_errors('python -m calibrate')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -296,6 +296,7 @@ def fit_timings(argv: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "simulator.fit_timings", *argv], env=env)
 
 
+@cli.one_line_io_errors('python -m calibrate.fit')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a == "--timings" or a.startswith("--timings=") for a in argv):
@@ -323,8 +324,12 @@ def main(argv=None) -> int:
             return 1
         if args.link:
             result = replace(result, profile=with_network(result.profile, args.link))
+        result = replace(result, profile=quality.marked(result.profile, found))
         write_outputs(result, workdir, Path(args.out), plot=not args.no_plot)
-        print(f"profile written to {args.out}")
+        weak = quality.failing(found)
+        print(f"profile written to {args.out}" + (
+            f", marked below its quality bar in {len(weak)} fit(s) (--force): every prediction "
+            "from it says so" if weak else ""))
     except (CalibrationError, prof.ProfileError, RecordError) as e:
         print(f"calibrate.fit: error: {e}", file=sys.stderr)
         return 2

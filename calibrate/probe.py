@@ -15,7 +15,9 @@ Examples::
     python -m calibrate.probe --part compute --models cnn --batches 16,32
     mpirun -n 2 python -m calibrate.probe --part comm --algorithm ring --allreduce-only
 
-Every part also writes ``{part}_meta.json``: host, cores, device, versions and the command.
+Every part also writes ``{part}_meta.json``: host, cores, device, versions and the command,
+and the compute, sharing, server and comm parts their run-to-run ``spread``
+(``calibrate.quality.spread``), with a warning on stderr where it is above the stated limit.
 ``--device cuda`` makes the compute part step the models on the GPU (timed with
 ``torch.cuda.synchronize``); the other parts are about the host's cores and stay on CPU.
 
@@ -38,6 +40,7 @@ from simulator.contracts import cli
 from simulator.contracts.cli import Parser
 
 from . import plan as planmod
+from . import quality
 from .rawio import CalibrationError, write_json, write_rows
 
 PARTS = ("compute", "sharing", "server", "scheduler", "comm")
@@ -187,7 +190,20 @@ def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,
     rows, info = result
     stem = f"comm_P{info['workers']}_{algorithm}"
     write_rows(out / f"{stem}.csv", rows)
+    info["spread"] = part_spread(out / f"{stem}.csv", "comm",
+                                 f"comm probe P={info['workers']} {algorithm}")
     write_json(out / f"{stem}.json", {**describe_host(), **info, "command": command})
+
+
+def part_spread(table: Path, part: str, what: str) -> dict:
+    """The run-to-run spread of a part's table (``quality.spread``), said on stderr in one
+    line when it is above the limit; it goes into the part's meta file."""
+    from .rawio import read_rows
+    found = quality.spread(read_rows(table), part)
+    said = quality.spread_warning(what, found)
+    if said:
+        print(f"calibrate.probe: {said}", file=sys.stderr, flush=True)
+    return found
 
 
 def build_parser() -> Parser:
@@ -209,6 +225,7 @@ def parse_args(argv):
     return build_parser().parse_args(argv)
 
 
+@cli.one_line_io_errors('python -m calibrate.probe')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -236,6 +253,9 @@ def main(argv=None) -> int:
          "scheduler": run_scheduler}[args.part](plan, out)
         extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
                  if args.part == "sharing" else {})
+        if args.part in quality.SPREAD_OF:
+            extra["spread"] = part_spread(out / quality.SPREAD_OF[args.part][0], args.part,
+                                          f"{args.part} probe")
         write_json(out / f"{args.part}_meta.json", {**describe_host(plan.device if args.part ==
                                                                     "compute" else "cpu"),
                                                     "command": command, **extra})

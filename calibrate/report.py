@@ -1,6 +1,6 @@
 """Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``.
 
-Imports: pandas, calibrate.fit_comm, simulator.contracts.profile.
+Imports: pandas, calibrate.fit_comm, simulator.contracts (profile, quality).
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from simulator.contracts import profile as prof
+from simulator.contracts import quality
 
 from .fit_comm import fit_table
 
@@ -29,14 +30,28 @@ def markdown(df: pd.DataFrame, digits: int = 4) -> str:
 
 
 def compute_rows(p: prof.Profile) -> pd.DataFrame:
+    weak = {w.split(" (")[0] for w in quality.below_bar(p)}
     return pd.DataFrame([{"model": m.model, "params": m.param_count, "threads": s.threads,
                           "intercept_ms": s.step_intercept_s * 1e3,
                           "intercept_ci_ms": s.intercept_ci_s * 1e3,
                           "ms_per_sample": s.step_s_per_sample * 1e3,
                           "ms_per_sample_ci": s.slope_ci_s * 1e3, "r2": s.r2,
                           "spread_cv": s.spread_cv, "batches": "/".join(map(str, s.batches)),
-                          "backward_fraction": m.backward_fraction}
+                          "backward_fraction": m.backward_fraction,
+                          "bar": ("**BELOW**" if f"step {m.model} threads={s.threads}" in weak
+                                  else "ok")}
                          for m in p.models for s in m.steps])
+
+
+def quality_line(p: prof.Profile) -> str:
+    """Whether the profile passes its quality bar, and which fits do not."""
+    weak = quality.below_bar(p)
+    how = "as its file marks it" if p.provenance.bar else "judged now, the file has no mark"
+    if not weak:
+        return f"quality: every fit passes the bar, {how} (bar: {quality.BAR_TEXT})"
+    return (f"quality: BELOW THE BAR in {len(weak)} fit(s), {how}: " + "; ".join(weak)
+            + f". Bar: {quality.BAR_TEXT}. Predictions from this profile say so; calibrate on "
+            "a quiet machine")
 
 
 def comm_rows(p: prof.Profile) -> pd.DataFrame:
@@ -59,10 +74,14 @@ def show(path: str) -> str:
                                 **{f"{op}_alpha_us_per_step": a * 1e6
                                    for op, a in sorted(t.collective_alpha_s.items())}}
                                for t in p.transports])
-    sharing = ", ".join(f"k={k}: {v:.2f}" for k, v in sorted(p.sharing_slowdown.items()))
+    weak = {w.split(" (")[0] for w in quality.below_bar(p)}
+    sharing = ", ".join(f"k={k}: {v:.2f}" + (" (**BELOW** the bar)" if
+                                              f"sharing k={k} on {p.cores} cores" in weak else "")
+                        for k, v in sorted(p.sharing_slowdown.items()))
     return "\n\n".join([
         f"profile {path}: host {p.provenance.host}, {p.cores} cores, {p.provenance.created_utc}; "
         f"workers seen {list(p.provenance.workers_seen)}; runs seen {len(p.provenance.runs_seen)}",
+        quality_line(p),
         "compute, t_step(batch) = intercept + per_sample * batch:\n" + markdown(compute_rows(p)),
         "collectives, t(n) = alpha + beta * n per segment:\n" + markdown(comm_rows(p)),
         "transports (point to point) + gamma (per byte reduced):\n" + markdown(transports),

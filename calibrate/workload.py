@@ -358,7 +358,21 @@ def measure(args, model) -> ModelWorkload:
         batch_size=args.batch_size, step_s=step_s, backward_s=b_s, forward_s=f_s, update_s=u_s,
         spread_cv=spread, threads=args.threads, lines=lines,
         flops_per_sample=total_flops / args.batch_size, input_shape=tuple(args.input_shape),
-        provenance=provenance(args))
+        provenance=provenance(args) | spread_verdict(spread, args.steps))
+
+
+def spread_verdict(spread_cv: float, steps: int) -> dict:
+    """The run-to-run spread of the timed steps against the stated limit
+    (``calibrate.quality.SPREAD_LIMIT_CV``), for the file's provenance; said on stderr
+    when above it."""
+    from .quality import SPREAD_LIMIT_CV
+    out = {"spread_limit_cv": SPREAD_LIMIT_CV}
+    if spread_cv > SPREAD_LIMIT_CV:
+        out["spread_warning"] = (f"run-to-run spread {spread_cv:.0%} of {steps} timed steps, "
+                                 f"above {SPREAD_LIMIT_CV:.0%}: the machine was not quiet; "
+                                 "measure again before predicting with it")
+        print(f"{PROG}: warning: {out['spread_warning']}", file=sys.stderr)
+    return out
 
 
 def device_name(args) -> str:
@@ -382,6 +396,7 @@ def provenance(args) -> dict:
                     "medians; FLOPs by torch.utils.flop_counter (forward + backward)"}
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not Path(args.out).parent.is_dir() and str(Path(args.out).parent) not in ("", "."):

@@ -83,15 +83,20 @@ def machine_busy_cores(window_s: float = 1.0) -> float | None:
 
 
 def wait_for_quiet(max_wait_s: float, quiet_cores: float = QUIET_CORES,
-                   window_s: float = 2.0) -> dict:
-    """Wait until other processes use less than ``quiet_cores`` (or ``max_wait_s`` passed).
+                   window_s: float = 2.0, said=None) -> dict:
+    """Wait until other processes use less than ``quiet_cores`` (or ``max_wait_s`` passed);
+    ``said(busy_cores)`` is called once, when the first window finds the machine busy.
 
     Returns what happened: ``quiet`` (bool), ``waited_s``, ``busy_cores`` of the last window.
     """
     t0 = time.monotonic()
+    first = True
     while True:
         busy = machine_busy_cores(window_s)
         waited = time.monotonic() - t0
+        if first and said is not None and busy is not None and busy >= quiet_cores:
+            said(busy)
+        first = False
         if busy is None or busy < quiet_cores or waited >= max_wait_s:
             return {"quiet": busy is not None and busy < quiet_cores, "waited_s": round(waited, 1),
                     "busy_cores": None if busy is None else round(busy, 2),

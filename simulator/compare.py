@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.contracts import cli
 from simulator.contracts import profile as profiles
 from simulator.contracts import record
 from simulator.contracts.checks import ConfigError
@@ -395,7 +396,6 @@ def write_outputs(df: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def build_parser():
-    from simulator.contracts import cli
     p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("runs", type=cli.input_folder,
                    help="folder of run records (real.train / real.sweep --out)")
@@ -420,6 +420,7 @@ def build_parser():
     return p
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -448,7 +449,9 @@ def main(argv=None) -> int:
     for where, why in skipped:
         print(f"compare: skipped {where}: {why}", file=sys.stderr)
     paths = write_outputs(df, Path(args.out or args.runs))     # files first: `| head` keeps them
-    notes = [n for n in (disturbed_note(df), df.attrs.get("settings", "")) if n]
+    from simulator.contracts.quality import warning
+    weak = dict.fromkeys(warning(prof, m) for m in sorted(set(df["model"])))
+    notes = [n for n in (disturbed_note(df), df.attrs.get("settings", ""), *weak) if n]
     print_out(format_table(df), "", format_errors(error_summary(df)), *notes)
     print(f"\nwrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

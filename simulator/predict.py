@@ -24,6 +24,7 @@ from typing import Callable
 from simulator import accuracy, describe
 from simulator.contracts import cli
 from simulator.contracts import profile as profile_mod
+from simulator.contracts import quality
 from simulator.contracts.checks import ConfigError, fits_in_memory
 from simulator.contracts.cluster import (
     MAX_CORES_PER_HOST,
@@ -207,6 +208,7 @@ def configs(args, names) -> list[SchemeConfig]:
                          engine=args.engine, **describe.scheme_options(args)) for n in names]
 
 
+@cli.one_line_io_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -256,7 +258,8 @@ def run(args) -> int:
             "machine": setting.machine, "network": setting.network,
             "hosts": hosts_range(setting, args.workers),
             "overrides": list(overrides) + list(setting.overrides),
-            "baseline": baseline_of(rows, args.baseline)}
+            "baseline": baseline_of(rows, args.baseline),
+            "profile_quality": quality.warning(measured, workload.model)}
     write_outputs(args, rows, meta)
     if args.target_accuracy is not None:
         accuracy.print_time_to_accuracy(args, cfgs, workload, cluster, prof, het)

@@ -118,6 +118,7 @@ def test_a_sweep_never_passes_off_a_run_of_other_settings_as_new(tmp_path):
     out = tmp_path / "sweep"
     first = sweep(out, "256")
     assert first.returncode == 0, first.stderr
+    assert "Threads" in first.stdout.splitlines()[0]        # the table states them
     rec_path = out / "serial-P1-r0" / "record.json"
     before = rec_path.read_bytes()
     again = sweep(out, "256")                     # the same settings: reused, said so

@@ -169,3 +169,14 @@ def test_sweep_refuses_bad_placements_in_one_line(tmp_path, argv, env, says):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert says in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_gives_p1_the_threads_of_its_other_points(capsys):
+    """What the sweep runs (--dry-run prints each point's command): every point, P = 1
+    included, with the same --threads."""
+    from real import sweep
+    assert sweep.main(["--schemes", "psgd", "--workers", "1-3", "--dataset", "synthetic",
+                       "--train-size", "512", "--dry-run"]) == 0
+    commands = capsys.readouterr().out.strip().splitlines()
+    threads = {cmd.split("--threads ")[1].split()[0] for cmd in commands}
+    assert len(commands) == 3 and len(threads) == 1, commands

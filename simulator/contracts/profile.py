@@ -210,6 +210,8 @@ class Provenance:
     runs_seen: tuple[str, ...] = ()       # run ids calibration used
     workers_seen: tuple[int, ...] = ()    # worker counts calibration saw
     note: str = ""
+    bar: str = ""                         # the quality bar it was judged by ("": not judged)
+    below_bar: tuple[str, ...] = ()       # its fits below that bar (written with --force)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ def lines(meta: dict) -> list[str]:
               else f"x {meta['baseline']['workers']} / P.")]
     if meta.get("overrides"):
         out.append("Flags over files: " + "; ".join(meta["overrides"]) + ".")
+    if meta.get("profile_quality"):
+        out.append(meta["profile_quality"])      # contracts.quality.warning
     return out
 
 
