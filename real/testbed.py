@@ -87,7 +87,8 @@ def cpu_seconds(cpus, stat_text: str | None = None) -> dict[str, float] | None:
     return out
 
 
-METER_THREADS = ("load-meter", "link-sampler")   # ours: their waits delay no message
+METER_THREADS = ("load-meter", "link-sampler", "iteration-rows")  # ours (real.load, real.timing):
+                                                # their waits delay no message
 # A thread woken onto an idle core waits only for the wake-up path (tens of us: the
 # sleeps' median lateness on the idle VM is 25-70 us, timer included); one that waits
 # for another thread's slice waits a good part of EEVDF's 1.5 ms. A thread's waits count
