@@ -68,12 +68,12 @@ def rank_loop(way: str, calls: int, gap_s: float, n_bytes: int, sleep_s: float,
     from real.dist import wait
     world = MPI.COMM_WORLD
     if way.endswith("-fine"):
-        from real.testbed import fine_timer_slack
-        fine_timer_slack(1)
+        from real.phantom.sleep import set_timer_slack
+        set_timer_slack(1)
         way = way.removesuffix("-fine")
     if way.endswith("-slack"):
-        from real.testbed import fine_timer_slack
-        fine_timer_slack(int(slack_s * 1e9))
+        from real.phantom.sleep import set_timer_slack
+        set_timer_slack(int(slack_s * 1e9))
         way = way.removesuffix("-slack")
     buf = np.zeros(max(1, n_bytes), dtype=np.uint8)
     stamps = np.zeros(calls)

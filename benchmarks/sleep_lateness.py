@@ -2,10 +2,12 @@
 
 The basis of ``real.testbed``'s lateness limits: phantom compute is sleeps, and a
 sleep that wakes late stretches the compute it stands for. This pins one process to
-CPU 0, sleeps ``--sleeps`` times for each length of ``--lengths-ms`` through
-``real.testbed.SleepLog`` (as phantom compute does), and reports p50, p99 and the mean
-lateness as a share of the length, with 0, 1, ... ``--max-busy`` busy loops pinned to
-the same CPU (each a process spinning in Python).
+CPU 0, sleeps ``--sleeps`` times for each length of ``--lengths-ms`` through the
+phantom's ``real.phantom.sleep.Sleeper`` (each sleep alone: no lateness carried to the
+next; the thread's own timer slack unless ``--fine-slack``), and reports p50, p99 (to
+within the sleeper's 4.7% histogram bins) and the mean lateness as a share of the length,
+with 0, 1, ... ``--max-busy`` busy loops pinned to the same CPU (each a process spinning
+in Python).
 
     python benchmarks/sleep_lateness.py --lengths-ms 0.1,1,10 --sleeps 300 --max-busy 1
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from real.testbed import SleepLog  # noqa: E402
+from real.phantom.sleep import Sleeper  # noqa: E402
 
 
 def spin(cpu: int) -> None:
@@ -29,11 +31,11 @@ def spin(cpu: int) -> None:
         pass
 
 
-def measure(length_s: float, sleeps: int) -> dict:
-    log = SleepLog()
+def measure(length_s: float, sleeps: int, fine_slack: bool) -> dict:
+    sleeper = Sleeper(carry=False, slack=fine_slack)
     for _ in range(sleeps):
-        log.sleep_until(time.monotonic() + length_s)
-    return log.summary()
+        sleeper.sleep(length_s)
+    return sleeper.summary()
 
 
 def main(argv=None) -> int:
@@ -43,6 +45,8 @@ def main(argv=None) -> int:
     p.add_argument("--sleeps", type=int, default=300, help="sleeps per length")
     p.add_argument("--max-busy", type=int, default=1, help="busy loops beside it, 0..N")
     p.add_argument("--cpu", type=int, default=0, help="the CPU everything is pinned to")
+    p.add_argument("--fine-slack", action="store_true",
+                   help="a 1 ns timer slack while sleeping, as phantom runs have it")
     args = p.parse_args(argv)
     os.sched_setaffinity(0, {args.cpu})
     print(f"{'busy loops':>10} {'sleep ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
@@ -54,7 +58,7 @@ def main(argv=None) -> int:
         time.sleep(0.2)
         try:
             for ms in (float(x) for x in args.lengths_ms.split(",")):
-                s = measure(ms / 1e3, args.sleeps)
+                s = measure(ms / 1e3, args.sleeps, args.fine_slack)
                 print(f"{busy:>10} {ms:>9g} {s['p50_s'] * 1e3:>8.3f} {s['p99_s'] * 1e3:>8.3f} "
                       f"{s['max_s'] * 1e3:>8.3f} {s['late_total_s'] / s['asked_total_s']:>17.1%}")
         finally:

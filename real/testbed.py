@@ -11,7 +11,8 @@ before training to the barrier after it, as ``real.load``'s meter does),
   per machine, the kernel's time on the cores the ranks may use (``/proc/stat``:
   system, irq and softirq, where the emulated links' packets are moved), against
   those cores (the ranks' CPU affinity);
-* **sleep lateness** (phantom runs): how late each compute sleep woke (``SleepLog``);
+* **sleep lateness** (phantom runs): how late each compute sleep woke (the phantom's
+  ``real.phantom.sleep.Sleeper``, whose ``summary`` ``RankProbe.stop`` takes);
 * **bytes on the wire**: the TCP payload its sockets sent (``TCP_INFO``'s
   ``tcpi_bytes_acked`` of every TCP socket the process holds), against what the
   scheme should send (``real.wire.tcp_bytes``);
@@ -32,8 +33,9 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   one host or a real cluster shares its cores by design (the simulator models that
   sharing) and ``disturbed`` judges other processes' load there.
 * ``late_mean_share`` 5%: sleeps that woke late by more than 5% of their length on
-  average stretched the phantom compute by that much. ``SleepLog`` sets its thread's
-  timer slack to 1 us (Linux's default, 50 us, is 5% of a 1 ms sleep by itself).
+  average stretched the phantom compute by that much (judged for a sleeper that does not
+  take each sleep's lateness off the next; the phantom's does, and sets its thread's timer
+  slack to 1 ns while it sleeps: Linux's default, 50 us, is 5% of a 1 ms sleep by itself).
 * ``late_p99_s`` 1.5 ms: with its core idle Linux wakes a sleeper within tens of
   microseconds; one that finds another thread running waits up to that thread's
   slice, EEVDF's base slice of 0.75 ms x (1 + log2 CPUs), 1.5 ms on 2 CPUs. A p99
@@ -136,71 +138,6 @@ def tcp_delta(before: dict, after: dict) -> tuple[int, int]:
     return max(0, sent), max(0, received)
 
 
-class SleepLog:
-    """Phantom compute's sleeps: how long each was asked to last and how late it woke.
-
-    Phantom compute calls ``sleep_until(deadline)`` (or measures its own sleep and calls
-    ``add``); the runner hands the log to ``RankProbe.stop``. Wake-up lateness is what the
-    sleep added beyond its length: the timer's slack, and the wait for a core."""
-
-    def __init__(self):
-        self.asked_s: list[float] = []
-        self.late_s: list[float] = []
-        self._fine_threads: set[int] = set()
-
-    def add(self, asked_s: float, late_s: float) -> None:
-        self.asked_s.append(max(0.0, asked_s))
-        self.late_s.append(max(0.0, late_s))
-
-    def sleep_until(self, deadline: float) -> float:
-        """Sleep until ``deadline`` (``time.monotonic``); returns how late it woke.
-        Sleeps chained on deadlines (each from the last one's deadline, so lateness does
-        not add up) should ``add`` one entry per chain instead: its length, how late it ended."""
-        if threading.get_ident() not in self._fine_threads:
-            fine_timer_slack()
-            self._fine_threads.add(threading.get_ident())
-        start = time.monotonic()
-        if deadline > start:
-            time.sleep(deadline - start)
-        late = time.monotonic() - deadline
-        self.add(deadline - start, late)
-        return late
-
-    def summary(self) -> dict | None:
-        return lateness_summary(self.asked_s, self.late_s)
-
-
-PR_SET_TIMERSLACK = 29
-TIMER_SLACK_NS = 1000
-
-
-def fine_timer_slack(ns: int = TIMER_SLACK_NS) -> bool:
-    """Let this thread's timers fire within ``ns`` of their time (prctl PR_SET_TIMERSLACK);
-    False where it cannot be set."""
-    try:
-        import ctypes
-        return ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """The q-quantile by linear interpolation (numpy's default), of a sorted list."""
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def lateness_summary(asked_s: list[float], late_s: list[float]) -> dict | None:
-    """Count, p50, p99, max and total of the lateness, and the total asked; None if empty."""
-    if not late_s:
-        return None
-    late = sorted(late_s)
-    return {"sleeps": len(late), "p50_s": _quantile(late, 0.5), "p99_s": _quantile(late, 0.99),
-            "max_s": late[-1], "late_total_s": sum(late), "asked_total_s": sum(asked_s)}
-
-
 class RankProbe:
     """One rank's testbed figures over its training window; with ``sample_links``, on the
     emulated cluster (``PSGD_CLUSTER``, set by ``real.sweep --cluster``), also every
@@ -223,7 +160,9 @@ class RankProbe:
             from real.cluster import linkstats
             self._links = linkstats.start(json.loads(os.environ["PSGD_CLUSTER"]))
 
-    def stop(self, sleeps: SleepLog | None = None) -> dict:
+    def stop(self, sleeps=None) -> dict:
+        """This rank's figures; ``sleeps``: anything with a ``summary()`` of its sleeps
+        (``sleeps``, ``p50_s``, ``p99_s``, ``max_s``, ``late_total_s``, ``asked_total_s``)."""
         wall = max(time.monotonic() - self._t0, 1e-9)
         cpu1, ru1 = cpu_seconds(self.cpus), _rusage()
         sent, received = tcp_delta(self._tcp0, tcp_bytes())
