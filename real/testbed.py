@@ -40,8 +40,9 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   microseconds; one that finds another thread running waits up to that thread's
   slice, EEVDF's base slice of 0.75 ms x (1 + log2 CPUs), 1.5 ms on 2 CPUs. A p99
   beyond it means sleepers waited whole slices for a core. Measured on the 2-core VM
-  (``benchmarks/sleep_lateness.py``, docs/cluster.md "Testbed checks"): p99 0.1-0.4 ms
-  with the core idle, 1.1-3.1 ms with one busy loop pinned beside the sleeper.
+  (``benchmarks/sleep_lateness.py``, docs/cluster.md "Is a run faithful?"): p99 0.05-0.22
+  ms with the core idle; with one busy loop pinned beside the sleeper up to 1.1-3.1 ms,
+  as EEVDF lets the sleeper wait for the loop's slice or not.
 * ``bytes_low`` / ``bytes_high`` 0.95 / 1.15, plus ``header_bytes_per_step`` 4 KiB for
   each step of the rank (the server's: each of its workers' steps): below, a rank sent
   less than its scheme must (a message missing); above, more than the scheme plus the
