@@ -208,6 +208,7 @@ def calibrate(args, argv) -> dict[str, float]:
         timings[label] = time.monotonic() - t0
     write_json(workdir / "quality.json", quality.to_json(found, {"waits": waits}, repeats,
                                                          forced=args.force))
+    write_json(workdir / "timings.json", timings | {"total": time.monotonic() - t_start})
     if quality.failing(found) and not args.force:
         raise BelowBar(quality.refusal(found, args.workdir, args.out))
     fit.write_outputs(replace(result, profile=quality.marked(result.profile, found)), workdir,

@@ -191,15 +191,16 @@ def run_comm(plan, out: Path, algorithm: str, with_gloo: bool, other_ops: bool,
     stem = f"comm_P{info['workers']}_{algorithm}"
     write_rows(out / f"{stem}.csv", rows)
     info["spread"] = part_spread(out / f"{stem}.csv", "comm",
-                                 f"comm probe P={info['workers']} {algorithm}")
+                                 f"comm probe P={info['workers']} {algorithm}",
+                                 bool(info.get("oversubscribed")))
     write_json(out / f"{stem}.json", {**describe_host(), **info, "command": command})
 
 
-def part_spread(table: Path, part: str, what: str) -> dict:
+def part_spread(table: Path, part: str, what: str, oversubscribed: bool = False) -> dict:
     """The run-to-run spread of a part's table (``quality.spread``), said on stderr in one
     line when it is above the limit; it goes into the part's meta file."""
     from .rawio import read_rows
-    found = quality.spread(read_rows(table), part)
+    found = quality.spread(read_rows(table), part, oversubscribed)
     said = quality.spread_warning(what, found)
     if said:
         print(f"calibrate.probe: {said}", file=sys.stderr, flush=True)

@@ -27,6 +27,7 @@ from simulator.contracts.quality import (
     BAR,
     BAR_TEXT,
     SPREAD_LIMIT_CV,
+    STEADY_CV,
     Check,
     failing,
     marked,
@@ -58,6 +59,9 @@ def _comm_checks(table) -> list[Check]:
     return out
 
 
+# With more ranks than cores the comm probe's ranks share cores, and time slices scatter its
+# calls whatever else runs: 28-32% at P = 4 on the quiet 2-core VM (2026-11-27). Its limit:
+OVERSUBSCRIBED_SPREAD_LIMIT_CV = 0.5
 # part -> (its table, the columns that name a point, the timed column)
 SPREAD_OF = {"compute": ("compute_steps.csv", ["model", "threads", "batch"], "step_s"),
              "sharing": ("sharing.csv", ["k"], "step_s"),
@@ -65,11 +69,13 @@ SPREAD_OF = {"compute": ("compute_steps.csv", ["model", "threads", "batch"], "st
              "comm": (None, ["backend", "op", "algorithm", "bytes"], "time_s")}
 
 
-def spread(rows, part: str) -> dict:
+def spread(rows, part: str, oversubscribed: bool = False) -> dict:
     """The run-to-run spread of one probe part's rows (a DataFrame): per point the CV of its
     repeats (a collective's time: its slowest rank's, per repeat); the median over the
-    points against ``SPREAD_LIMIT_CV``, and the worst point."""
+    points against ``SPREAD_LIMIT_CV`` (``OVERSUBSCRIBED_SPREAD_LIMIT_CV`` for a comm probe
+    with more ranks than cores), and the worst point."""
     _, keys, column = SPREAD_OF[part]
+    limit = OVERSUBSCRIBED_SPREAD_LIMIT_CV if oversubscribed else SPREAD_LIMIT_CV
     if part == "comm":
         rows = rows.groupby(keys + ["rep"])[column].max().reset_index()
     cv = rows.groupby(keys)[column].agg(lambda t: float(t.std(ddof=0) / t.mean())
@@ -78,11 +84,11 @@ def spread(rows, part: str) -> dict:
         return {}
     worst = cv.idxmax()
     worst = worst if isinstance(worst, tuple) else (worst,)
-    return {"limit_cv": SPREAD_LIMIT_CV, "median_cv": round(float(cv.median()), 4),
+    return {"limit_cv": limit, "median_cv": round(float(cv.median()), 4),
             "worst_cv": round(float(cv.max()), 4), "points": int(len(cv)),
-            "points_over": int((cv > SPREAD_LIMIT_CV).sum()),
+            "points_over": int((cv > limit).sum()),
             "worst_point": " ".join(f"{k}={v}" for k, v in zip(keys, worst)),
-            "above_limit": bool(cv.median() > SPREAD_LIMIT_CV)}
+            "above_limit": bool(cv.median() > limit)}
 
 
 def spread_warning(what: str, s: dict) -> str:
@@ -97,7 +103,7 @@ def spread_warning(what: str, s: dict) -> str:
 
 def probes_to_repeat(found: list[Check]) -> list[str]:
     """The probes behind failing fits that measuring again could change: a step line whose
-    single steps were steady (spread below ``SPREAD_LIMIT_CV``) but is no line in the batch
+    single steps were steady (spread at most ``STEADY_CV``) but is no line in the batch
     stays below the bar however often it is measured."""
     return sorted({c.probe for c in failing(found) if not c.steady})
 

@@ -460,9 +460,10 @@ def run_id_of(alg: str, p: int, rep: int) -> str:
 
 def point_flags(args, alg: str, p: int, extra: list[str], todo) -> list[str]:
     """real.train's flags of one point beyond its fixed ones: the accuracy curve, the
-    flags after --, and the point's threads."""
+    flags after --, and the point's threads (unless given after --: then those, everywhere)."""
     from .sweep_launch import threads_for
-    threads = threads_for(args, alg, p, todo)
+    given = any(a == "--threads" or a.startswith("--threads=") for a in extra)
+    threads = None if given else threads_for(args, alg, p, todo)
     return accuracy_flags(args, p) + extra + (["--threads", str(threads)] if threads else [])
 
 

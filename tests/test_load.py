@@ -180,3 +180,7 @@ def test_a_sweep_gives_p1_the_threads_of_its_other_points(capsys):
     commands = capsys.readouterr().out.strip().splitlines()
     threads = {cmd.split("--threads ")[1].split()[0] for cmd in commands}
     assert len(commands) == 3 and len(threads) == 1, commands
+    assert sweep.main(["--schemes", "psgd", "--workers", "1-2", "--dataset", "synthetic",
+                       "--train-size", "512", "--dry-run", "--", "--threads", "2"]) == 0
+    for cmd in capsys.readouterr().out.strip().splitlines():       # given after --: those
+        assert cmd.count("--threads") == 1 and "--threads 2" in cmd

@@ -35,6 +35,11 @@ BAR_TEXT = (f"step lines: R² >= {BAR['step_r2_min']} and per-sample cost known 
 # probe's points had a median of 5% (worst 14%), sharing 10-20%, the comm probe 20%
 # (tiny messages up to 200%): a median above a quarter means the machine was not quiet.
 SPREAD_LIMIT_CV = 0.25
+# A step line is "steady" when its single steps vary by at most this much: the per-batch
+# medians (5 or more steps each) are then good to about 1-2%, so a line that misses them by
+# more is not noise but a step that is no line in the batch (ps_cnn's, R² 0.91-0.95 from
+# steps of 3.5-5% spread on the quiet VM), and measuring again cannot change it.
+STEADY_CV = 0.05
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def profile_checks(profile, cores: int) -> list[Check]:
             out.append(Check(f"step {m.model} threads={s.threads}",
                              f"R² {s.r2:.4f}, per-sample {s.step_s_per_sample * 1e3:.4g} ms "
                              f"± {rel:.1%}, spread CV {s.spread_cv:.3f}", ok, "compute",
-                             steady=s.spread_cv <= SPREAD_LIMIT_CV))
+                             steady=s.spread_cv <= STEADY_CV))
     for k, slow in sorted(profile.sharing_slowdown.items()):
         if 1 < k <= cores:
             out.append(Check(f"sharing k={k} on {cores} cores", f"slowdown {slow:.2f}",
