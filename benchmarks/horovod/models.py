@@ -11,7 +11,9 @@ their tensors in gradient-ready order and their FLOPs per layer:
   44,549,160 parameters;
 * ``inception3``: Szegedy et al. 2015 (Inception V3) without the auxiliary
   classifier, convolutions without bias followed by batch norm;
-  23,834,568 parameters.
+  23,834,568 parameters;
+* ``resnet50``: ResNet-50 v1.5, the ``resnet101`` blocks [3, 4, 6, 3] (the
+  DeepLearningExamples checks, ``benchmarks.dle``); 25,557,032 parameters.
 
     python -m calibrate.workload --model benchmarks.horovod.models:vgg16 \\
         --input-shape 3,224,224 --batch-size 2 --out benchmarks/horovod/vgg16-cpu.toml
@@ -175,3 +177,9 @@ def resnet101() -> nn.Module:
 
 def inception3() -> nn.Module:
     return Inception3()
+
+
+def resnet50() -> nn.Module:
+    """ResNet-50 v1.5 (the 3x3 convolution strides, as NVIDIA's DeepLearningExamples train
+    it): bottleneck blocks [3, 4, 6, 3]; 25,557,032 parameters."""
+    return ResNet101(blocks=(3, 4, 6, 3))

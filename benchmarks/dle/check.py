@@ -1,0 +1,184 @@
+"""Predict NVIDIA's DeepLearningExamples ResNet-50 scaling tables and set them against the
+published throughput.
+
+    python -m benchmarks.dle.check --out docs/dle
+
+The tables (``TABLES``): ResNet-50 v1.5 trained on one DGX by the examples' own scripts,
+images per second at 1 to 8 (16 on a DGX-2) GPUs of one server, the batch per GPU fixed:
+
+* PyTorch (``PyTorch/Classification/ConvNets/resnet50v1.5/README.md``, commit
+  291f0d02e815, pytorch-21.03 NGC container): DGX A100 80GB (TF32, mixed precision),
+  DGX-1 16GB and 32GB (FP32, mixed precision); DDP over NCCL, gradients in fp32 (native
+  AMP keeps fp32 master weights), DALI on the CPU for the input (the README recommends
+  ``dali-cpu`` for DGX A100 and DGX-1);
+* MXNet (``MxNet/Classification/RN50v1.5/README.md``, commit 134510b4b7ff, mxnet-20.12
+  NGC container): DGX A100 80GB, DGX-1 16GB, DGX-2; Horovod over NCCL, gradients in fp16
+  with ``--dtype float16``, in fp32 otherwise.
+
+Scaling efficiency = throughput on P GPUs / (P x throughput on one). Every point is
+predicted from public inputs with the mechanisms on, nothing fitted to the published
+efficiency: the tensors of ResNet-50 in gradient-ready order and their FLOPs per layer
+(``benchmarks/dle/resnet50-cpu.toml``, ``python -m calibrate.workload`` on
+``benchmarks.horovod.models:resnet50``), one GPU's published throughput in that
+precision as the step (backward 2/3 of it, split by FLOPs), the server's preset
+(``dgx-a100``, ``dgx1-v100``, ``dgx2``: NCCL's costs from its source, and compute 18.9%
+slower while NCCL runs beside it), DDP's buckets (1 MiB first, 25 MiB after, the last one
+exposed) or Horovod's 5 ms cycles and 64 MiB fusion buffers. The input pipeline's CPU cost
+per image is published nowhere these tables are: it is not applied (the points it would
+move are named in the output).
+
+Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from simulator.contracts.files import atomic_write_text
+from simulator.contracts.profile import load_default
+from simulator.contracts.workload import ModelWorkload, Workload, load_workload
+from simulator.describe import growing
+from simulator.contracts.cluster import load_preset
+from simulator.engine import simulate
+from simulator.engine.machine import machine
+from simulator.model.config import SchemeConfig
+
+HERE = Path(__file__).resolve().parent
+PYTORCH = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md "
+           "(commit 291f0d02e815), 'Training performance results', pytorch-21.03 NGC container")
+MXNET = ("NVIDIA DeepLearningExamples, MxNet/Classification/RN50v1.5/README.md (commit "
+         "134510b4b7ff), 'Training performance results', mxnet-20.12-py3 NGC container")
+
+
+@dataclass(frozen=True)
+class Table:
+    framework: str           # PyTorch (ddp) or MXNet (horovod)
+    system: str
+    preset: str
+    device: str
+    precision: str
+    batch: int               # per GPU
+    throughput: dict         # GPUs -> images per second
+    source: str
+
+
+TABLES = (
+    Table("PyTorch", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "tf32", 256,
+          {1: 938, 8: 7248}, PYTORCH + ", NVIDIA DGX A100 (8x A100 80GB), TF32"),
+    Table("PyTorch", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "amp", 256,
+          {1: 2470, 8: 16621}, PYTORCH + ", NVIDIA DGX A100 (8x A100 80GB), mixed precision"),
+    Table("PyTorch", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 256,
+          {1: 367, 8: 2855}, PYTORCH + ", NVIDIA DGX-1 16GB (8x V100 16GB), FP32"),
+    Table("PyTorch", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "amp", 256,
+          {1: 1200, 8: 8322}, PYTORCH + ", NVIDIA DGX-1 16GB (8x V100 16GB), mixed precision"),
+    Table("PyTorch", "DGX-1 32GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 256,
+          {1: 356, 8: 2766}, PYTORCH + ", NVIDIA DGX-1 32GB (8x V100 32GB), FP32"),
+    Table("PyTorch", "DGX-1 32GB", "dgx1-v100", "Tesla V100 SXM2", "amp", 256,
+          {1: 1156, 8: 8056}, PYTORCH + ", NVIDIA DGX-1 32GB (8x V100 32GB), mixed precision"),
+    Table("MXNet", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "tf32", 256,
+          {1: 1022, 2: 2032, 4: 4035, 8: 8001}, MXNET + ", NVIDIA DGX A100 (8x A100 80GB), TF32, -b 256"),
+    Table("MXNet", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "amp", 256,
+          {1: 2180, 2: 4332, 4: 8587, 8: 16925},
+          MXNET + ", NVIDIA DGX A100 (8x A100 80GB), mixed precision, -b 256"),
+    Table("MXNet", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 96,
+          {1: 384, 2: 763, 4: 1513, 8: 3005}, MXNET + ", NVIDIA DGX-1 (8x V100 16GB), FP32, -b 96"),
+    Table("MXNet", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "amp", 192,
+          {1: 1376, 2: 2768, 4: 5357, 8: 10723},
+          MXNET + ", NVIDIA DGX-1 (8x V100 16GB), mixed precision, -b 192"),
+    Table("MXNet", "DGX-2", "dgx2", "Tesla V100 SXM2", "fp32", 128,
+          {1: 417, 2: 821, 4: 1623, 8: 3223, 16: 6338},
+          MXNET + ", NVIDIA DGX-2 (16x V100 32GB), FP32, -b 128"),
+    Table("MXNet", "DGX-2", "dgx2", "Tesla V100 SXM2", "amp", 256,
+          {1: 1492, 2: 2935, 4: 5726, 8: 11368, 16: 21484},
+          MXNET + ", NVIDIA DGX-2 (16x V100 32GB), mixed precision, -b 256"),
+)
+ITERATIONS = 20
+
+
+def workload(t: Table) -> ModelWorkload:
+    """ResNet-50's tensors and FLOPs per layer at one GPU's published throughput."""
+    cpu = load_workload(HERE / "resnet50-cpu.toml")
+    layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
+    step_s = t.batch / t.throughput[1]
+    return ModelWorkload(
+        name="resnet50", layers=layers, device=t.device, batch_size=t.batch, step_s=step_s,
+        backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
+        input_shape=cpu.input_shape, precision=t.precision,
+        provenance={"source": "numbers", "throughput": f"{t.throughput[1]} images/s on one GPU: "
+                    + t.source, "tensors": "benchmarks/dle/resnet50-cpu.toml"})
+
+
+def scheme(t: Table) -> SchemeConfig:
+    if t.framework == "PyTorch":
+        return SchemeConfig("ddp", backend="nccl", algorithm="auto")
+    return SchemeConfig("horovod", backend="nccl", algorithm="auto",
+                        compression="fp16" if t.precision == "amp" else "none")
+
+
+def predict(t: Table) -> dict[int, tuple[float, float]]:
+    """GPUs -> (predicted efficiency %, predicted seconds per iteration)."""
+    w = workload(t)
+    cluster = growing(load_preset(t.preset))
+    mach = machine(load_default(), "embedded", cluster(1), [(w, "resnet50")])
+    work = Workload(model="resnet50", batch_per_worker=t.batch, iterations=ITERATIONS)
+    times = {p: simulate(scheme(t), p, work, cluster(p), mach.profile).time_s / ITERATIONS
+             for p in t.throughput}
+    return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
+
+
+def rows() -> list[dict]:
+    out = []
+    for t in TABLES:
+        pred = predict(t)
+        for p, ips in t.throughput.items():
+            if p == 1:
+                continue
+            published = 100 * ips / (p * t.throughput[1])
+            iteration = t.batch * p / ips
+            out.append({"framework": t.framework, "system": t.system, "precision": t.precision,
+                        "batch": t.batch, "gpus": p, "published": published,
+                        "predicted": pred[p][0], "iteration_s": iteration,
+                        "predicted_iteration_s": pred[p][1]})
+    return out
+
+
+def markdown(points: list[dict]) -> str:
+    lines = ["| framework | system | precision | batch | GPUs | published | predicted | "
+             "difference (points) | time per iteration published | predicted | error |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in points:
+        err = r["predicted_iteration_s"] / r["iteration_s"] - 1
+        lines.append(f"| {r['framework']} | {r['system']} | {r['precision']} | {r['batch']} | "
+                     f"{r['gpus']} | {r['published']:.1f}% | {r['predicted']:.1f}% | "
+                     f"{r['predicted'] - r['published']:+.1f} | "
+                     f"{r['iteration_s'] * 1e3:.1f} ms | {r['predicted_iteration_s'] * 1e3:.1f} ms "
+                     f"| {err:+.1%} |")
+    within = sum(abs(r["predicted"] - r["published"]) <= 3 for r in points)
+    return (f"{within} of {len(points)} points within 3 points of the published scaling "
+            "efficiency\n\n" + "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.dle.check",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="docs/dle", help="folder for dle.csv and dle.md")
+    args = ap.parse_args(argv)
+    points = rows()
+    csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
+           "published_iteration_s,predicted_iteration_s"]
+    csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"
+            f"{r['published']:.2f},{r['predicted']:.2f},{r['iteration_s']:.5f},"
+            f"{r['predicted_iteration_s']:.5f}" for r in points]
+    out = Path(args.out)
+    atomic_write_text(out / "dle.csv", "\n".join(csv) + "\n")
+    text = markdown(points)
+    atomic_write_text(out / "dle.md", text + "\n")
+    print(text)
+    print(f"\nwrote {out / 'dle.csv'}, {out / 'dle.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
