@@ -15,7 +15,7 @@ import simpy
 from simulator.contracts import closed_forms as cf
 from simulator.contracts.cluster import Link
 from simulator.contracts.profile import Transport
-from simulator.model.comm import MessageComm, gloo, mpich
+from simulator.model.comm import MessageComm, collectives, gloo, mpich
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 from simulator.testing import sends_of, trace
@@ -196,3 +196,57 @@ def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
     assert run_alone(gloo.ring_allreduce, spread, n_bytes, 0.0) == pytest.approx(closed, rel=1e-9)
     with_g = run_alone(gloo.ring_allreduce, spread, n_bytes, 1e-9)
     assert closed < with_g <= cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, 1e-9) * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------ NCCL
+
+def test_nccl_builds_its_trees_over_hosts_with_a_chain_inside_each():
+    """trees.cc ncclGetDtree over the 2 hosts (host 0 the first tree's root, the mirror
+    the second's), connect.cc: a chain 0-1-2-3 and 4-5-6-7; host 1's head hangs under
+    host 0's first rank (child 1 of a balanced tree), and the reverse."""
+    assert cf.double_tree(((0, 1, 2, 3), (4, 5, 6, 7))) == (
+        [-1, 0, 1, 2, 0, 4, 5, 6], [4, 0, 1, 2, -1, 4, 5, 6])
+    # one rank a host: NCCL's own trees; rank 0 is the root with one child
+    assert cf.double_tree(cf.singletons(6)) == ([-1, 2, 4, 2, 0, 4], [1, 5, 3, 1, 3, -1])
+    assert cf.double_tree(cf.singletons(13))[0] == [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8]
+    # 3 hosts of 3: host 1 is host 2's child 0 (under its second rank, 7), host 2 host
+    # 0's child 1 (under rank 0)
+    assert cf.double_tree(((0, 1, 2), (3, 4, 5), (6, 7, 8)))[0] == [-1, 0, 1, 7, 3, 4, 0, 6, 7]
+
+
+def test_nccl_tree_sends_half_the_buffer_in_chunks_along_the_chains():
+    """512 KiB: one 256 KiB chunk a half (NCCL's 256 kB tree chunk). Rank 3 ends both
+    chains: it sends its chunk of each tree up to 2 and nothing down."""
+    n = 2 * 2**18
+    t = trace(collectives.tree_allreduce, tuple(range(8)), n, TWO_HOSTS)
+    assert sends_of(t, 3) == [(2, n / 2)] * 2
+    assert sorted(sends_of(t, 0)) == sorted([(4, n / 2), (1, n / 2), (4, n / 2), (1, n / 2)])
+    assert [crossing_bytes(t, r) for r in range(8)] == [n, 0, 0, 0, n, 0, 0, 0]
+
+
+def test_nccl_rings_run_host_by_host():
+    """connect.cc: a ring goes through every rank of a host before the next host."""
+    from simulator.model.network import nccl_order
+    assert nccl_order((0, 1, 0, 1, 0, 1, 0, 1), tuple(range(8))) == (0, 2, 4, 6, 1, 3, 5, 7)
+    assert nccl_order(TWO_HOSTS, tuple(range(8))) == tuple(range(8))
+
+
+def test_an_nccl_ring_over_round_robin_ranks_is_the_packed_ring():
+    """Ranks dealt round robin over 2 hosts: NCCL still rings host by host, so the run
+    takes what the packed placement takes (a ring in rank order would cross the
+    network at every hop)."""
+    from simulator.contracts.cluster import Cluster, Device, Hardware
+    from simulator.contracts.workload import Workload
+    from simulator.engine import simulate
+    from simulator.model.config import SchemeConfig
+    from simulator.testing import make_profile
+    hw = Hardware(device=Device("gpu", 1e13), intra=Link(50e9, 5e-6))
+    times = []
+    for placement in ("packed", "round_robin"):
+        cluster = Cluster(hosts=2, cores_per_host=4, link=Link(1.25e9, 10e-6),
+                          placement=placement, hardware=hw)
+        for engine in ("des", "fast"):
+            cfg = SchemeConfig("allreduce", backend="nccl", algorithm="ring", engine=engine)
+            times.append(simulate(cfg, 8, Workload("toy", iterations=3), cluster,
+                                  make_profile(cores=4)).time_s)
+    assert times == pytest.approx([times[0]] * 4, rel=1e-9)

@@ -194,10 +194,10 @@ def test_hierarchical_with_a_nic_per_local_rank_is_its_closed_form(hosts, local,
 
 def test_double_binary_trees_are_trees_with_disjoint_inner_ranks():
     for p in range(2, 200):
-        for parents in cf.double_tree(p):
+        for parents in cf.double_tree(cf.singletons(p)):
             assert sum(1 for x in parents if x < 0) == 1
             assert max(sum(1 for x in parents if x == r) for r in range(p)) <= 2
-        first, second = cf.double_tree(p)
+        first, second = cf.double_tree(cf.singletons(p))
         both = {x for x in first if x >= 0} & {x for x in second if x >= 0}
         assert len(both) <= p % 2, (p, both)
 

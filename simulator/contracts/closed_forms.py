@@ -317,37 +317,66 @@ def tree_chunks(n_bytes: float) -> int:
     return max(1, min(TREE_MAX_CHUNKS, math.ceil(n_bytes / 2 / TREE_CHUNK_BYTES)))
 
 
-def _inorder_parents(p: int) -> list[int]:
-    """Parent index of each of p ranks in an in-order binary tree (rank x + 1's height is
-    its number of trailing zero bits; the root is the largest power of two <= p), -1 at
-    the root. Odd ranks (x + 1 even) are its inner nodes, even ranks its leaves."""
-    parents = []
-    for r in range(p):
-        x = r + 1
-        while True:
-            h = (x & -x).bit_length() - 1
-            x = x + (1 << h) if not (x >> (h + 1)) & 1 else x - (1 << h)
-            if x <= p or x > 2 * p:
-                break
-        root = 1 << (p.bit_length() - 1)
-        parents.append(-1 if r + 1 == root else (x - 1 if 0 < x <= p else root - 1))
-    return parents
+def nccl_btree(n: int, r: int) -> tuple[int, int]:
+    """``ncclGetBtree`` (NCCL ``src/graph/trees.cc``): (parent, child type) of ``r`` among
+    ``n``: rank 0 is the root, with one child, the largest power of two below n; the
+    others form an in-order binary tree by their lowest set bit. Child type 0 for the
+    smaller child of the parent, 1 for the larger (-1, 0 at the root)."""
+    bit = 1
+    while bit < n and not bit & r:
+        bit <<= 1
+    if r == 0:
+        return -1, 0
+    up = (r ^ bit) | (bit << 1)
+    if up >= n:
+        up = r ^ bit
+    return up, 0 if r < up else 1
 
 
-def double_tree(p: int) -> tuple[list[int], list[int]]:
-    """Two binary trees over p ranks (parents by index): the second is the first
-    mirrored (p even) or shifted by one rank (p odd), as NCCL builds them, so a rank is
-    inside one tree and a leaf of the other (but for one rank when p is odd), and each
-    link carries about n in each phase (NCCL's double binary tree)."""
-    first = _inorder_parents(p)
-    if p % 2 == 0:
-        move = lambda r: p - 1 - r          # noqa: E731  (an involution)
-        back = move
+def nccl_dtree(n: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``ncclGetDtree`` (``trees.cc``): the btree, and a second one mirrored (n even) or
+    shifted by one (n odd); (parent, child type) of every rank in each."""
+    first = [nccl_btree(n, r) for r in range(n)]
+    if n % 2:
+        move, back = (lambda r: (r + 1) % n), (lambda r: (r - 1) % n)   # noqa: E731
     else:
-        move = lambda r: (r + 1) % p        # noqa: E731
-        back = lambda r: (r - 1) % p        # noqa: E731
-    second = [-1 if first[back(r)] < 0 else move(first[back(r)]) for r in range(p)]
+        move = back = lambda r: n - 1 - r                                  # noqa: E731
+    second = []
+    for r in range(n):
+        up, kind = nccl_btree(n, back(r))
+        second.append((-1 if up < 0 else move(up), kind))
     return first, second
+
+
+def singletons(p: int) -> tuple[tuple[int, ...], ...]:
+    """p ranks, each on a host of its own."""
+    return tuple((r,) for r in range(p))
+
+
+def double_tree(groups) -> tuple[list[int], list[int]]:
+    """NCCL's two trees over the ranks (parents by index) of ``groups``, the ranks of
+    each host in order, hosts in the order of their first rank (``comm->node``). Inside
+    a host the ranks form a chain (``ncclTopoPreset`` in ``src/graph/connect.cc``:
+    ``tree.up = treeIntra[i-1]``); between hosts ``nccl_dtree`` over the hosts, whose
+    head rank (``treeIntra[0]``) attaches to its parent host's ``treeToChild0``
+    (``treeIntra[1]``, NCCL's default ``NCCL_TOPO_PATTERN_BALANCED_TREE``) as child 0 or
+    its ``treeToChild1`` (``treeIntra[0]``) as child 1 (``connectTrees``). With one rank a
+    host these are NCCL's double binary trees: a rank is inside one and a leaf of the
+    other (but for one rank when p is odd), and each link carries about n a phase."""
+    groups = tuple(tuple(g) for g in groups)
+    p = sum(len(g) for g in groups)
+    trees = []
+    for inter in nccl_dtree(len(groups)):
+        parents = [-1] * p
+        for node, g in enumerate(groups):
+            for i in range(1, len(g)):
+                parents[g[i]] = g[i - 1]
+            up, kind = inter[node]
+            if up >= 0:
+                parent = groups[up]
+                parents[g[0]] = parent[min(1, len(parent) - 1)] if kind == 0 else parent[0]
+        trees.append(parents)
+    return trees[0], trees[1]
 
 
 def _heights(parents: list[int]) -> list[int]:
@@ -372,13 +401,17 @@ def _depths(parents: list[int]) -> list[int]:
 
 
 @functools.lru_cache(maxsize=64)
-def tree_rounds(p: int, k: int) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
-    """The double binary tree's schedule: ("up" | "down", (src, dst) index pairs) per
-    round, both trees together, each half of the data in ``k`` chunks. Up: a rank of
-    height h sends chunk j to its parent in round j + h (its children's chunk j came in
-    earlier rounds). Down: a rank at depth d sends chunk j to its children in round
-    j + d. Every message is one chunk of n / (2k) bytes."""
-    trees = double_tree(p)
+def tree_rounds(groups, k: int) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """The double binary tree's schedule over ``groups`` (``double_tree``; an int p:
+    one rank a host): ("up" | "down", (src, dst) index pairs) per round, both trees
+    together, each half of the data in ``k`` chunks. Up: a rank of height h sends chunk
+    j to its parent in round j + h (its children's chunk j came in earlier rounds).
+    Down: a rank at depth d sends chunk j to its children in round j + d. Every message
+    is one chunk of n / (2k) bytes."""
+    if isinstance(groups, int):
+        groups = singletons(groups)
+    trees = double_tree(groups)
+    p = len(trees[0])
     rounds = []
     up = [(_heights(t), t) for t in trees]
     last_up = max(h[r] for h, t in up for r in range(p) if t[r] >= 0) + k - 1
@@ -394,8 +427,9 @@ def tree_rounds(p: int, k: int) -> list[tuple[str, tuple[tuple[int, int], ...]]]
 
 
 def tree_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
-    """Contention free (every rank on its own host, full-duplex NICs): each round takes
-    one latency and the chunks of its busiest NIC direction. NCCL adds up in its copy
+    """Contention free (every rank on its own host, full-duplex NICs: NCCL's trees over
+    hosts, ``double_tree``): each round takes one latency and the chunks of its busiest
+    NIC direction. NCCL adds up in its copy
     kernel, at device memory speed: ``g`` is not charged. Exact for P a power of two;
     otherwise subtrees of different heights let ranks run ahead of a round, and this is
     an upper bound (within 10% in the tests)."""

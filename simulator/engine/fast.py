@@ -34,6 +34,7 @@ from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.fabric import make_routes
+from simulator.model.network import nccl_order
 from simulator.model.schemes.fusion import cycles
 
 
@@ -81,6 +82,8 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
 
     def coll(kind, ranks, n, algorithm="ring"):
         if kind == "allreduce":
+            if transport.backend == "nccl":
+                ranks = nccl_order(placement, ranks)
             algorithm = resolve_algorithm(transport.backend, algorithm, ranks, n, routes)
         t = collective_time_s(kind, ranks, n, routes, g, algorithm)
         if transport.step_extra_s(kind) > 0:

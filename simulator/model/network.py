@@ -100,6 +100,20 @@ class Routes:
         return max(a, self.shm.alpha_s) + wait_s, max(b, self.shm.beta_s_per_byte)
 
 
+def nccl_order(placement, ranks) -> tuple[int, ...]:
+    """``ranks`` in the order NCCL's rings run: host by host, hosts by their first rank
+    (``comm->node``), each host's ranks in order (``ncclTopoPreset`` and
+    ``ncclTopoPostset`` in NCCL's ``src/graph/connect.cc``: a ring's ``ringIntra`` of
+    every node, the last of one node sending to the first of the next)."""
+    return tuple(r for g in host_groups(placement, ranks)[0] for r in g)
+
+
+def host_index_groups(placement, ranks) -> tuple[tuple[int, ...], ...]:
+    """``host_groups`` by index in ``ranks``: each host's indices, hosts by first rank."""
+    where = {r: i for i, r in enumerate(ranks)}
+    return tuple(tuple(where[r] for r in g) for g in host_groups(placement, ranks)[0])
+
+
 def host_groups(placement, ranks) -> tuple[list[list[int]], bool]:
     """Ranks by host, in rank order, and whether every host holds as many."""
     by_host: dict[int, list[int]] = {}

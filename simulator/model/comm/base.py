@@ -33,7 +33,7 @@ import simpy
 from simulator.contracts.closed_forms import collective_s, gloo_ring_segments, steps
 from simulator.contracts.profile import Transport
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
-from simulator.model.network import Routes
+from simulator.model.network import Routes, nccl_order
 from simulator.model.recorder import Recorder
 
 
@@ -78,10 +78,14 @@ class Comm:
         self._chosen: dict[tuple, str] = {}  # (group, bytes, asked) -> the algorithm run
         self._cpu_cache: dict[tuple, float] = {}     # call_cpu_s by call
         self._extra_cache: dict[tuple, float] = {}   # the library's own latency by call
+        self._by_host: dict[int, tuple] = {}  # group id -> its ranks in NCCL's order
+        self._keep: list = []                 # (the groups known by their id)
 
     # ------------------------------------------------------------- the interface
     # (each returns the generator of ``_collective``: one frame less to pass every event)
     def allreduce(self, rank, ranks, n_bytes, algorithm="ring", record=True):
+        if self.transport.backend == "nccl":      # NCCL's rings and trees go host by host
+            ranks = self._by_host.get(id(ranks)) or self._order_by_host(ranks)
         key = (id(ranks), n_bytes, algorithm)
         chosen = self._chosen.get(key)
         if chosen is None:
@@ -100,6 +104,15 @@ class Comm:
 
     def transfer(self, src: int, dst: int, n_bytes: float):
         raise NotImplementedError
+
+    def _order_by_host(self, ranks) -> tuple:
+        """``ranks`` in NCCL's order (``nccl_order``), remembered by the group's id (the
+        group is kept alive with it)."""
+        ordered = nccl_order(self.routes.placement, tuple(ranks))
+        self._by_host[id(ranks)] = ordered
+        self._by_host[id(ordered)] = ordered
+        self._keep.append(ranks)
+        return ordered
 
     def _rendezvous_s(self, dst: int, n_bytes: float) -> float:
         """A point-to-point message above the eager limit is a rendezvous: request to send,

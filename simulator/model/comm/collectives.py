@@ -19,7 +19,7 @@ from __future__ import annotations
 from simulator.contracts.closed_forms import tree_chunks, tree_rounds
 from simulator.model.comm import gloo, mpich
 from simulator.model.comm.mpich import binomial_bcast  # noqa: F401  (the broadcast of Comm.bcast)
-from simulator.model.network import host_groups
+from simulator.model.network import host_groups, host_index_groups
 
 
 def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
@@ -77,15 +77,16 @@ def hierarchical_allreduce(p2p, ranks, i, n_bytes, tag):
 
 
 def tree_allreduce(p2p, ranks, i, n_bytes, tag):
-    """NCCL's double binary tree, each half of the data in pipelined chunks, round by
+    """NCCL's double binary tree (``closed_forms.double_tree``: a chain inside each host,
+    NCCL's two trees between hosts), each half of the data in pipelined chunks, round by
     round as ``closed_forms.tree_rounds`` schedules it: in a round a rank sends its chunks
     and takes the ones sent to it at once. NCCL adds up as it copies (in the copy
     kernel, at device memory speed): no separate reduction is charged."""
-    p = len(ranks)
     k = tree_chunks(n_bytes)
     chunk = n_bytes / 2 / k
     me = ranks[i]
-    for rnd, (kind, pairs) in enumerate(tree_rounds(p, k)):
+    groups = host_index_groups(p2p.routes.placement, ranks)
+    for rnd, (kind, pairs) in enumerate(tree_rounds(groups, k)):
         sends = [p2p.isend(me, ranks[d], chunk, (tag, rnd, m))
                  for m, (s, d) in enumerate(pairs) if s == i]
         recvs = [p2p.recv(me, ranks[s], (tag, rnd, m)) for m, (s, d) in enumerate(pairs) if d == i]

@@ -39,7 +39,7 @@ from simulator.contracts.closed_forms import (
     gloo_ring_segments,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
-from simulator.model.network import Routes, host_groups
+from simulator.model.network import Routes, host_groups, host_index_groups
 
 
 def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
@@ -126,7 +126,7 @@ def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:
     k = tree_chunks(n_bytes)
     chunk = n_bytes / 2 / k
     total = 0.0
-    for _kind, pairs in tree_rounds(len(ranks), k):
+    for _kind, pairs in tree_rounds(host_index_groups(routes.placement, ranks), k):
         total += max(message_times_s(tuple((ranks[a], ranks[b]) for a, b in pairs), chunk,
                                      routes))
     return total
