@@ -161,3 +161,52 @@ def test_built_in_models_are_workloads_like_any_other(tmp_path):
 def test_schema_rejects_newer_versions():
     with pytest.raises(ConfigError, match="newer"):
         workload_from_dict({"schema_version": 99})
+
+
+class Bottleneck(nn.Module):
+    """A residual block as torchvision's ResNet has it: 1x1, 3x3, 1x1 convolutions beside a
+    downsampling branch, both reading the block's input."""
+
+    def __init__(self, cin: int, width: int, cout: int):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = self.conv3(torch.relu(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+        return torch.relu(out + self.down(x))
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.blocks = nn.Sequential(Bottleneck(8, 4, 16), Bottleneck(16, 8, 32))
+        self.fc = nn.Linear(32 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(self.blocks(self.stem(x)).flatten(1))
+
+
+def test_flops_are_counted_once_in_a_branchy_model():
+    """Each layer's FLOPs are its own operations' (forward, and backward to its weights and
+    input), each counted once: the layers sum to torch's total, which FlopCounterMode's
+    per-module counts exceed on residual blocks (both branches active in backward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    batch = 4
+    bench = cw.Bench(Residual(), "residual", (3, 8, 8), batch, "cpu", 0)
+    total, per_layer = cw.flop_counts(bench)
+    x, y = bench.data(batch)
+    with FlopCounterMode(display=False) as torch_count:
+        cw.loss_of(bench.model(x), y).backward()
+    assert total == sum(per_layer.values()) == torch_count.get_total_flops()
+    forward = 2 * batch * 8 * 8                # multiply-adds of a convolution per pixel: 2
+    assert per_layer["blocks.0.conv1"] == 3 * forward * 8 * 4           # forward, dW, dX
+    assert per_layer["blocks.0.down.0"] == 3 * forward * 8 * 16
+    assert per_layer["stem"] == 2 * forward * 3 * 8 * 9                 # no dX: the data
+    assert set(per_layer) == {n for n, m in bench.model.named_modules()
+                              if isinstance(m, (nn.Conv2d, nn.Linear))}
+    modules = {k: sum(v.values()) for k, v in torch_count.get_flop_counts().items()}
+    assert sum(modules[f"Residual.{n}"] for n in per_layer) > total  # torch's own: twice some
