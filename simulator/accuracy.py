@@ -38,12 +38,14 @@ from simulator.contracts.checks import ConfigError
 from simulator.contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.model.config import Heterogeneity, SchemeConfig
-from simulator.model.schemes import SCHEMES
 
 # Every worker takes its slice of the same global batch and one averaged step follows
 # (real.schemes.GLOBAL_BATCH): identical training, different times.
 SAME_TRAINING = ("serial", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
 REPLAY_TIMEOUT_S = 6 * 3600
+# What one replay costs beyond its training: python -m real.replay's start (torch, the data),
+# about 6 s a replay on the 2-core VM (2026-11-27, three replays of 1,024 samples in 21 s)
+REPLAY_START_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -212,32 +214,71 @@ def format_table(summary: list[dict], target: float | None, epochs: float, title
 # --- simulator.predict --target-accuracy ----------------------------------------------
 
 def add_target_arguments(parser) -> None:
-    """``--target-accuracy`` and the replay's evaluation interval, for ``simulator.predict``."""
-    g = parser.add_argument_group("time to accuracy (replays every point on the real model "
-                                  "and data: needs torch and the dataset, and takes about one "
-                                  "serial training run per point)")
+    """``--target-accuracy``, the replay's evaluation interval and ``--dry-run``, for
+    ``simulator.predict``."""
+    g = parser.add_argument_group("time to accuracy (trains the real model along each "
+                                  "predicted schedule: needs torch and the dataset, and takes "
+                                  "about one serial training run per replay; said up front)")
     g.add_argument("--target-accuracy", type=cli.accuracy, default=None, metavar="A",
                    help="also predict the training time to test accuracy A within --epochs "
                         "(python -m simulator.replay has more options)")
     g.add_argument("--eval-every", type=cli.nonnegative_int, default=0, metavar="N",
                    help="with --target-accuracy: evaluation points every N iterations at P = 1 "
                         "(N/P at P), besides every epoch end")
+    g.add_argument("--dry-run", action="store_true",
+                   help="with --target-accuracy: list the training runs it would make and "
+                        "about how long they take, and train none")
 
 
-def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het) -> None:
-    """Replay every scheme and P of a prediction; print time per epoch and time to target."""
+def replay_plan(cfgs, workers: list[int], cluster, baseline: int = 1) -> list[tuple]:
+    """(scheme config, P, the cluster at P, whether it trains) of every point of a prediction
+    that time to accuracy replays: a point trains the real model unless an earlier one of
+    the same training (``SAME_TRAINING``: the same updates, other times) serves it."""
+    from simulator.engine.sweep import points_of
+    plan, keys = [], set()
+    for cfg in cfgs:
+        for p, on in points_of(cfg, workers, cluster, baseline):
+            key = _training_key(cfg.name, p, 1, 0)
+            plan.append((cfg, p, on, key is None or key not in keys))
+            keys.add(key)
+    return plan
+
+
+def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het,
+                           single_run_s: float) -> None:
+    """Replay every scheme and P of a prediction; print time per epoch and time to target.
+    Says first how many training runs it makes and about how long they take (each about
+    ``single_run_s``, a single worker's predicted run), then each as it starts; with
+    ``args.dry_run`` lists them and trains none."""
+    from simulator.contracts.units import format_duration
     target = args.target_accuracy
     out = Path(args.out) / "accuracy"
-    done, rows = {}, []
-    for cfg in cfgs:
-        for p in sorted(set(args.workers) | {1}) if cfg.name != "serial" else [1]:
-            extra = 1 if SCHEMES[cfg.name].extra_rank else 0
-            one = cluster(p + extra) if callable(cluster) else cluster
-            row = replay_point(cfg, p, workload, args.dataset, args.dataset_size, one, prof,
-                               args.seed, eval_every_at(args.eval_every, p),
-                               ReplaySettings(seed=1), out, done, het)
-            rows.append(with_target(row, target))
+    plan = replay_plan(cfgs, args.workers, cluster, getattr(args, "baseline", 1))
+    runs = [(cfg.name, p) for cfg, p, _on, trains in plan if trains]
+    each_s = single_run_s + REPLAY_START_S
+    print(f"predict: time to {target:g}: {len(runs)} training runs of the real model "
+          f"({len(plan) - len(runs)} more points retime one of them), each about a single "
+          f"worker's run and the start of torch ({format_duration(each_s)}): about "
+          f"{format_duration(len(runs) * each_s)} on the profile's machine "
+          f"(replays already in {out} are reused)", file=sys.stderr)
+    if args.dry_run:
+        print(f"\ntraining runs for time to {target:g} (--dry-run: none made):")
+        for i, (name, p) in enumerate(runs, 1):
+            print(f"  {i:3d}. {name} at P = {p}: about {format_duration(each_s)}")
+        return
+    done, rows, made = {}, [], 0
+    for cfg, p, one, trains in plan:
+        if trains:
+            made += 1
+            print(f"predict: training run {made} of {len(runs)}: {cfg.name} at P = {p} (about "
+                  f"{format_duration((len(runs) - made + 1) * each_s)} left)",
+                  file=sys.stderr, flush=True)
+        row = replay_point(cfg, p, workload, args.dataset, args.dataset_size, one, prof,
+                           args.seed, eval_every_at(args.eval_every, p),
+                           ReplaySettings(seed=1), out, done, het)
+        rows.append(with_target(row, target))
     print()
     print(format_table(summarize(rows, workload.epochs), target, workload.epochs,
                        f"time to {target:g} test accuracy (simulator + replay of the real model, "
                        f"training seed 1; schedules and replays in {out})"))
+

@@ -218,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args) -> int:
+    if args.dry_run and args.target_accuracy is None:
+        raise ConfigError("--dry-run lists the training runs of --target-accuracy: give it too "
+                          "(a prediction alone trains nothing)")
     measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
     origin = args.profile or "embedded"
     setting = describe.resolve_cluster(args, measured, origin)
@@ -262,7 +265,10 @@ def run(args) -> int:
             "profile_quality": quality.warning(measured, workload.model)}
     write_outputs(args, rows, meta)
     if args.target_accuracy is not None:
-        accuracy.print_time_to_accuracy(args, cfgs, workload, cluster, prof, het)
+        singles = [r["time_s"] for r in rows if r["workers"] == 1]
+        accuracy.print_time_to_accuracy(
+            args, cfgs, workload, cluster, prof, het,
+            min(singles) if singles else meta["baseline"]["time_s"] * args.baseline)
     if args.trace:
         write_trace(args, cfgs[0], workload, cluster, prof, het)
     return 0

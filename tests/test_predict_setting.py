@@ -175,3 +175,19 @@ def test_a_cluster_file_without_hosts_grows_with_p(files, capsys):
     out, doc = predicted(files, capsys, "--cluster", str(files / "n.toml"), "--hosts", "1",
                          "--workers", "4", "--schemes", "psgd")
     assert doc["meta"]["cluster"]["hosts"] == 1
+
+
+def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tmp_path, capsys):
+    code = predict.main(["--workers", "2", "--schemes", "serial,psgd,allreduce", "--epochs",
+                         "3", "--target-accuracy", "0.8", "--dry-run", "--no-plot", "--jobs",
+                         "1", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    # serial's training serves allreduce at P = 1 (the same updates); psgd trains its own
+    assert re.search(r"time to 0.8: 4 training runs of the real model \(1 more points retime "
+                     r"one of them\), each about a single worker's run and the start of torch \([0-9.]+ s\): "
+                     r"about ", err)
+    listed = re.findall(r"^\s+\d+\. (\w+) at P = (\d)", out, re.M)
+    assert listed == [("serial", "1"), ("psgd", "1"), ("psgd", "2"), ("allreduce", "2")]
+    assert not (tmp_path / "accuracy").exists()                  # nothing trained
+    refused(predict.main, ["--dry-run", *FAST, "--out", tmp_path], "--dry-run", capsys)
