@@ -98,7 +98,9 @@ def build_parser() -> cli.Parser:
                    help="async_avg alone: exchange every K steps (default: --average-every)")
     s.add_argument("--allreduce-algorithm", choices=ALGORITHMS, default="auto",
                    help="the allreduce algorithm of mpi_allreduce (real.train's --mpi-allreduce) "
-                        "and of the NCCL collectives (auto: as the library picks)")
+                        "and of the NCCL collectives (auto: as the library picks; "
+                        "hierarchical: Horovod 0.15+'s HOROVOD_HIERARCHICAL_ALLREDUCE, "
+                        "reduce_broadcast: Horovod 0.13.6-0.14's, or Caffe2's with gloo)")
     s.add_argument("--bucket-mb", type=cli.float_in(1e-6, 2**20), default=25.0, help="ddp bucket size (MiB)")
     s.add_argument("--fidelity", choices=FIDELITIES, default="auto",
                    help="communication: analytic (each collective's closed form on the "

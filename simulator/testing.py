@@ -63,6 +63,7 @@ class Tracer:
         self.env = simpy.Environment()
         self.routes = types.SimpleNamespace(placement=tuple(placement))
         self.sends: list[tuple[float, int, int, float]] = []
+        self.stages: list[tuple[float, float]] = []
         self._arrived: dict = {}
 
     def _event(self, key):
@@ -82,6 +83,14 @@ class Tracer:
 
     def reduce(self, n_bytes):
         return self.env.timeout(0)
+
+    def stage(self, n_bytes):
+        """A device's copy to or from host memory: recorded in ``stages``, no time."""
+        self.stages.append((self.env.now, n_bytes))
+        return self.env.timeout(0)
+
+    def on_host(self):
+        return self
 
 
 def trace(collective, ranks: tuple[int, ...], n_bytes: float,

@@ -15,7 +15,7 @@ import simpy
 from simulator.contracts import closed_forms as cf
 from simulator.contracts.cluster import Link
 from simulator.contracts.profile import Transport
-from simulator.model.comm import MessageComm, collectives, gloo, mpich
+from simulator.model.comm import MessageComm, collectives, gloo, mpich, nccl
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
 from simulator.testing import sends_of, trace
@@ -250,3 +250,132 @@ def test_an_nccl_ring_over_round_robin_ranks_is_the_packed_ring():
             times.append(simulate(cfg, 8, Workload("toy", iterations=3), cluster,
                                   make_profile(cores=4)).time_s)
     assert times == pytest.approx([times[0]] * 4, rel=1e-9)
+
+
+# ------------------------------------------------------------------ gloo on accelerator hosts
+
+def gpu_hosts(hosts, local, host_link=Link(10e9, 0.0), intra=Link(100e9, 1e-6)):
+    from simulator.contracts.cluster import Cluster, Device, Hardware
+    return Cluster(hosts=hosts, cores_per_host=local, placement="packed",
+                   link=Link(1.25e9, 10e-6) if hosts > 1 else None,
+                   hardware=Hardware(device=Device("gpu", 1e13), intra=intra,
+                                     host_link=host_link))
+
+
+def test_gloo_on_a_cuda_tensor_copies_it_out_rings_on_the_host_and_copies_it_back():
+    """ProcessGroupGlooCuda.cpp, AsyncAllreduceCUDAHostWork: a copy to pinned memory, gloo's
+    ring on the host (as on CPU tensors), a copy back."""
+    t = trace(gloo.host_ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
+    assert sends_of(t, 0) == [(7, N / 16)] * 28
+    assert [n for _, n in t.stages] == [N] * 16           # each of 8 ranks: out, back
+
+
+def test_gloo_on_gpus_pays_two_copies_and_talks_tcp_inside_a_host():
+    """Two hosts of 4 GPUs: the same-host hops of gloo's ring cross the host's TCP loopback
+    (the profile's gloo transport), not the GPUs' link; each call adds two copies."""
+    from simulator.model.comm.choice import resolve_algorithm
+    from simulator.model.comm.costs import collective_time_s
+    from simulator.model.fabric import FabricRoutes
+    cluster = gpu_hosts(2, 4)
+    loopback = Transport("gloo", 30e-6, 1 / 2e9, 0.0)
+    routes = FabricRoutes(cluster.placement_of(8), cluster, loopback)
+    ranks, n = tuple(range(8)), 4e6
+    assert resolve_algorithm("gloo", "auto", ranks, n, routes) == "gloo_ring_host"
+    got = collective_time_s("allreduce", ranks, n, routes, 0.0, "gloo_ring_host")
+    ring = run_on(routes.host_routes, loopback, ranks, n)
+    assert got == pytest.approx(2 * n / 10e9 + ring, rel=1e-9)
+    per_rank, seg = cf.gloo_ring_segments(8, n)
+    hop = max(30e-6 + 2 * seg / 2e9, 10e-6 + 2 * seg / 1.25e9)   # a pair of segments
+    assert ring == pytest.approx(2 * (7 * per_rank // 2) * hop, rel=1e-9)
+
+
+def run_on(routes, transport, ranks, n_bytes) -> float:
+    env = simpy.Environment()
+    comm = MessageComm(env, routes, transport, Recorder(routes.placement))
+    for i in range(len(ranks)):
+        env.process(gloo.ring_allreduce(comm, ranks, i, n_bytes, "t"))
+    env.run()
+    return env.now
+
+
+def test_gloo_on_gpus_is_refused_without_the_copy_rate_or_for_horovod():
+    from simulator.contracts.checks import ConfigError
+    from simulator.contracts.workload import Workload
+    from simulator.engine import simulate
+    from simulator.model.config import SchemeConfig
+    from simulator.testing import make_profile
+    work, prof = Workload("toy", iterations=2), make_profile(cores=4)
+    with pytest.raises(ConfigError, match=r"\[host_link\] bandwidth"):
+        simulate(SchemeConfig("ddp", backend="gloo"), 8, work, gpu_hosts(2, 4, None), prof)
+    with pytest.raises(ConfigError, match="not modelled"):
+        simulate(SchemeConfig("horovod", backend="gloo"), 8, work, gpu_hosts(2, 4), prof)
+    for engine in ("des", "fast"):
+        cfg = SchemeConfig("ddp", backend="gloo", engine=engine)
+        assert simulate(cfg, 8, work, gpu_hosts(2, 4), prof).comm_s > 0
+
+
+# ------------------------------------------------------------------ hierarchical allreduces
+
+def test_horovods_hierarchy_reduces_along_a_chain_copies_and_broadcasts():
+    """Horovod 0.13.6 operations.cc with HOROVOD_HIERARCHICAL_ALLREDUCE=1: ncclReduce to
+    local rank 0 (reduce.h: 1 -> 2 -> 3 -> 0, 512 KiB chunks), a copy to the host, MPI's
+    allreduce between ranks 0 and 4 (Rabenseifner: n/2 each way twice), a copy back,
+    ncclBcast (0 -> 1 -> 2 -> 3)."""
+    n = 2 * 2**19
+    t = trace(nccl.reduce_broadcast_mpi, tuple(range(8)), n, TWO_HOSTS)
+    assert sends_of(t, 1) == [(2, n / 2)] * 4                  # reduce, then broadcast
+    assert sends_of(t, 3) == [(0, n / 2)] * 2
+    assert sends_of(t, 0) == [(4, n / 2)] * 2 + [(1, n / 2)] * 2
+    assert [crossing_bytes(t, r) for r in range(8)] == [n, 0, 0, 0, n, 0, 0, 0]
+    assert [size for _, size in t.stages] == [n] * 4          # the two roots: out and back
+
+
+def test_caffe2_gloo_reduces_a_hosts_gpus_in_host_memory():
+    """gloo's CudaAllreduceRing with a host workspace: every GPU copies out, the host adds,
+    gloo's ring between the hosts (4 segments of n/4 each way at P = 2), every GPU
+    copies the sum back."""
+    n = 2 * 2**19
+    t = trace(nccl.reduce_broadcast_gloo, tuple(range(8)), n, TWO_HOSTS)
+    assert [dst for dst, size in sends_of(t, 0) if size] == [4] * 4
+    assert all(not sends_of(t, r) for r in (1, 2, 3, 5, 6, 7))
+    assert len(t.stages) == 16
+
+
+@pytest.mark.parametrize("hosts,local", [(2, 4), (3, 2), (4, 1), (1, 4)])
+@pytest.mark.parametrize("n_bytes", [1e5, 8e6])
+def test_horovods_hierarchy_is_its_closed_form_without_contention(hosts, local, n_bytes):
+    from simulator.model.fabric import FabricRoutes
+    cluster = gpu_hosts(hosts, local, host_link=Link(10e9, 3e-6), intra=Link(40e9, 5e-6))
+    shm = Transport("nccl", 5e-6, 1 / 40e9, 0.0)
+    routes = FabricRoutes(cluster.placement_of(hosts * local), cluster, shm)
+    env = simpy.Environment()
+    comm = MessageComm(env, routes, shm, Recorder(routes.placement))
+    ranks = tuple(range(hosts * local))
+    for i in range(len(ranks)):
+        env.process(nccl.reduce_broadcast_mpi(comm, ranks, i, n_bytes, "t"))
+    env.run()
+    closed = cf.reduce_broadcast_s(len(ranks), n_bytes, local, 5e-6, 1 / 40e9, 10e-6,
+                                   1 / 1.25e9, 3e-6 + n_bytes / 10e9)
+    assert env.now == pytest.approx(closed, rel=1e-9)
+
+
+def test_the_hierarchies_are_selected_as_their_users_selected_them():
+    """--allreduce-algorithm reduce_broadcast: Horovod's with nccl, Caffe2's with gloo;
+    refused without accelerator hosts or the copy's rate."""
+    from simulator.contracts.checks import ConfigError
+    from simulator.contracts.workload import Workload
+    from simulator.engine import simulate
+    from simulator.model.config import SchemeConfig
+    from simulator.testing import make_profile
+    work, prof = Workload("toy", iterations=2), make_profile(cores=4)
+    for backend in ("nccl", "gloo"):
+        for scheme in ("horovod", "ddp") if backend == "nccl" else ("ddp",):
+            runs = [simulate(SchemeConfig(scheme, backend=backend, algorithm="reduce_broadcast",
+                                          engine=e), 8, work, gpu_hosts(2, 4), prof)
+                    for e in ("des", "fast")]
+            assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-6)
+    with pytest.raises(ConfigError, match="accelerator hosts"):
+        simulate(SchemeConfig("ddp", algorithm="reduce_broadcast"), 4, work, None, prof)
+    with pytest.raises(ConfigError, match="host_link"):
+        simulate(SchemeConfig("ddp", backend="nccl", algorithm="reduce_broadcast"), 8, work,
+                 gpu_hosts(2, 4, None), prof)

@@ -219,6 +219,39 @@ def gloo_ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) 
     return 2 * (math.ceil(m / 2) * a + m * seg * b) + m * seg * g
 
 
+NCCL_CHAIN_CHUNK_BYTES = 512 * 1024   # NCCL 2.4: buffSize 4 MiB / NCCL_STEPS 8, 1 step a chunk
+CHAIN_MAX_CHUNKS = 64                  # pipeline depth cap (keeps the schedule small)
+
+
+def chain_chunks(n_bytes: float) -> int:
+    """Chunks NCCL's reduce or broadcast moves a buffer in (``comm.nccl``)."""
+    return max(1, min(CHAIN_MAX_CHUNKS, math.ceil(n_bytes / NCCL_CHAIN_CHUNK_BYTES)))
+
+
+def chain_s(p: int, n: float, a: float, b: float) -> float:
+    """NCCL's reduce or broadcast along a chain of p ranks, k chunks pipelined, a rank
+    passing a chunk on once its previous one is through: ``(k + p - 2)(a + n/k b)``."""
+    if p <= 1:
+        return 0.0
+    k = chain_chunks(n)
+    return (k + p - 2) * (a + n / k * b)
+
+
+def reduce_broadcast_s(p: int, n: float, local: int, a_intra: float, b_intra: float,
+                       a_inter: float, b_inter: float, stage_s: float) -> float:
+    """Horovod's hierarchical allreduce of 0.13.6-0.14 (``comm.nccl``): a chain reduce
+    inside each host of ``local`` ranks, a copy to the host, MPICH's allreduce among
+    the hosts' first ranks, a copy back, a chain broadcast (contention free)."""
+    if p <= 1:
+        return 0.0
+    hosts = -(-p // max(1, local))
+    across = 0.0
+    if hosts > 1:
+        across = 2 * stage_s + ALLREDUCE[mpir_allreduce_choice(n, hosts)](hosts, n, a_inter,
+                                                                          b_inter)
+    return 2 * chain_s(local, n, a_intra, b_intra) + across
+
+
 def kary_depth(p: int, k: int) -> int:
     """Levels below the root of a k-ary tree of p ranks (rank i's parent is (i-1)//k)."""
     depth, last = 0, 0                  # ``last``: the highest rank within ``depth`` levels
@@ -253,6 +286,7 @@ ALLREDUCE = {
     "reduce_scatter_allgather": rabenseifner_allreduce_s,
     "release_gather": release_gather_allreduce_s,
     "gloo_ring": gloo_ring_allreduce_s,
+    "gloo_ring_host": gloo_ring_allreduce_s,     # (its copies to and from the host apart)
     "tree": lambda p, n, a, b, g=0.0: tree_allreduce_s(p, n, a, b, g),
 }
 
@@ -262,6 +296,11 @@ def steps(kind: str, p: int, n: float, algorithm: str = "ring", local: int = 1) 
     with ``local`` ranks on a host)."""
     if kind == "allreduce" and algorithm == "smp":
         return smp_allreduce_s(p, n, local, 1.0, 0.0, 1.0, 0.0)
+    if kind == "allreduce" and algorithm in ("reduce_broadcast_mpi", "reduce_broadcast_gloo"):
+        hosts = -(-p // max(1, local))       # the library's steps: its allreduce among hosts
+        across = (gloo_ring_allreduce_s if algorithm.endswith("gloo")
+                  else ALLREDUCE[mpir_allreduce_choice(n, hosts)])
+        return across(hosts, n, 1.0, 0.0)
     return collective_s(kind, p, n, 1.0, 0.0, 0.0, algorithm)
 
 

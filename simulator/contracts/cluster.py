@@ -36,6 +36,9 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [intra]                     # between two devices of one host (NVLink, PCIe)
     bandwidth = "10GB/s"
     latency = "5.7us"
+    [host_link]                 # optional: a device's copies to or from pinned host memory
+    bandwidth = "11.7GB/s"      # (gloo on accelerator hosts, hierarchical allreduces)
+    latency = "0us"             # optional: each copy's fixed cost (default 0)
     [link]                      # each NIC into the network
     bandwidth = "25gbit"        # line rate
     payload_efficiency = 0.93   # share of it that carries data (headers)
@@ -92,6 +95,7 @@ SECTION_KEYS = {
     "link": ("bandwidth", "latency", "payload_efficiency", "socket_buffer", "ack_share", "nics",
              "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
+    "host_link": ("bandwidth", "latency"),
     "device": ("name", "flops"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
@@ -212,7 +216,10 @@ class Hardware:
       and ``protocol``: which one a ring allreduce runs (``auto``: the fastest, as
       NCCL 2.5 and later's tuner picks; ``nccl-2.2`` and ``nccl-2.3``: the size rules
       of those releases, ``ll_by_size``); ``release``: the NCCL release the costs are
-      read from (said in the provenance).
+      read from (said in the provenance);
+    * ``host_link``: a device's copy to or from pinned host memory (PCIe), which a
+      collective staged through the host pays each way (gloo on accelerator hosts,
+      Horovod's hierarchical allreduce); None: not described.
     """
     device: Device | None = None
     intra: Link | None = None
@@ -232,6 +239,7 @@ class Hardware:
     compute_slowdown: float = 0.0     # compute runs 1 + this slower while a collective is
                                       # in flight on its device (NCCL's kernels take SMs
                                       # and memory bandwidth); 0: not modelled
+    host_link: Link | None = None     # a device's copies to and from pinned host memory
 
     def __post_init__(self):
         positive("nics", self.nics)
@@ -522,7 +530,7 @@ def cluster_from_dict(raw: dict, origin: str = "user") -> Cluster:
 
 def _hardware(r: _Reader, devices: bool) -> Hardware | None:
     """The accelerator, intra-host, NIC, topology and NCCL parts, where the file has any."""
-    parts = ("device", "intra", "topology", "nccl")
+    parts = ("device", "intra", "topology", "nccl", "host_link")
     nics = (r.section("link") or {}).get("nics")
     if not devices and nics is None and all(r.section(s) is None for s in parts):
         return None
@@ -553,7 +561,10 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
                           if "compute_slowdown" in (r.section("nccl") or {}) else 0.0),
         protocol=str(r.get("nccl", "protocol", "auto")),
         ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, f"{LL_THRESHOLD_BYTES}B"),
-        ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"))
+        ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"),
+        host_link=(Link(r.parsed("host_link", "bandwidth", parse_bandwidth),
+                        r.parsed("host_link", "latency", parse_duration, "0us"))
+                   if r.section("host_link") is not None else None))
 
 
 def _low_latency(r: _Reader, name: str) -> LowLatency | None:

@@ -91,7 +91,7 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
                                                            ranks_per_host(routes, ranks))
         if len(ranks) > 1:
             t += call_latency_s(transport, routes, algorithm)
-        if spec.polls:
+        if spec.polls or cluster.device is not None:   # (devices: no CPU of calls, as des)
             return t
         spans = len({placement[r] for r in ranks}) > 1
         return max(t, _cpu_s(transport, kind, ranks, n, algorithm, host_of, cluster,

@@ -11,7 +11,9 @@ those that the hardware decides:
 * messages inside a host cross the cluster's intra-host link, between hosts
   its NICs (``model.fabric``); the ``nccl`` and ``mpi`` transports are built
   from those links, with NCCL's call latency; the reduction is the device's
-  (not modelled: ``gamma = 0``);
+  (not modelled: ``gamma = 0``); ``gloo`` keeps the profile's measured costs: torch
+  runs it on the host's CPU over TCP, each tensor copied from the device and back
+  over the cluster's ``host_link`` (``GLOO_ON_DEVICES``: allreduce and ddp);
 * a workload measured on another device is scaled to this one by the ratio
   of their sustained compute rates (``scaled_cost``).
 
@@ -36,6 +38,8 @@ from simulator.model.config import BACKEND_ALGORITHMS, SchemeConfig
 
 GRADIENT_SCHEMES = ("allreduce", "ddp", "horovod")       # backend chosen by the user
 NOT_ON_DEVICES = ("hogwild",)                            # shared memory of CPU processes
+# torch's ProcessGroupGloo stages CUDA tensors through host memory (AsyncAllreduceCUDAHostWork)
+GLOO_ON_DEVICES = ("allreduce", "ddp")
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,22 @@ def resolve_backend(spec, cfg: SchemeConfig, cluster: Cluster | None):
     if backend == "nccl" and not on_devices:
         raise ConfigError(f"{spec.name} with nccl needs accelerator hosts: describe them "
                           "(devices_per_host and [device] in a cluster file, or a --preset)")
-    if on_devices and backend == "gloo":
+    if on_devices and backend == "gloo" and spec.name not in GLOO_ON_DEVICES:
         raise ConfigError(f"{spec.name} with gloo on accelerator hosts is not modelled: "
                           "use --backend nccl")
+    if on_devices and backend == "gloo" and cluster.hardware.host_link is None:
+        raise ConfigError(f"{spec.name} with gloo on accelerator hosts copies every gradient "
+                          "to host memory and back: give the copy's rate ([host_link] "
+                          "bandwidth in the cluster file, e.g. CUDA's bandwidthTest pinned)")
     if on_devices and spec.name in NOT_ON_DEVICES:
         raise ConfigError(f"scheme {spec.name!r} shares CPU memory and does not run on "
                           "accelerator hosts")
+    if cfg.algorithm == "reduce_broadcast" and not on_devices:
+        raise ConfigError("reduce_broadcast reduces a host's accelerators (Horovod's and "
+                          "Caffe2's hierarchical allreduce): describe accelerator hosts")
+    if cfg.algorithm == "reduce_broadcast" and cluster.hardware.host_link is None:
+        raise ConfigError("reduce_broadcast copies the sum to host memory and back: give "
+                          "the copy's rate ([host_link] bandwidth in the cluster file)")
     valid = BACKEND_ALGORITHMS[backend]
     if cfg.algorithm not in valid:
         raise ConfigError(f"{backend} has no allreduce algorithm {cfg.algorithm!r} "
@@ -80,6 +94,8 @@ def on_hardware(profile: Profile, cluster: Cluster) -> Profile:
     alpha, beta = hw.intra.latency_s, 1.0 / hw.intra.bandwidth_bytes_per_s
     transports = (Transport("nccl", alpha, beta, 0.0, call_latency_s=hw.call_latency_s),
                   Transport("mpi", alpha, beta, 0.0))
+    # gloo runs on the host's CPU over TCP: its costs on the profile's host stay
+    transports += tuple(t for t in profile.transports if t.backend == "gloo")
     return replace(profile, cores=cluster.cores_per_host, transports=transports,
                    sharing_slowdown={}, scheduler_quantum_s=0.0, balance_delay_s=0.0,
                    wake_wait_s=0.0, balance_delays_s=())
@@ -243,6 +259,9 @@ def _value(cluster: Cluster, field: str) -> str:
         if hw.intra:
             values["intra.bandwidth"] = format_rate(hw.intra.bandwidth_bytes_per_s)
             values["intra.latency"] = f"{hw.intra.latency_s * 1e6:g} us"
+        if hw.host_link:
+            values["host_link.bandwidth"] = format_rate(hw.host_link.bandwidth_bytes_per_s)
+            values["host_link.latency"] = f"{hw.host_link.latency_s * 1e6:g} us"
     return str(values.get(field, "see the file"))
 
 
@@ -255,7 +274,8 @@ def _profile_rows(profile: Profile, origin: str, cluster: Cluster | None,
         rows.append({"quantity": "core sharing, scheduler delays, shared-memory transports "
                      "(gloo, mpi), server update", "value": "as measured", "origin": where})
     else:
-        rows.append({"quantity": "parameter-server update (ps_* schemes only)",
+        rows.append({"quantity": "parameter-server update (ps_* schemes only), gloo's TCP "
+                     "and reduction on the host (--backend gloo only)",
                      "value": "as measured on the profile's cores", "origin": where})
     built_in = [m.model for m in profile.models if m.model not in from_files]
     if built_in and (cluster is None or cluster.device is None):

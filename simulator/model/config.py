@@ -21,8 +21,8 @@ ENGINES = ("auto", "des", "fast")
 BACKENDS = ("gloo", "mpi", "nccl")
 # the allreduce algorithms each library runs (``auto``: as the library picks)
 BACKEND_ALGORITHMS = {"mpi": ("auto", "ring", "recursive_doubling", "reduce_scatter_allgather"),
-                      "gloo": ("auto", "ring"),
-                      "nccl": ("auto", "ring", "tree", "hierarchical")}
+                      "gloo": ("auto", "ring", "reduce_broadcast"),
+                      "nccl": ("auto", "ring", "tree", "hierarchical", "reduce_broadcast")}
 ALGORITHMS = tuple(dict.fromkeys(a for algs in BACKEND_ALGORITHMS.values() for a in algs))
 COMPRESSIONS = ("none", "fp16")
 HOROVOD_FUSION_BYTES = 64 * 2**20      # HOROVOD_FUSION_THRESHOLD default (operations.cc)

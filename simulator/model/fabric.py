@@ -17,7 +17,9 @@ memory inside a host. A cluster with ``Hardware`` adds:
   channel_bytes_per_s`` (``flow_cap``; 0 = no cap);
 * NCCL's LL and LL128 protocols (``ll_routes``, ``ll128_routes``): the same
   resources, each protocol's own latency per ring step inside a host and between
-  hosts.
+  hosts;
+* gloo on the hosts' CPUs (``host_routes``): TCP between two ranks of a host, the
+  devices' copies to and from host memory over ``host_link`` (``stage_s``).
 
 The resources are the same kind ``network.Network`` shares max-min fairly and
 ``comm.costs`` counts per step, so both fidelities see them.
@@ -65,6 +67,26 @@ class FabricRoutes(Routes):
     def ll128_routes(self) -> FabricRoutes | None:
         """As ``ll_routes``, for NCCL's LL128 protocol."""
         return self._protocol_routes(self.hardware.ll128)
+
+    @functools.cached_property
+    def host_routes(self) -> FabricRoutes:
+        """These routes as gloo sends on accelerator hosts: on the host's CPU over TCP,
+        so two ranks of a host talk through the profile's ``shm`` transport (gloo's
+        loopback), not the devices' link; between hosts the same NICs and switches."""
+        other = copy.copy(self)
+        for name in ("ll_routes", "ll128_routes", "host_routes"):
+            other.__dict__.pop(name, None)
+        other.intra = None
+        other.__dict__["host_routes"] = other
+        return other
+
+    def stage_s(self, n_bytes: float) -> float:
+        """A device's copy of ``n_bytes`` to or from pinned host memory over the cluster's
+        ``host_link`` (its own link each: copies of two devices do not contend)."""
+        link = self.hardware.host_link
+        if link is None:
+            return 0.0
+        return link.latency_s + n_bytes / link.bandwidth_bytes_per_s
 
     def _protocol_routes(self, ll) -> FabricRoutes | None:
         if ll is None:

@@ -83,6 +83,16 @@ class Routes:
             return 0.0
         return self.link.socket_buffer_bytes
 
+    @property
+    def host_routes(self) -> Routes:
+        """These routes as a library on the hosts' CPUs sends (gloo over TCP): here the
+        same (``model.fabric`` leaves the devices' links out)."""
+        return self
+
+    def stage_s(self, n_bytes: float) -> float:
+        """A device's copy of ``n_bytes`` to or from host memory: none without devices."""
+        return 0.0
+
     def hosts(self, ranks: tuple[int, ...]) -> int:
         """How many hosts ``ranks`` live on (MPICH's choice of allreduce reads it)."""
         return len({self.placement[r] for r in ranks})

@@ -123,6 +123,14 @@ class Comm:
             return 0.0
         return (RENDEZVOUS_LEGS - 1) * self.routes.handoff_s[dst]
 
+    def stage(self, n_bytes: float):
+        """A device's copy of ``n_bytes`` to or from host memory (``Routes.stage_s``)."""
+        return self.env.timeout(self.routes.stage_s(n_bytes))
+
+    def on_host(self):
+        """This comm with the routes of a library on the hosts' CPUs (``Routes.host_routes``)."""
+        return self
+
     def reduce(self, n_bytes: float):
         """The cost of adding ``n_bytes`` into a buffer: gamma_s_per_byte * n_bytes."""
         return self.env.timeout(self.gamma_s_per_byte * n_bytes)

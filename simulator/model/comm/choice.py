@@ -14,13 +14,20 @@ from simulator.model.network import Routes, host_groups
 def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_bytes: float,
                       routes: Routes) -> str:
     """The allreduce a library runs for ``algorithm``: MPICH's choice for mpi, gloo's
-    segmented ring (``gloo_ring``) for gloo, NCCL's for nccl: ``auto`` takes the faster
+    segmented ring (``gloo_ring``; through host memory on accelerator hosts,
+    ``gloo_ring_host``) for gloo, NCCL's for nccl: ``auto`` takes the faster
     of ring and double binary tree by their contention-free closed forms on the group's
     slowest path (NCCL's tuner does the same with its own model); ``hierarchical``
     needs as many ranks on every host and is a ring otherwise; a ring runs NCCL's LL
-    protocol (``ring_ll``) where ``_nccl_protocol`` says so."""
+    protocol (``ring_ll``) where ``_nccl_protocol`` says so; ``reduce_broadcast`` is
+    Horovod's (nccl) or Caffe2's (gloo) hierarchy (``comm.nccl``)."""
+    if algorithm == "reduce_broadcast":   # Horovod 0.13.6-0.14's and Caffe2's hierarchy
+        return "reduce_broadcast_gloo" if backend == "gloo" else "reduce_broadcast_mpi"
     if backend == "gloo":               # torch's ProcessGroupGloo: gloo's ring, segmented
-        return "gloo_ring" if algorithm in ("auto", "ring") else algorithm
+        if algorithm not in ("auto", "ring"):
+            return algorithm
+        on_devices = routes.hardware is not None and routes.hardware.device is not None
+        return "gloo_ring_host" if on_devices else "gloo_ring"
     if backend != "nccl":
         return choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     if algorithm == "hierarchical":

@@ -12,12 +12,12 @@ allreduce in ``gloo``; this
 module holds gloo's gather and scatter (``gather_scatter``), NCCL-style ones and
 ``ALLREDUCE``, every allreduce by the name ``comm.choice`` resolves to.
 
-Imports: simulator.contracts.closed_forms, model.comm (gloo, mpich), model.network.
+Imports: simulator.contracts.closed_forms, model.comm (gloo, mpich, nccl), model.network.
 """
 from __future__ import annotations
 
 from simulator.contracts.closed_forms import tree_chunks, tree_rounds
-from simulator.model.comm import gloo, mpich
+from simulator.model.comm import gloo, mpich, nccl
 from simulator.model.comm.mpich import binomial_bcast  # noqa: F401  (the broadcast of Comm.bcast)
 from simulator.model.network import host_groups, host_index_groups
 
@@ -101,6 +101,9 @@ ALLREDUCE = {
     "release_gather": mpich.release_gather_allreduce,
     "smp": mpich.smp_allreduce,
     "gloo_ring": gloo.ring_allreduce,
+    "gloo_ring_host": gloo.host_ring_allreduce,
+    "reduce_broadcast_mpi": nccl.reduce_broadcast_mpi,
+    "reduce_broadcast_gloo": nccl.reduce_broadcast_gloo,
     "hierarchical": hierarchical_allreduce,
     "tree": tree_allreduce,
 }

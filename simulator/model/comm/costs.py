@@ -60,6 +60,10 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
         if len(ranks) > TREE_SIMULATED_UP_TO:
             return tree_rounds_s(ranks, n_bytes, routes)
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    if kind == "allreduce" and algorithm == "gloo_ring_host":   # copied out, back in
+        return (2 * routes.stage_s(n_bytes)
+                + collective_time_s(kind, ranks, n_bytes, routes.host_routes, gamma_s_per_byte,
+                                    "gloo_ring", root))
     if kind == "allreduce" and algorithm == "gloo_ring":  # two segments in flight
         if len(ranks) > GLOO_RING_SIMULATED_UP_TO:
             return gloo_ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
@@ -83,9 +87,8 @@ def in_lock_step(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Rout
         algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
         if algorithm == "ring":
             return True
-        if algorithm in ("tree", "gloo_ring") or algorithm in PRICED_ALONE:   # priced alone,
-            return True             # message by message: its ranks leave a little apart,
-                                    # and the next call waits for all
+        if algorithm in SELF_TIMED:  # priced alone, message by message: its ranks leave
+            return True              # a little apart, and the next call waits for all
     return _lock_step_s(kind, ranks, n_bytes, routes, 0.0, algorithm, root) is not None
 
 
@@ -111,9 +114,10 @@ def _ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) -> f
 
 
 TREE_SIMULATED_UP_TO = 128      # ranks: larger trees are priced by their rounds
-# allreduces of parts one after the other on sub-groups (MPICH's composition): priced by
-# simulating their messages alone, as trees are
-PRICED_ALONE = ("smp",)
+# allreduces of parts one after the other on sub-groups (MPICH's composition, Horovod's and
+# Caffe2's hierarchies): priced by simulating their messages alone, as trees are
+PRICED_ALONE = ("smp", "reduce_broadcast_mpi", "reduce_broadcast_gloo")
+SELF_TIMED = ("tree", "gloo_ring", "gloo_ring_host") + PRICED_ALONE
 
 
 def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:

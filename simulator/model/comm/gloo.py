@@ -5,7 +5,8 @@ torch 2.13's ``ProcessGroupGloo::allreduce`` runs ``AsyncAllreduceWork``
 ``gloo::allreduce(opts)`` with no algorithm set, which ``gloo/allreduce.cc`` runs as
 ``ring`` (``AllreduceOptionsImpl::UNSPECIFIED``). gloo's older algorithms
 (``allreduce_ring.h``, ``allreduce_ring_chunked.h``, ``allreduce_halving_doubling.h``,
-``allreduce_bcube.h``) are Caffe2's and not called by torch for CPU tensors.
+``allreduce_bcube.h``) are Caffe2's and not called by torch for CPU tensors. A CUDA
+tensor goes through host memory (``host_ring_allreduce``).
 
 The generator is ONE rank's (the interface of ``comm.collectives``).
 
@@ -43,3 +44,14 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
             if k < sends:
                 arrived = p2p.recv(me, recv_from, (tag, phase, k))
                 posted.append((p2p.isend(me, send_to, seg, (tag, phase, k)), arrived))
+
+
+def host_ring_allreduce(p2p, ranks, i, n_bytes, tag):
+    """gloo on a CUDA tensor: torch's ``AsyncAllreduceCUDAHostWork``
+    (``torch/csrc/distributed/c10d/gloo/ProcessGroupGlooCuda.cpp``, chosen where the
+    transport has no GPUDirect, as gloo's TCP has none) copies the tensor to pinned host
+    memory, runs ``ring_allreduce`` on the host over TCP (two ranks of a host too) and
+    copies the sum back: ``stage`` each way."""
+    yield p2p.stage(n_bytes)
+    yield from ring_allreduce(p2p.on_host(), ranks, i, n_bytes, tag)
+    yield p2p.stage(n_bytes)

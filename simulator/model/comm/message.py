@@ -99,6 +99,16 @@ class MessageComm(Comm):
             view.gamma_s_per_byte = self.gamma_s_per_byte * share
         return view
 
+    def on_host(self) -> MessageComm:
+        """This comm as gloo sends on accelerator hosts (``Routes.host_routes``): the same
+        network and pending messages, two ranks of a host over TCP on the host."""
+        view = self._ll.get("host")
+        if view is None:
+            view = self._ll["host"] = copy.copy(self)
+            view.routes = self.routes.host_routes
+            view.network = self.network.over(view.routes)
+        return view
+
     def _run(self, kind, rank, ranks, i, n_bytes, root, algorithm, key, is_last):
         tag = key
         if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128
