@@ -73,6 +73,7 @@ def test_a_step_sleeps_each_layer_in_order_for_its_time(tmp_path):
     sleeper = Sleeper(clock=clock.now, nap=clock.nap, slack=False)
     compute = PhantomCompute(load_plan(str(workload_file(tmp_path))), sleeper)
     model = compute.model()
+    clock.naps.clear()                                # the stand-in tares itself: its naps
     compute.step(model, None, torch.empty(32, 0), torch.zeros(32))
     ms = [round(s * 1e3, 9) for s in clock.naps]
     # forward in forward order (in, mid, out), backward in gradient-ready order, the update
@@ -83,7 +84,9 @@ def test_a_smaller_batch_and_the_time_scale_scale_every_sleep(tmp_path):
     clock = FakeClock()
     sleeper = Sleeper(clock=clock.now, nap=clock.nap, slack=False)
     compute = PhantomCompute(load_plan(str(workload_file(tmp_path)), time_scale=1000), sleeper)
-    compute.step(compute.model(), None, torch.empty(16, 0), torch.zeros(16))
+    model = compute.model()
+    clock.naps.clear()
+    compute.step(model, None, torch.empty(16, 0), torch.zeros(16))
     # no step line in the file: a step is proportional to the batch (16 of 32)
     assert [round(s, 9) for s in clock.naps] == [3.5, 1.5, 0.5, 1.0, 2.5, 5.5, 0.5]
 
@@ -256,3 +259,38 @@ def test_the_sweep_passes_the_compute_to_every_point(tmp_path, capsys):
     for ln in lines:
         assert f"--compute phantom --workload {w.resolve()} --time-scale 10.0" in ln
         assert "--model" not in ln
+
+
+def test_the_check_judges_against_5_percent_beyond_the_spread():
+    from real.phantom_check import table, verdicts
+    times = {("ddp", "real"): [(0.010, False), (0.010, False), (0.010, True)],
+             ("ddp", "phantom"): [(0.0104, False), (0.0104, False)],
+             ("psgd", "real"): [(0.010, False), (0.010, False)],
+             ("psgd", "phantom"): [(0.012, False), (0.012, False)],
+             ("ps_sync", "real"): [(0.010, True), (0.010, False)],
+             ("ps_sync", "phantom"): [(0.010, False), (0.010, False)]}
+    rows = {r["scheme"]: r for r in verdicts(times, ["ddp", "psgd", "ps_sync"], 0.03)}
+    assert rows["ddp"]["agrees"] and rows["ddp"]["disturbed_left_out"] == 1
+    assert rows["ddp"]["allowed"] == pytest.approx(0.08)      # 5% + the workload's 3%
+    assert not rows["psgd"]["agrees"] and rows["psgd"]["difference"] == pytest.approx(0.2)
+    assert not rows["ps_sync"]["judged"]
+    text = table(list(rows.values()))
+    assert "MISSES" in text and "not judged" in text
+
+
+def test_the_stand_in_charges_its_own_work_not_the_schemes(tmp_path):
+    """Autograd's steps between backward layers are measured once (the tare) and taken off
+    the sleeps; work outside the stand-in (here: a hook that takes 20 ms) stays on top."""
+    clock = FakeClock()
+    sleeper = Sleeper(clock=clock.now, nap=clock.nap, slack=False)
+    compute = PhantomCompute(load_plan(str(workload_file(tmp_path))), sleeper)
+    model = compute.model()
+    assert len(model.tare_gaps_s) == 2 and model.tare_tail_s == 0.0   # the fake clock
+    model.tare_gaps_s = [1e-3, 1e-3]
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: setattr(clock, "t", clock.t + 0.02))
+    clock.naps.clear()
+    t0 = clock.now()
+    compute.forward_backward(model, torch.empty(32, 0), None)
+    # 29 ms asked, two gaps of 1 ms charged, six hooks of 20 ms on top
+    assert clock.now() - t0 == pytest.approx(29e-3 - 2e-3 + 6 * 0.02)

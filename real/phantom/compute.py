@@ -22,16 +22,19 @@ class PhantomCompute:
     def __init__(self, plan: PhantomPlan, sleeper: Sleeper | None = None):
         self.plan = plan
         self.sleeper = sleeper or Sleeper()
+        self.stand_in: PhantomModel | None = None
 
     def model(self) -> PhantomModel:
-        """A stand-in model that sleeps through this compute's sleeper."""
-        return PhantomModel(self.plan, self.sleeper)
+        """The stand-in model, sleeping through this compute's sleeper."""
+        self.stand_in = PhantomModel(self.plan, self.sleeper)
+        return self.stand_in
 
     def forward_backward(self, model, x, y, scale: float = 1.0) -> None:
         """Forward and backward of the stand-in (``model`` may be DDP's wrapper of it);
         no loss: nothing is computed."""
         model.zero_grad(set_to_none=True)
         model(x).backward()
+        self.sleeper.charge(self.stand_in.tare_tail_s if self.stand_in else 0.0)
 
     def update(self, optimizer, batch: int) -> None:
         self.sleeper.sleep(self.plan.update_s * self.plan.factor(batch))

@@ -23,6 +23,17 @@ order): a bucket's all_reduce starts while the backward of the layers before it
 still sleeps. After the first iteration DDP rebuilds its buckets in the order
 the hooks fired (``Reducer::rebuild_buckets``), which is the workload's order.
 
+The stand-in's own work (its autograd functions' dispatch between forward
+layers, writing a layer's zero gradients) is charged to the next sleep
+(``Sleeper.charge``): a real layer's measured time already holds that work.
+Autograd's own steps in backward (from one of the stand-in's layers to the
+next: ``AccumulateGrad`` and the call into the next layer; from the last layer
+to ``backward()``'s return; a real layer's measured time holds these for its
+several operators) are measured once, when the stand-in is built, as in a run
+but with no hook (``_tare``), and charged; DDP's hooks and their copies into
+buckets, which run in those same intervals, are not: a real run does that on
+top of its layers' times too.
+
 No arithmetic of the model runs: the activations are one-element tensors, the
 gradients zeros (written once, as a real backward writes its gradients). The
 parameters start at zero on every rank, so the weights every scheme averages
@@ -32,7 +43,7 @@ Imports: torch, real.phantom (plan, sleep).
 """
 from __future__ import annotations
 
-import time
+import statistics
 
 import torch
 from torch import nn
@@ -40,6 +51,8 @@ from torch import nn
 from .plan import PhantomPlan
 from .sleep import Sleeper
 
+TARE_PASSES = 5                  # backward passes that measure autograd's steps (_tare)
+TARE_SLEEP_MAX_S = 5e-3          # a layer sleeps its backward time in them, at most this
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16,
                 "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -50,29 +63,51 @@ class _Layer(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, layer, factor, *params):
-        layer.model.sleeper.sleep(layer.forward_s * factor)
+        model = layer.model
+        clock = model.sleeper.clock
+        if not model.taring:
+            model.sleeper.charge(clock() - model.mark)  # dispatch since the last layer
+            model.sleeper.sleep(layer.forward_s * factor)
         ctx.layer, ctx.factor = layer, factor
         ctx.specs = [(p.shape, p.dtype, p.device) for p in params]
-        return x.clone()
+        out = x.clone()
+        model.mark = clock()
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):
         layer = ctx.layer
-        layer.model.sleeper.sleep(layer.backward_s * ctx.factor)
+        model = layer.model
+        clock, sleeper = model.sleeper.clock, model.sleeper
+        entered = clock()
+        if model.taring:                      # as in a run: the layer sleeps, briefly
+            model.tare_marks.append(entered)
+            sleeper.nap(min(TARE_SLEEP_MAX_S, layer.backward_s * ctx.factor))
+        else:                                 # autograd's step to here: the stand-in's own
+            sleeper.charge(entered - model.mark if layer.backward_index == 0
+                           else model.tare_gaps_s[layer.backward_index - 1])
+            sleeper.sleep(layer.backward_s * ctx.factor)
+        woke = clock()
         if layer.first_in_forward:            # the last gradient of the step is ready now
-            layer.model.backward_end_t = time.monotonic()
+            model.backward_end_t = woke
         grads = [torch.zeros(shape, dtype=dtype, device=device)
                  for shape, dtype, device in ctx.specs]
+        if model.taring:
+            model.tare_marks.append(clock())
+        else:
+            sleeper.charge(clock() - woke)    # the gradients: the layer's work
         return (grad_out, None, None, *grads)
 
 
 class _LayerTimes:
     """A layer's times and where its tensors sit among the module's parameters."""
 
-    def __init__(self, model, layer, indices: list[int], first_in_forward: bool):
+    def __init__(self, model, layer, indices: list[int], backward_index: int,
+                 first_in_forward: bool):
         self.model, self.name = model, layer.name
         self.forward_s, self.backward_s = layer.forward_s, layer.backward_s
-        self.indices, self.first_in_forward = indices, first_in_forward
+        self.indices, self.backward_index = indices, backward_index
+        self.first_in_forward = first_in_forward
 
 
 class PhantomModel(nn.Module):
@@ -88,16 +123,44 @@ class PhantomModel(nn.Module):
         self.plan = plan
         self.sleeper = sleeper or Sleeper()
         self.backward_end_t: float | None = None   # when the last backward sleep ended
+        self.mark = 0.0                            # when the stand-in last handed back control
         order = plan.workload.parameter_order()
         self.weights = nn.ParameterList(
             nn.Parameter(torch.zeros(t.params, dtype=TORCH_DTYPES[t.dtype])) for t in order)
         position = {id(t): i for i, t in enumerate(order)}
         forward = list(reversed(plan.workload.layers))
+        n = len(forward)
         self._layers = [_LayerTimes(self, lay, [position[id(t)] for t in lay.tensors],
-                                    first_in_forward=i == 0)
-                        for i, lay in enumerate(forward)]
+                                    n - 1 - i, i == 0) for i, lay in enumerate(forward)]
+        self.taring, self.tare_marks = False, []
+        self.tare_gaps_s, self.tare_tail_s = self._tare()
+
+    def _tare(self, passes: int = TARE_PASSES) -> tuple[list[float], float]:
+        """Autograd's own time between the stand-in's backward layers, and from the last
+        one to ``backward()``'s return, measured as in a run (each layer sleeping first, at
+        most ``TARE_SLEEP_MAX_S``: code that runs after a sleep finds its caches cold, and
+        the longer the sleep the colder) but with no hook: the median over ``passes``
+        passes, per place. Each backward layer after the first is charged its gap; the
+        first is charged its live wait from the end of forward, and ``PhantomCompute``
+        charges the tail after ``backward()``: a real layer's measured time holds these."""
+        self.taring, gaps, tails = True, [], []
+        try:
+            for _ in range(passes):
+                self.tare_marks = []
+                self.zero_grad(set_to_none=True)
+                self(torch.empty(self.plan.workload.batch_size, 0)).backward()
+                ended = self.sleeper.clock()
+                marks = self.tare_marks        # (in, out) of each layer, in backward order
+                gaps.append([b - a for a, b in zip(marks[1:-1:2], marks[2::2])])
+                tails.append(ended - marks[-1])
+        finally:
+            self.taring = False
+            self.zero_grad(set_to_none=True)
+        return ([statistics.median(g[k] for g in gaps) for k in range(len(gaps[0]))],
+                statistics.median(tails))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.mark = self.sleeper.clock()      # the stand-in's own work from here is charged
         factor = self.plan.factor(len(x))
         params = list(self.weights)
         y = torch.zeros((), device=params[0].device if params else None)

@@ -20,8 +20,11 @@ Two measures keep the chain's sum exact without burning a core:
   (``Sleeper.sleep``): the lateness of one sleep does not add up over the
   chain, so the total slept time equals the total asked for, give or take
   the last sleep's lateness, which the next step's first sleep pays back.
-  Only a sleep's own overshoot is carried, never the real work between two
-  sleeps (DDP's hooks, copies into buckets), which stays on top as in a real run.
+  The stand-in's own work between its sleeps (the sleeper's bookkeeping, its
+  autograd function's dispatch and zero gradients, ``Sleeper.charge``) is
+  carried too: a real layer's measured time already holds its own dispatch.
+  The scheme's work between two sleeps (DDP's hooks, copies into buckets) is
+  never carried: it stays on top, as in a real run.
 
 Spinning the last few hundred microseconds of a sleep would wake it on time
 too, but it burns the core for that long, 21 times a step: on the emulated
@@ -134,9 +137,11 @@ class Sleeper:
         self.fine_slack = False            # whether a sleep got the 1 ns slack
 
     def sleep(self, duration_s: float) -> None:
-        """Sleep ``duration_s`` less the debt; note how late it woke."""
+        """Sleep ``duration_s`` less the debt; note how late it woke. The sleeper's own
+        bookkeeping counts as part of the sleep (its time goes to the debt)."""
         if duration_s <= 0:
             return
+        entered = self.clock()
         self.asked_s += duration_s
         length = duration_s - self.debt_s if self.carry else duration_s
         if length <= 0:
@@ -148,19 +153,24 @@ class Sleeper:
                 self._threads.rest_ns = timer_slack_ns() or DEFAULT_SLACK_NS
             self.fine_slack = set_timer_slack() or self.fine_slack
         self.slept_s += length
-        deadline = self.clock() + length
+        deadline = entered + length
         if self.spin_s > 0:
             if length > self.spin_s:
-                self.nap(length - self.spin_s)
+                self.nap(max(0.0, deadline - self.spin_s - self.clock()))
             while self.clock() < deadline:
                 pass
         else:
-            self.nap(length)
-        late = self.clock() - deadline
+            self.nap(max(0.0, deadline - self.clock()))
+        self.lateness.add(self.clock() - deadline)
         if self.slack:
             set_timer_slack(self._threads.rest_ns)
-        self.lateness.add(late)
-        self.debt_s = max(0.0, late) if self.carry else 0.0
+        self.debt_s = max(0.0, self.clock() - deadline) if self.carry else 0.0
+
+    def charge(self, seconds: float) -> None:
+        """Count ``seconds`` of the stand-in's own work (not the scheme's) as compute already
+        done: the next sleep is that much shorter."""
+        if self.carry and seconds > 0:
+            self.debt_s += seconds
 
     def summary(self) -> dict | None:
         """This rank's sleeps for the record (``real.testbed.RankProbe.stop`` takes it): how
