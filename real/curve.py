@@ -36,6 +36,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from real import schemes
 from simulator.contracts.curve import describe_time, time_to_target
 
 EVALUATED = {"serial": "common weights", "gather_scatter": "common weights",
@@ -105,7 +106,7 @@ def scored_curve(ctx, data, t_start: float, t_end: float, initial: torch.Tensor 
     ``t_start`` / ``t_end`` bound the training span on the evaluating process's clock.
     """
     points = ctx.curve.points
-    if ctx.cfg.algorithm == "psgd":
+    if schemes.SCHEMES[ctx.cfg.algorithm].every_worker_evaluates:
         points = _average_over_workers(ctx, points)
     if not ctx.launch.is_root:
         return {}

@@ -22,7 +22,6 @@ import subprocess
 
 from real import schemes
 
-GLOO_CUDA = ("allreduce", "ddp")       # gloo has CUDA all_reduce (and DDP uses only that)
 
 
 def device_of(args) -> str:
@@ -33,8 +32,8 @@ def backend_of(args) -> str:
     """The torch.distributed backend: ``--backend``, or nccl on GPUs and gloo on CPU."""
     backend = getattr(args, "backend", None) or "auto"
     if backend == "auto":
-        return "nccl" if device_of(args) == "cuda" and args.algorithm in schemes.TORCH_DISTRIBUTED \
-            else "gloo"
+        return "nccl" if device_of(args) == "cuda" and \
+            schemes.SCHEMES[args.algorithm].talks == "torch" else "gloo"
     return backend
 
 
@@ -53,9 +52,10 @@ def device_problem(args, launch) -> str | None:
         why = ("this torch is a CPU build" if torch.version.cuda is None
                else "no GPU is visible (CUDA_VISIBLE_DEVICES, driver)")
         return f"--device cuda: no CUDA device here ({why}); run on CPU with --device cpu"
-    if alg == "hogwild":
-        return "hogwild shares one model in CPU memory between processes: use --device cpu"
-    if backend_of(args) == "gloo" and alg in schemes.TORCH_DISTRIBUTED and alg not in GLOO_CUDA:
+    if schemes.SCHEMES[alg].own_processes:
+        return f"{alg} shares one model in CPU memory between processes: use --device cpu"
+    scheme = schemes.SCHEMES[alg]
+    if backend_of(args) == "gloo" and scheme.talks == "torch" and not scheme.gloo_on_cuda:
         return f"{alg} on GPUs needs --backend nccl (gloo cannot gather or scatter CUDA tensors)"
     gpus = torch.cuda.device_count()
     if backend_of(args) == "nccl" and launch.local_size > gpus:

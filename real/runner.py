@@ -70,7 +70,7 @@ def run(args) -> int:
     if args.algorithm in schemes.RANK_BASED and launch.kind == "single":
         print(f"{PROG}: note: {args.algorithm} started without a launcher runs as P = 1; "
               f"start P ranks with mpirun -n P (or torchrun)", file=sys.stderr)
-    ranks_here = workers if args.algorithm == "hogwild" else launch.local_size
+    ranks_here = workers if schemes.SCHEMES[args.algorithm].own_processes else launch.local_size
     threads = args.threads or threads_per_rank(os.cpu_count() or 1, ranks_here)
     torch.set_num_threads(threads)
     global_batch = args.global_batch or args.batch_size * workers
@@ -111,7 +111,7 @@ def run(args) -> int:
     try:
         ctx = _context(args, launch, comm, data, workers, global_batch, device, compute)
         ctx.heartbeat = hb
-        if hb.fd is not None and args.algorithm != "hogwild":   # (hogwild: its processes')
+        if hb.fd is not None and not schemes.SCHEMES[args.algorithm].own_processes:
             ctx.log.stream(hb.rows)
         if cvars:
             ctx.extra.update(mpi_allreduce_algorithm=args.mpi_allreduce, mpi_cvars=cvars)
@@ -170,22 +170,23 @@ def _compute_and_data(args):
 
 def _launch_problem(args, launch) -> str | None:
     """Why this scheme cannot run under this launch, or None."""
-    alg = args.algorithm
-    if alg in schemes.MPI_ONLY and launch.kind != "mpi":
-        n = schemes.ranks_for(alg, args.workers or 2)
+    alg, scheme = args.algorithm, schemes.SCHEMES[args.algorithm]
+    if scheme.talks == "mpi" and launch.kind != "mpi":
+        n = scheme.ranks(args.workers or 2)
         return (f"{alg} talks through mpi4py: run it as mpirun -n {n} {PROG} --schemes {alg} "
                 f"..." + (f" (or srun --mpi=pmi2 -n {n})" if launch.launcher == "srun" else ""))
-    if alg == "hogwild" and launch.kind != "single":
+    if scheme.own_processes and launch.kind != "single":
         return f"hogwild starts its own processes: run {PROG} --schemes hogwild --workers P"
-    if launch.world_size <= schemes.EXTRA_RANKS.get(alg, 0):
+    if scheme.server and launch.world_size <= 1:
         return f"{alg} needs a server rank and at least one worker: mpirun -n P+1 for P workers"
     return None
 
 
 def _workers(args, launch) -> int:
-    if args.algorithm == "hogwild":
+    scheme = schemes.SCHEMES[args.algorithm]
+    if scheme.own_processes:
         return args.workers or 1
-    return launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0)
+    return launch.world_size - scheme.first_worker_rank
 
 
 def _context(args, launch, comm, data, workers: int, global_batch: int, device=None,
@@ -205,16 +206,16 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
     device = device or torch.device("cpu")
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    alg = args.algorithm
-    index = launch.rank - schemes.first_worker_rank(alg)
-    whole = alg in schemes.GLOBAL_BATCH or alg == "hogwild" or index < 0
+    scheme = schemes.SCHEMES[args.algorithm]
+    index = launch.rank - scheme.first_worker_rank
+    whole = scheme.global_batch or scheme.own_processes or index < 0
     part = slice(None) if whole else shard(len(data.train_y), index, workers)
     train = Shard(torch.from_numpy(data.train_x[part]).to(device),
                   torch.from_numpy(data.train_y[part]).to(device))
     per_worker = global_batch // workers
-    if alg in schemes.GLOBAL_BATCH:
+    if scheme.global_batch:
         per_epoch = train.global_batches_per_epoch(global_batch, workers)
-    elif alg == "hogwild":
+    elif scheme.own_processes:
         per_epoch = Shard(train.x[shard(len(train), 0, workers)],
                           train.y[shard(len(train), 0, workers)]).batches_per_epoch(per_worker)
     else:
@@ -236,8 +237,8 @@ def _curve_log(args, launch, model, data, index: int, per_epoch: int):
     0 scores epoch ends at once (``real.curve``)."""
     from .curve import CurveLog, scorer
     from .models import flat_params
-    evaluates = args.algorithm == "psgd" or (index == 0 and not schemes.EXTRA_RANKS.get(
-        args.algorithm))
+    scheme = schemes.SCHEMES[args.algorithm]
+    evaluates = scheme.every_worker_evaluates or (index == 0 and not scheme.server)
     score = scorer(model, data) if args.target_accuracy is not None and launch.is_root else None
     return CurveLog(args.eval_every, per_epoch, args.epochs * per_epoch,
                     (lambda: flat_params(model)) if evaluates else None,
@@ -429,6 +430,5 @@ def _default_dataset(model: str) -> str:
 
 def _default_run_id(args, launch, comm) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S") if launch.is_root else None
-    workers = args.workers if args.algorithm == "hogwild" else (
-        launch.world_size - schemes.EXTRA_RANKS.get(args.algorithm, 0))
+    workers = _workers(args, launch)
     return f"{args.algorithm}-P{workers}-{comm.bcast_obj(stamp)}"

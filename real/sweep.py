@@ -173,11 +173,12 @@ def check_args(args, extra: list[str], cluster) -> str | None:
     limit = (cluster.n_hosts * args.ranks_per_host if cluster else
              MAX_CLUSTER_RANKS if remote else MAX_RANKS)
     for alg in args.algorithm:
-        ranks = schemes.ranks_for(alg, max(args.workers))
-        if alg not in schemes.RANK_BASED and alg != "serial" and ranks > MAX_RANKS:
+        scheme = schemes.SCHEMES[alg]
+        ranks = scheme.ranks(max(args.workers))
+        if scheme.own_processes and ranks > MAX_RANKS:
             return (f"--workers: {alg} at P = {max(args.workers)} starts {ranks} processes on this machine, "
                     f"more than {MAX_RANKS} (4 per core)")
-        if alg in schemes.RANK_BASED and ranks > limit:
+        if scheme.rank_based and ranks > limit:
             where = (f"the {cluster.n_hosts} hosts of the cluster at {args.ranks_per_host} per host"
                      if cluster else f"this machine ({MAX_RANKS}: 4 per core)")
             return (f"--workers: {alg} at P = {max(args.workers)} needs {ranks} ranks, more than "
@@ -192,8 +193,9 @@ def check_args(args, extra: list[str], cluster) -> str | None:
         except SystemExit:
             return (said.getvalue().strip().split(": error: ", 1)[-1].replace(
                 "(see python -m real.train --help)", "(a flag after -- is for real.train)"))
-        ranks = (1 if alg in ("serial", "hogwild") else
-                 min(schemes.ranks_for(alg, p), args.ranks_per_host if cluster else p + 1))
+        scheme = schemes.SCHEMES[alg]
+        ranks = (min(scheme.ranks(p), args.ranks_per_host if cluster else p + 1)
+                 if scheme.rank_based else 1)
         problem = train.data_size_problem(targs, ranks) if targs.compute == "real" else None
         if problem:
             return problem
@@ -209,7 +211,7 @@ def points(args) -> list[tuple[str, int, int]]:
     together and hide in a narrow CI. Spread over the sweep, it shows in the CI.
     """
     return [(a, p, r) for r in range(args.repeats) for a in args.algorithm for p in args.workers
-            if a != "serial" or p == 1]
+            if not schemes.SCHEMES[a].single_process or p == 1]
 
 
 def compute_flags(args) -> list[str]:
@@ -233,9 +235,10 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
         if getattr(args, flag):
             py += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     py += extra
-    ranks = schemes.ranks_for(alg, p)
-    if alg not in schemes.RANK_BASED:
-        return py + (["--workers", str(p)] if alg != "serial" else []), {}
+    scheme = schemes.SCHEMES[alg]
+    ranks = scheme.ranks(p)
+    if not scheme.rank_based:
+        return py + (["--workers", str(p)] if scheme.own_processes else []), {}
     hostfile = ["-f", str(Path(args.hostfile).resolve())] if args.hostfile else []
     if getattr(args, "launcher", "mpirun") == "srun":
         from .sweep_launch import srun_command
@@ -254,7 +257,7 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
 def cluster_facts(args, alg: str, cluster) -> dict | None:
     """What a point's record says of the emulated cluster it ran on: the cluster's state and
     how the sweep placed the ranks (None: the point runs on this host, not in the cluster)."""
-    if cluster is None or alg not in schemes.RANK_BASED or args.launcher == "srun":
+    if cluster is None or not schemes.SCHEMES[alg].rank_based or args.launcher == "srun":
         return None
     return cluster.to_json() | {"ranks_per_host": args.ranks_per_host,
                                 "hostfile": str(Path(args.hostfile).resolve())

@@ -89,7 +89,7 @@ def srun() -> str:
 
 
 def srun_command(alg: str, ranks: int, argv: list[str]) -> list[str]:
-    mpi = ["--mpi=pmi2"] if alg not in schemes.TORCH_DISTRIBUTED else []
+    mpi = ["--mpi=pmi2"] if schemes.SCHEMES[alg].talks != "torch" else []
     return [srun(), *mpi, "-n", str(ranks), *argv]
 
 
@@ -101,8 +101,8 @@ def allocation_problem(points, environ=os.environ) -> str | None:
     if tasks is None:
         return None
     for alg, p, _ in points:
-        if alg in schemes.RANK_BASED and schemes.ranks_for(alg, p) > tasks:
-            ranks = schemes.ranks_for(alg, p)
+        ranks = schemes.SCHEMES[alg].ranks(p)
+        if schemes.SCHEMES[alg].rank_based and ranks > tasks:
             return (f"the Slurm allocation has {tasks} task(s) but {alg} at P = {p} needs "
                     f"{ranks} ranks: ask for sbatch -n {ranks} (or more), or sweep fewer workers")
     return None
@@ -110,11 +110,10 @@ def allocation_problem(points, environ=os.environ) -> str | None:
 
 def ranks_on_this_host(alg: str, p: int, ranks_per_host: int | None) -> int:
     """Processes of a point that share this machine's cores (all of them, unless spread)."""
-    if alg == "serial":
-        return 1
-    if alg == "hogwild":
-        return p
-    return ranks_per_host or schemes.ranks_for(alg, p)
+    scheme = schemes.SCHEMES[alg]
+    if not scheme.rank_based:
+        return p if scheme.own_processes else 1
+    return ranks_per_host or scheme.ranks(p)
 
 
 def threads_for(args, alg: str, p: int, sweep_points, cores: int | None = None) -> int | None:

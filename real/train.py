@@ -150,7 +150,7 @@ def compute_problem(args, argv) -> str | None:
             if given:
                 return f"{flag} goes with --compute phantom (a real run computes for real)"
         return None
-    if args.algorithm not in schemes.RANK_BASED:
+    if not schemes.SCHEMES[args.algorithm].rank_based:
         return (f"--compute phantom runs the rank-based schemes ({', '.join(schemes.RANK_BASED)}); "
                 f"{args.algorithm} sends no messages to keep real: run it with --compute real")
     if args.workload is None:
@@ -190,13 +190,14 @@ def parse_args(argv=None):
         first.train_size, first.test_size, first.epochs = 256, 256, 1
     if first.data_dir and not os.path.isdir(first.data_dir):
         parser.error(f"--data-dir {first.data_dir} does not exist")
-    if first.workers is not None and first.algorithm in schemes.RANK_BASED:
+    if first.workers is not None and schemes.SCHEMES[first.algorithm].rank_based:
         from .launchers import LaunchError, launched_world_size
         try:
             launched = launched_world_size()
         except LaunchError as e:
             parser.error(str(e))
-        if launched is not None and launched != schemes.ranks_for(first.algorithm, first.workers):
+        if launched is not None and launched != schemes.SCHEMES[first.algorithm].ranks(
+                first.workers):
             parser.error(f"--workers {first.workers} does not match the {launched} ranks launched "
                          f"({first.algorithm} takes P from mpirun / torchrun / srun)")
     if not 0 <= first.lr_decay < 1:
@@ -226,7 +227,8 @@ def data_size_problem(args, ranks_here: int | None = None) -> str | None:
             if asked and asked > has:
                 return f"{flag} {asked} is more than the {has} samples of {dataset}"
     samples = (args.train_size or default_train) + (args.test_size or default_test)
-    ranks = ranks_here or (1 if args.algorithm == "hogwild" else _launched_local_size())
+    ranks = ranks_here or (1 if schemes.SCHEMES[args.algorithm].own_processes
+                           else _launched_local_size())
     per_sample = FLOAT32_BYTES * shape[0] * shape[1] * shape[2]
     try:
         # generating or normalising a set holds about two copies at once
@@ -271,7 +273,7 @@ def main(argv=None) -> int:
         traceback.print_exc()
         Heartbeat.from_env().failed(_failure_cause(e, cli.launched_rank()))
         return 1
-    if "TORCHELASTIC_RUN_ID" in os.environ or args.algorithm in schemes.TORCH_DISTRIBUTED:
+    if "TORCHELASTIC_RUN_ID" in os.environ or schemes.SCHEMES[args.algorithm].talks == "torch":
         # A gloo rank sometimes aborts in C++ teardown ("terminate called without an
         # active exception"), under torchrun and under mpirun alike, after everything
         # is written and the gloo group destroyed; leave without static destructors

@@ -18,6 +18,7 @@ from simulator.contracts.profile import load_default
 from simulator.contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
+from simulator.model.schemes import SCHEMES
 
 # Measured on a 2-core host: 1024 x 1000 on the fast path in about a second, 32 x 50 SimPy
 # message-level runs in seconds; these limits keep either within minutes.
@@ -65,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     for scheme, fidelity in (("mpi_allreduce", "message"), ("allreduce", "message"),
                              ("mpi_allreduce", "analytic"), ("ps_async", "message"),
                              ("hogwild", "analytic")):
-        c = Cluster(hosts=1, cores_per_host=4) if scheme == "hogwild" else small
+        c = Cluster(hosts=1, cores_per_host=4) if SCHEMES[scheme].single_host else small
         # per-layer rings send 2(P-1) messages per layer: fewer iterations keep it short
-        it = max(1, args.des_iterations // 10) if scheme == "allreduce" else args.des_iterations
+        per_tensor = SCHEMES[scheme].exchange == "per_tensor"
+        it = max(1, args.des_iterations // 10) if per_tensor else args.des_iterations
         r, dt = timed(SchemeConfig(scheme, fidelity=fidelity, engine="des"), args.des_workers,
                       Workload(iterations=it), c, prof)
         label = f"{scheme} {fidelity} des P={args.des_workers} x{it} it"

@@ -282,7 +282,7 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     it = _iterations(rec)
     if it is None:
         return wall_s / epochs
-    workers = it[it["rank"] > 0] if SCHEMES[scheme].extra_rank else it
+    workers = it[it["rank"] > 0] if SCHEMES[scheme].server else it
     counts = workers.groupby("rank").size()
     if counts.empty or counts.min() < 3:
         return wall_s / epochs
@@ -297,7 +297,7 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
     communicating and waiting (mean over the worker ranks, then over the runs; a server
     or holder rank is left out, as the simulator's per-worker figures leave it out).
     NaN where a record's iterations cannot be read."""
-    skip_rank0 = SCHEMES[scheme].extra_rank
+    skip_rank0 = SCHEMES[scheme].server
     sums = []
     for r in recs:
         it = _iterations(r)

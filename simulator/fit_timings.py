@@ -154,7 +154,7 @@ class Model:
                          cores_per_host=max(cluster.cores_per_host, per_host)
                          if self._devices() else cluster.cores_per_host)
             cfg = SchemeConfig(t.scheme, backend=self.backend
-                               if t.scheme in ("ddp", "allreduce", "horovod") else "")
+                               if SCHEMES[t.scheme].chosen_backend else "")
             out.append(simulate(cfg, t.workers, work, on, prof).time_s / ITERATIONS)
         return np.array(out)
 

@@ -35,7 +35,8 @@ from simulator.contracts.cluster import (
 from simulator.contracts.files import atomic_write_text
 from simulator.contracts.workload import Workload
 from simulator.engine.machine import provenance_line, resolve_backend
-from simulator.engine.run import check, simulate
+from simulator.engine.placement import check
+from simulator.engine.run import simulate
 from simulator.engine.sweep import points_of, sweep
 from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES, Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
@@ -140,7 +141,7 @@ def scheme_names(args, accelerators: bool = False) -> list[str]:
     accelerator hosts."""
     names = [n.strip() for item in args.schemes for n in item.split(",") if n.strip()]
     if names == ["all"]:
-        return [n for n in SCHEMES if n != "horovod" or accelerators]
+        return [n for n, s in SCHEMES.items() if s.in_all or accelerators]
     if not names:
         raise ConfigError(f"--schemes names no scheme (choose from all, {', '.join(SCHEMES)})")
     for n in names:
@@ -331,16 +332,16 @@ def check_request(args, workload: Workload, cluster, cfgs: list[SchemeConfig]) -
                           "of a host (oversubscribed threads are not modelled)")
     points, work, biggest = 0, 0.0, 0
     for cfg in cfgs:
-        extra = 1 if SCHEMES[cfg.name].extra_rank else 0
+        spec = SCHEMES[cfg.name]
         for p, on in points_of(cfg, args.workers, cluster, args.baseline):
-            if on.device is not None and p + extra > on.hosts * (on.ranks_per_host
-                                                                 or on.cores_per_host):
-                raise ConfigError(f"{cfg.name} at P = {p} needs {p + extra} accelerators, more "
+            if on.device is not None and spec.ranks(p) > on.hosts * (on.ranks_per_host
+                                                                     or on.cores_per_host):
+                raise ConfigError(f"{cfg.name} at P = {p} needs {spec.ranks(p)} accelerators, more "
                                   f"than the {on.hosts} hosts x {on.cores_per_host} of the "
                                   "cluster (leave hosts out of the file to let them grow with "
                                   "P, or give --hosts)")
             iterations = workload.iterations_per_worker(p)
-            per_pool = max(1, -(-(p + extra) // on.core_pools))
+            per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
             points += 1
             work += p * iterations * max(1.0, per_pool / on.cores_per_host)
             biggest = max(biggest, p * iterations)
@@ -373,7 +374,7 @@ def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> lis
     keep = []
     for cfg in cfgs:
         spec = SCHEMES[cfg.name]
-        on = at(1 if spec.single_host else top + (1 if spec.extra_rank else 0))
+        on = at(1 if spec.single_host else spec.ranks(top))
         try:
             check(spec, 1, on)
             resolve_backend(spec, cfg, on)
@@ -423,9 +424,9 @@ def described(args) -> bool:
 
 def write_trace(args, cfg, workload, cluster, prof, het) -> None:
     import json
-    p = max(args.workers) if cfg.name != "serial" else 1
-    extra = 1 if SCHEMES[cfg.name].extra_rank else 0
-    r = simulate(cfg, p, workload, cluster(p + extra) if callable(cluster) else cluster, prof,
+    spec = SCHEMES[cfg.name]
+    p = 1 if spec.single_worker else max(args.workers)
+    r = simulate(cfg, p, workload, cluster(spec.ranks(p)) if callable(cluster) else cluster, prof,
                  args.seed, het, trace=True)
     atomic_write_text(args.trace, json.dumps(r.trace))
     print(f"wrote {args.trace} ({len(r.trace['traceEvents'])} events)", file=sys.stderr)

@@ -133,11 +133,10 @@ def replay_all(cfgs, workers, seeds, workload, dataset, train_size, cluster, pro
 
     from tqdm import tqdm
     todo = [(c, p, s) for s in seeds for c in cfgs for p in workers
-            if c.name != "serial" or p == 1]
+            if not SCHEMES[c.name].single_worker or p == 1]
     done, rows = {}, []
     for cfg, p, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
-        extra = 1 if SCHEMES[cfg.name].extra_rank else 0
-        one = cluster(p + extra) if callable(cluster) else cluster
+        one = cluster(SCHEMES[cfg.name].ranks(p)) if callable(cluster) else cluster
         rows.append(accuracy.replay_point(
             cfg, p, workload, dataset, train_size, one, prof, seed,
             accuracy.eval_every_at(eval_every_at_1, p), replace(settings, seed=seed), out, done,

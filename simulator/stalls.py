@@ -44,7 +44,7 @@ def stall_s(it, scheme: str) -> float | None:
     scheme is not lock-step or too few iterations were recorded."""
     if it is None or not lockstep(scheme):
         return None
-    workers = it[(it["rank"] > 0) if SCHEMES[scheme].extra_rank else (it["rank"] >= 0)]
+    workers = it[(it["rank"] > 0) if SCHEMES[scheme].server else (it["rank"] >= 0)]
     steps = workers[workers["iteration"] >= 0]
     step_s = (steps["compute_s"] + steps["comm_s"] + steps["wait_s"]).groupby(
         [steps["epoch"], steps["iteration"]]).max().to_numpy()[1:]

@@ -64,6 +64,8 @@ def test_cut_short_runs_predict_the_whole_run(monkeypatch, scheme, workers, mode
 
 
 def _args(scheme, workers):
+    from simulator.engine.placement import layout
     from simulator.engine.run import calibrated_cluster, resolve_scheme
-    spec, _cfg = resolve_scheme(scheme)
-    return spec, calibrated_cluster(load_default().cores), workers, WORKLOAD
+    spec, cfg = resolve_scheme(scheme)
+    prof = load_default()
+    return layout(spec, cfg, workers, calibrated_cluster(prof.cores), prof), WORKLOAD

@@ -1,20 +1,25 @@
 """Training schemes by name. Each module has ``train(ctx) -> list[float]`` (epoch times, s).
 
-``RANK_BASED`` schemes need one process per rank (mpirun / torchrun); the others
-start their own processes (hogwild: ``--workers P``) or none (serial).
+A scheme is a ``Scheme`` and every property ``real`` needs of it is stated here once:
+how it is launched (one process; its own P processes, hogwild's ``--workers P``; or one
+process per rank under mpirun, torchrun or srun), what it talks through (mpi4py, a
+torch.distributed group, or ``real.dist``'s either), whether its workers take slices of
+one global batch, and whether it has a parameter server. Code asks these properties and
+never compares a scheme's name; the module-level tuples are views of them.
 
 How each scheme lays out its ranks and data:
 
-* ``EXTRA_RANKS``: ranks that do not train.  The parameter server is rank 0 and
+* ``server``: a rank that does not train.  The parameter server is rank 0 and
   the P workers are ranks 1..P, so P workers need ``mpirun -n P+1``; a sweep
-  point "P workers" must launch ``P + EXTRA_RANKS.get(name, 0)`` ranks.
-* ``GLOBAL_BATCH``: gradient-synchronous schemes; all workers shuffle the whole
+  point "P workers" launches ``ranks(P)`` ranks.  (The simulator numbers its
+  server after the workers: ``simulator.model.schemes``; a record's ranks are these.)
+* ``global_batch``: gradient-synchronous schemes; all workers shuffle the whole
   training set with the same seed and each takes its slice of every global
   batch (``--global-batch G``, G/P per worker), so their step i sees exactly the
   samples of single-process step i.  The others train on a disjoint 1/P shard
   with their own shuffle.
-* ``TORCH_DISTRIBUTED``: need a torch.distributed (gloo) group; under mpirun it
-  is set up from MPI.  ``MPI_ONLY``: talk through mpi4py and run under mpirun only.
+* ``talks``: ``torch`` needs a torch.distributed (gloo) group (under mpirun it is
+  set up from MPI); ``mpi`` talks through mpi4py and runs under mpirun only.
 
 Imports: nothing at load (the scheme modules are imported by name when run); they import
 torch, mpi4py for the MPI schemes, and real (step, dist, models, data, context, timing).
@@ -22,15 +27,61 @@ torch, mpi4py for the MPI schemes, and real (step, dist, models, data, context, 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
-SCHEMES = ("serial", "psgd", "async_avg", "hogwild", "gather_scatter", "allreduce", "ddp",
-           "mpi_allreduce", "ps_sync", "ps_async")
-RANK_BASED = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
-              "ps_sync", "ps_async")
-GLOBAL_BATCH = ("serial", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
-TORCH_DISTRIBUTED = ("gather_scatter", "allreduce", "ddp")
-MPI_ONLY = ("async_avg", "mpi_allreduce", "ps_sync", "ps_async")
-EXTRA_RANKS = {"ps_sync": 1, "ps_async": 1}
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str
+    launch: str                  # single: one process | own: its P processes | ranks: one a rank
+    talks: str = "none"          # none | mpi (mpi4py, mpirun only) | torch (a gloo/nccl group)
+                                 # | comm (real.dist: MPI or torch.distributed)
+    global_batch: bool = False   # the workers take slices of one global batch
+    server: bool = False         # a parameter-server rank that does not train (rank 0)
+    every_worker_evaluates: bool = False   # each worker's weights are a model (psgd)
+    gloo_on_cuda: bool = False   # gloo runs it on CUDA tensors (its all_reduce; DDP uses only that)
+
+    @property
+    def rank_based(self) -> bool:
+        """One process per rank, started by a launcher."""
+        return self.launch == "ranks"
+
+    @property
+    def single_process(self) -> bool:
+        """One process, P = 1 only (the baseline)."""
+        return self.launch == "single"
+
+    @property
+    def own_processes(self) -> bool:
+        """Starts its own P processes on this machine, sharing one model in memory."""
+        return self.launch == "own"
+
+    def ranks(self, workers: int) -> int:
+        """Processes to launch for ``workers`` training workers."""
+        return workers + (1 if self.server else 0)
+
+    @property
+    def first_worker_rank(self) -> int:
+        return 1 if self.server else 0
+
+
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (
+    Scheme("serial", "single", global_batch=True),
+    Scheme("psgd", "ranks", "comm", every_worker_evaluates=True),
+    Scheme("async_avg", "ranks", "mpi"),
+    Scheme("hogwild", "own"),
+    Scheme("gather_scatter", "ranks", "torch", global_batch=True),
+    Scheme("allreduce", "ranks", "torch", global_batch=True, gloo_on_cuda=True),
+    Scheme("ddp", "ranks", "torch", global_batch=True, gloo_on_cuda=True),
+    Scheme("mpi_allreduce", "ranks", "mpi", global_batch=True),
+    Scheme("ps_sync", "ranks", "mpi", global_batch=True, server=True),
+    Scheme("ps_async", "ranks", "mpi", server=True),
+)}
+# views of the properties, by name
+RANK_BASED = tuple(n for n, s in SCHEMES.items() if s.rank_based)
+GLOBAL_BATCH = tuple(n for n, s in SCHEMES.items() if s.global_batch)
+TORCH_DISTRIBUTED = tuple(n for n, s in SCHEMES.items() if s.talks == "torch")
+MPI_ONLY = tuple(n for n, s in SCHEMES.items() if s.talks == "mpi")
 
 
 def get(name: str):
@@ -41,8 +92,8 @@ def get(name: str):
 
 def ranks_for(name: str, workers: int) -> int:
     """Processes to launch for ``workers`` training workers of scheme ``name``."""
-    return workers + EXTRA_RANKS.get(name, 0)
+    return SCHEMES[name].ranks(workers)
 
 
 def first_worker_rank(name: str) -> int:
-    return EXTRA_RANKS.get(name, 0)
+    return SCHEMES[name].first_worker_rank

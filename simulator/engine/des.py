@@ -17,23 +17,20 @@ import simpy
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import Profile
 from simulator.contracts.workload import Workload
-from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.placement import Layout
 from simulator.engine.result import Result, build_result
 from simulator.engine.steady import checkpoints, extrapolate, stable_pace, window
 from simulator.model.comm import make_comm
-from simulator.model.fabric import make_routes
 from simulator.model.hardware.cores import CoreHost
 from simulator.model.hardware.host import Host
 from simulator.model.hardware.interference import Interference
 from simulator.model.recorder import Recorder
 from simulator.model.schedule_log import ScheduleLog
 from simulator.model.schemes.base import Setup
-from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_K
 from simulator.model.server import ParameterServer
 from simulator.model.worker import Worker
 
 
-OVERLAPPING = ("ddp", "horovod")     # schemes whose collectives run beside the backward
 
 
 def events_scheduled(env: simpy.Environment) -> int:
@@ -49,7 +46,7 @@ def _host(env, index: int, cluster: Cluster, workload: Workload, profile: Profil
     return Host(env, index, cluster.cores_per_host, profile.sharing_efficiency)
 
 
-def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+def simulate_des(run: Layout, cfg, plan, workload, seed, steps, trace,
                  steady: str | None = None, eval_every: int | None = None) -> Result:
     """The SimPy run. A long run of a scheme whose ranks meet every iteration is cut
     short and extrapolated (``engine.steady``; asynchronous schemes drift too slowly
@@ -59,22 +56,24 @@ def simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace
     ``eval_every`` not None: keep the update schedule too, with evaluation points every
     ``eval_every`` iterations of the evaluating worker (0: at epoch ends only); a
     schedule has every iteration, so such a run is simulated whole."""
-    period = {"psgd": plan.avg_every, "async_avg": plan.avg_every or ASYNC_AVG_K}.get(spec.name, 0)
+    spec = run.spec
+    # the steps between exchanges of the schemes that exchange every K steps
+    period = (plan.avg_every or spec.default_every) if spec.exchange in ("average", "holder") else 0
     whole = trace or eval_every is not None or not (steady and spec.lock_step)
     n, checked_events = None, 0
     if not whole and steady == "window":
         n = window(plan.iterations, period)
     elif not whole and steady == "until-stable" and period <= 1:
-        checked = _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+        checked = _run(run, cfg, plan, workload, seed, steps, trace,
                        checks=checkpoints(plan.iterations))
         if checked.stable_at is None:          # never stable: it ran whole
             return checked.result
         n, checked_events = checked.stable_at, checked.events
     if n is None:
-        return _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
+        return _run(run, cfg, plan, workload, seed, steps, trace,
                     eval_every=eval_every).result
     short = replace(plan, iterations=n)
-    window_run = _run(spec, cfg, short, workload, cluster, profile, seed,
+    window_run = _run(run, cfg, short, workload, seed,
                       [s[:n] for s in steps], trace, watch=(n // 2, n))
     result = extrapolate(window_run.result, window_run.recorder, n, plan.iterations)
     return replace(result, events=result.events + checked_events)
@@ -89,28 +88,26 @@ class _Run(NamedTuple):
     events: int = 0
 
 
-def _run(spec, cfg, plan, workload, cluster, profile, seed, steps, trace, watch=(),
+def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
          eval_every: int | None = None, checks: list[int] = ()) -> _Run:
     """Build and run the SimPy model; with ``checks``, a run whose pace is stable at one
     of those step counts stops there (``_Run.stable_at``, no Result)."""
+    spec, cluster, profile, placement = run.spec, run.cluster, run.profile, run.placement
     env = simpy.Environment()
-    placement = placement_of_ranks(spec, cluster, plan.workers)
     pools = [_host(env, c, cluster, workload, profile) for c in range(cluster.core_pools)]
     hosts = [pools[cluster.core_pool_of(h)] for h in range(cluster.hosts)]   # compute side
     log = None if eval_every is None else ScheduleLog(
         workload.iterations_per_epoch(plan.workers), plan.iterations, eval_every, plan.workers)
     recorder = Recorder(placement, trace=trace, schedule=log)
     recorder.watch = watch
-    routes = make_routes(placement, cluster, profile.transport(spec.backend),
-                    handoffs(spec, cluster, placement, plan.workers, profile))
-    comm = make_comm(cfg.fidelity, env, routes, profile.transport(spec.backend), recorder)
+    comm = make_comm(cfg.fidelity, env, run.routes, run.transport, recorder)
     workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r], spec.polls)
                for r in range(plan.workers)]
     if not spec.polls and cluster.device is None:   # sleeping ranks take cores for their
         comm.hosts = {w.rank: w.host for w in workers}  # calls' CPU (devices: none)
     extra = {}
     slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
-    if slowdown > 0 and spec.name in OVERLAPPING:       # one compute slot per device
+    if slowdown > 0 and spec.overlaps_backward:       # one compute slot per device
         extra["interference"] = Interference(env, slowdown)
         for w in workers:
             w.interference = extra["interference"]

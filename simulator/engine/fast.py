@@ -27,13 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.contracts.closed_forms import steps as step_count
-from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.placement import Layout
 from simulator.engine.result import build_result
 from simulator.engine.slowed import ddp_slowed, horovod_slowed
 from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
-from simulator.model.fabric import make_routes
 from simulator.model.network import nccl_order
 from simulator.model.schemes.fusion import cycles
 
@@ -68,14 +67,12 @@ def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads
     return finish[:, host_of, slot]
 
 
-def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.ndarray):
-    placement = placement_of_ranks(spec, cluster, plan.workers)
-    transport = profile.transport(spec.backend)
-    routes = make_routes(placement, cluster, transport,
-                    handoffs(spec, cluster, placement, plan.workers, profile))
+def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
+    spec, cluster, profile = run.spec, run.cluster, run.profile
+    placement, transport, routes = run.placement, run.transport, run.routes
     g = transport.gamma_s_per_byte
     # compute contends per pool of cores (a host's own, or the machine's with shared_cores)
-    host_of = np.asarray([cluster.core_pool_of(h) for h in placement[:plan.workers]])
+    host_of = run.worker_pools
     finish = lambda work: shared_finish_s(work, host_of, cluster.cores_per_host,  # noqa: E731
                                           workload.threads_per_worker, profile.sharing_efficiency,
                                           spec.polls)
@@ -99,19 +96,19 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
 
     ranks, n, p = plan.worker_ranks, plan.param_bytes, plan.workers
     grads, alg = plan.grad_bytes, plan.gradient_algorithm
-    if spec.name in ("ddp", "horovod"):
+    if spec.overlaps_backward:
         counts = np.bincount(host_of)[host_of]
         speed = np.array([min(1.0, cluster.cores_per_host / (k * workload.threads_per_worker))
                           * profile.sharing_efficiency(int(k)) for k in counts])
         cost = lambda nb: coll("allreduce", ranks, nb, alg)  # noqa: E731
         slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
         if slowdown > 0 and p > 1:        # NCCL slows the backward it overlaps
-            run = ddp_slowed if spec.name == "ddp" else horovod_slowed
+            run = ddp_slowed if spec.exchange == "buckets" else horovod_slowed
             parts = run(plan, steps, cost, speed, slowdown)
         else:
-            parts = (_ddp(plan, steps, cost, speed) if spec.name == "ddp"
+            parts = (_ddp(plan, steps, cost, speed) if spec.exchange == "buckets"
                      else _horovod(plan, steps, cost, speed))
-    elif spec.name in ("serial", "psgd"):
+    elif spec.exchange in ("none", "average"):
         k = plan.avg_every or plan.iterations
         bounds = list(range(0, plan.iterations, k)) + [plan.iterations]
         work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
@@ -119,11 +116,11 @@ def simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, steps: np.n
     else:
         per_iter = {  # (only the scheme's own is priced)
             "gather_scatter": lambda: coll("gather", ranks, grads) + coll("scatter", ranks, grads),
-            "allreduce": lambda: sum(coll("allreduce", ranks, tb, alg) for tb in plan.tensor_bytes),
-            "mpi_allreduce": lambda: coll("allreduce", ranks, grads, plan.algorithm),
-        }[spec.name]()
+            "per_tensor": lambda: sum(coll("allreduce", ranks, tb, alg) for tb in plan.tensor_bytes),
+            "flat": lambda: coll("allreduce", ranks, grads, plan.algorithm),
+        }[spec.exchange]()
         parts = _segments(finish(steps.T), per_iter)
-        if spec.name == "gather_scatter" and p > 1:
+        if spec.exchange == "gather_scatter" and p > 1:
             average_s = g * (p - 1) * grads * plan.iterations
             parts = _root_average(parts, average_s)
     time_s, compute, comm, wait = parts
@@ -197,8 +194,8 @@ def _ddp_buckets(bf: float, busy: np.ndarray, buckets, allreduce_s):
     return end.sum(), comm, wait
 
 
-FAST_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
-                "horovod")
+# what a step sends (``Scheme.exchange``) in the schemes this path prices
+FAST_EXCHANGES = ("none", "average", "gather_scatter", "per_tensor", "flat", "buckets", "fused")
 
 
 def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):

@@ -25,13 +25,13 @@ from simulator.model.comm.costs import in_lock_step
 from simulator.model.network import Routes
 
 
-def auto_fidelity(scheme: str, plan, routes: Routes) -> str:
-    """``analytic`` or ``message`` for a run of ``scheme`` with ``plan`` on ``routes``."""
-    if scheme in ("ps_async", "ps_sync"):
+def auto_fidelity(spec, plan, routes: Routes) -> str:
+    """``analytic`` or ``message`` for a run of scheme ``spec`` with ``plan`` on ``routes``."""
+    if spec.server:
         return "message"
     ranks, n = plan.worker_ranks, plan.param_bytes
-    calls = {"psgd": [("allreduce", n, plan.algorithm)],
-             "mpi_allreduce": [("allreduce", plan.grad_bytes, plan.algorithm)]}.get(scheme, [])
+    calls = {"average": [("allreduce", n, plan.algorithm)],
+             "flat": [("allreduce", plan.grad_bytes, plan.algorithm)]}.get(spec.exchange, [])
     if all(in_lock_step(kind, ranks, size, routes, algorithm) for kind, size, algorithm in calls):
         return "analytic"
     return "message"

@@ -13,14 +13,14 @@ those that the hardware decides:
   from those links, with NCCL's call latency; the reduction is the device's
   (not modelled: ``gamma = 0``); ``gloo`` keeps the profile's measured costs: torch
   runs it on the host's CPU over TCP, each tensor copied from the device and back
-  over the cluster's ``host_link`` (``GLOO_ON_DEVICES``: allreduce and ddp);
+  over the cluster's ``host_link`` (``Scheme.gloo_on_devices``: allreduce and ddp);
 * a workload measured on another device is scaled to this one by the ratio
   of their sustained compute rates (``scaled_cost``).
 
 ``machine(profile, cluster, workloads)`` returns the profile the engines run on
 and the provenance of every number in it: measured (a profile or a workload
 file), preset (with the preset's source), or the user's.
-Imports: ``simulator.contracts`` and ``model.config``.
+Imports: ``simulator.contracts``, ``model.config`` and ``model.schemes``.
 """
 from __future__ import annotations
 
@@ -35,11 +35,8 @@ from simulator.contracts.profile import Profile, Transport
 from simulator.contracts.units import format_rate, parse_flop_rate
 from simulator.contracts.workload import ModelWorkload, model_cost
 from simulator.model.config import BACKEND_ALGORITHMS, SchemeConfig
+from simulator.model.schemes import SCHEMES
 
-GRADIENT_SCHEMES = ("allreduce", "ddp", "horovod")       # backend chosen by the user
-NOT_ON_DEVICES = ("hogwild",)                            # shared memory of CPU processes
-# torch's ProcessGroupGloo stages CUDA tensors through host memory (AsyncAllreduceCUDAHostWork)
-GLOO_ON_DEVICES = ("allreduce", "ddp")
 
 
 @dataclass(frozen=True)
@@ -52,22 +49,22 @@ def resolve_backend(spec, cfg: SchemeConfig, cluster: Cluster | None):
     """The scheme with the library that moves its data: the user's choice for the
     gradient schemes (``nccl`` by default on accelerator hosts), else its own."""
     on_devices = cluster is not None and cluster.device is not None
-    backend = cfg.backend or ("nccl" if on_devices and spec.name in GRADIENT_SCHEMES
-                              else spec.backend)
-    if cfg.backend and cfg.backend != spec.backend and spec.name not in GRADIENT_SCHEMES:
+    backend = cfg.backend or ("nccl" if on_devices and spec.chosen_backend else spec.backend)
+    if cfg.backend and cfg.backend != spec.backend and not spec.chosen_backend:
+        chosen = (name for name, s in SCHEMES.items() if s.chosen_backend)
         raise ConfigError(f"scheme {spec.name!r} runs on {spec.backend} only "
-                          f"(--backend applies to {', '.join(GRADIENT_SCHEMES)})")
+                          f"(--backend applies to {', '.join(chosen)})")
     if backend == "nccl" and not on_devices:
         raise ConfigError(f"{spec.name} with nccl needs accelerator hosts: describe them "
                           "(devices_per_host and [device] in a cluster file, or a --preset)")
-    if on_devices and backend == "gloo" and spec.name not in GLOO_ON_DEVICES:
+    if on_devices and backend == "gloo" and not spec.gloo_on_devices:
         raise ConfigError(f"{spec.name} with gloo on accelerator hosts is not modelled: "
                           "use --backend nccl")
     if on_devices and backend == "gloo" and cluster.hardware.host_link is None:
         raise ConfigError(f"{spec.name} with gloo on accelerator hosts copies every gradient "
                           "to host memory and back: give the copy's rate ([host_link] "
                           "bandwidth in the cluster file, e.g. CUDA's bandwidthTest pinned)")
-    if on_devices and spec.name in NOT_ON_DEVICES:
+    if on_devices and not spec.on_devices:
         raise ConfigError(f"scheme {spec.name!r} shares CPU memory and does not run on "
                           "accelerator hosts")
     if cfg.algorithm == "reduce_broadcast" and not on_devices:
@@ -176,9 +173,12 @@ def _scaled_precision(w: ModelWorkload, cost, device) -> tuple:
 
 def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
             workloads: list[tuple[ModelWorkload, str]] = ()) -> Machine:
-    """The profile to simulate with and where each of its numbers came from."""
+    """The profile to simulate with and where each of its numbers came from: the
+    workload files' models added (scaled to the cluster's device); what the cluster's
+    hardware decides instead is applied once, where a run is laid out
+    (``placement.layout``)."""
     rows = []
-    prof = on_hardware(profile, cluster) if cluster is not None else profile
+    prof = profile
     models = {m.model: m for m in prof.models}
     for w, path in workloads:
         cost, how = scaled_cost(w, cluster)

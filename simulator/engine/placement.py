@@ -1,25 +1,83 @@
-"""Where each rank runs, and what a message to it waits for its turn on a core.
+"""Where each rank runs, and how its messages go: a run's layout, derived once.
 
-Both engines need these: the SimPy model to build its hosts and routes, the
-fast path to price its collectives the same way.
+``layout(spec, cfg, workers, cluster, profile)`` resolves a prediction's cluster
+before either engine runs: the library the scheme runs on there, the profile with
+what the cluster's hardware decides instead (``machine.on_hardware``), the host and
+core pool of every rank, the wait of a message to each rank for its turn on a core,
+and the routes between them. The SimPy model builds its hosts and network from it,
+the fast path prices its collectives on it, ``run`` picks the engine and fidelity
+from it: nothing is derived twice.
 
-Imports: numpy, simulator.contracts (cluster, profile), simulator.model (hardware.timeslice,
-schemes).
+Imports: numpy, simulator.contracts (cluster, profile), simulator.model (config,
+hardware.timeslice, fabric, network, schemes), engine.machine.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from simulator.contracts.checks import ConfigError
 from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import Profile
+from simulator.contracts.profile import Profile, Transport
+from simulator.engine.machine import on_hardware, resolve_backend
+from simulator.model.config import SchemeConfig
+from simulator.model.fabric import make_routes
 from simulator.model.hardware.timeslice import handoff_s
+from simulator.model.network import Routes
 from simulator.model.schemes import Scheme
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One run's resolved cluster: every engine reads these and derives none again."""
+    spec: Scheme                  # with the backend it runs on this cluster
+    cluster: Cluster
+    profile: Profile              # adjusted to the cluster's hardware, once
+    workers: int
+    placement: tuple[int, ...]    # host of each rank (a server after the workers)
+    pools: tuple[int, ...]        # pool of cores each rank computes on
+    routes: Routes
+
+    @property
+    def transport(self) -> Transport:
+        return self.profile.transport(self.spec.backend)
+
+    @property
+    def worker_pools(self) -> np.ndarray:
+        return np.asarray(self.pools[:self.workers])
+
+    def busiest_pool(self) -> int:
+        """Ranks on the pool of cores with the most (the server too)."""
+        return int(np.bincount(self.pools).max())
+
+
+def layout(spec: Scheme, cfg: SchemeConfig, workers: int, cluster: Cluster,
+           profile: Profile) -> Layout:
+    spec = resolve_backend(spec, cfg, cluster)
+    profile = on_hardware(profile, cluster)
+    check(spec, workers, cluster)
+    placement = placement_of_ranks(spec, cluster, workers)
+    routes = make_routes(placement, cluster, profile.transport(spec.backend),
+                         handoffs(spec, cluster, placement, workers, profile))
+    return Layout(spec, cluster, profile, workers, placement,
+                  tuple(cluster.core_pool_of(h) for h in placement), routes)
+
+
+def check(spec: Scheme, workers: int, cluster: Cluster) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer of at least 1 (got {workers!r})")
+    if spec.single_worker and workers != 1:
+        raise ConfigError(f"scheme {spec.name!r} runs on exactly 1 worker (got {workers})")
+    if spec.single_host and cluster.hosts > 1:
+        raise ConfigError(f"scheme {spec.name!r} needs shared memory on one host, "
+                          f"but the cluster has {cluster.hosts} hosts")
 
 
 def placement_of_ranks(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
     placement = cluster.placement_of(workers)
-    if spec.extra_rank:
-        return placement + (cluster.host_of(workers),)
+    if spec.server:
+        return placement + (cluster.host_of(spec.server_rank(workers)),)
     return placement
 
 

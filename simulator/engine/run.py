@@ -1,7 +1,8 @@
 """Run one prediction: one scheme, P workers, a workload, a cluster, a profile, a seed.
 
 ``simulate(...) -> Result`` is the whole public entry point. It checks the
-inputs (``ConfigError`` names the bad value), derives the ``Plan``, and runs
+inputs (``ConfigError`` names the bad value), resolves the cluster once
+(``placement.layout``: backend, hardware, placement, routes), derives the ``Plan``, and runs
 either the SimPy model (``engine="des"``: hosts, workers, network, server as
 simulated resources) or, for synchronous schemes with analytic communication,
 the vectorised fast path (``engine="fast"``, see ``engine.fast``) which computes
@@ -22,13 +23,11 @@ from simulator.contracts.cluster import Cluster, calibrated_cluster
 from simulator.contracts.profile import Profile, ProfileError
 from simulator.contracts.workload import Workload
 from simulator.engine.des import simulate_des
-from simulator.engine.fast import FAST_SCHEMES, simulate_fast
+from simulator.engine.fast import FAST_EXCHANGES, simulate_fast
 from simulator.engine.fidelity import auto_fidelity
-from simulator.engine.machine import on_hardware, resolve_backend
-from simulator.engine.placement import handoffs, placement_of_ranks
+from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
 from simulator.model.config import Heterogeneity, SchemeConfig
-from simulator.model.fabric import make_routes
 from simulator.model.schemes import SCHEMES, Scheme
 from simulator.model.workload import (
     Plan,
@@ -65,7 +64,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         algorithm=cfg.algorithm,
         # hogwild: each update reads and writes the shared weights once more
         hogwild_update_s=2 * model.grad_bytes * shm.beta_s_per_byte,
-        server_rank=workers if spec.extra_rank else None,
+        server_rank=spec.server_rank(workers),
         mix_s=profile.server.update_s(model.param_count),   # v <- (1 - a) v + a w: one update
         bytes_per_param=model.bytes_per_param,
         grad_bytes_per_param=grad,
@@ -86,19 +85,9 @@ def _model(profile: Profile, name: str):
 
 def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
     """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
-    ranks = workers + (1 if spec.extra_rank else 0)  # the parameter server is a rank too
+    ranks = spec.ranks(workers)                      # the parameter server is a rank too
     per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
     return max(1, cluster.cores_per_host // int(per_host))
-
-
-def check(spec: Scheme, workers: int, cluster: Cluster) -> None:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be an integer of at least 1 (got {workers!r})")
-    if spec.single_worker and workers != 1:
-        raise ConfigError(f"scheme {spec.name!r} runs on exactly 1 worker (got {workers})")
-    if spec.single_host and cluster.hosts > 1:
-        raise ConfigError(f"scheme {spec.name!r} needs shared memory on one host, "
-                          f"but the cluster has {cluster.hosts} hosts")
 
 
 def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Workload(),
@@ -115,79 +104,64 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
         from simulator.contracts.profile import load_default
         profile = load_default()
     spec, cfg = resolve_scheme(scheme)
-    cluster = cluster or calibrated_cluster(profile.cores)
-    spec = resolve_backend(spec, cfg, cluster)
-    profile = on_hardware(profile, cluster)
-    check(spec, workers, cluster)
+    run = layout(spec, cfg, workers, cluster or calibrated_cluster(profile.cores), profile)
+    spec, cluster, profile = run.spec, run.cluster, run.profile
     if workload.threads_per_worker is None:
         workload = replace(workload, threads_per_worker=default_threads(spec, cluster, workers))
     plan = make_plan(spec, cfg, workers, workload, profile)
     if cfg.fidelity == "auto":        # (the fast engine, asked for, is analytic)
         cfg = replace(cfg, fidelity="analytic" if cfg.engine == "fast"
-                      else _auto(spec, plan, cluster, profile))
+                      else auto_fidelity(spec, plan, run.routes))
     fit = _model(profile, workload.model).step_fit(workload.threads_per_worker)
     speeds = speed_factors(workers, heterogeneity, seed)
     steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
              for r in range(workers)]
-    steps = input_bound(steps, _model(profile, workload.model), spec, cluster, workers,
-                        workload.batch_per_worker)
+    steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
     if schedule and cfg.engine == "fast":
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
     if eval_every < 0:
         raise ConfigError(f"eval_every must be at least 0 (got {eval_every})")
-    if not schedule and _use_fast(spec, cfg, cluster, workers, workload, profile, trace):
-        return simulate_fast(spec, cfg, plan, workload, cluster, profile, seed, np.array(steps))
-    return simulate_des(spec, cfg, plan, workload, cluster, profile, seed, steps, trace,
-                        steady=("until-stable" if oversubscribed(spec, cluster, workers, workload)
-                                else "window"),
+    if not schedule and _use_fast(run, cfg, workload, trace):
+        return simulate_fast(run, cfg, plan, workload, seed, np.array(steps))
+    return simulate_des(run, cfg, plan, workload, seed, steps, trace,
+                        steady=("until-stable" if oversubscribed(run, workload) else "window"),
                         eval_every=eval_every if schedule else None)
 
 
-def input_bound(steps, model, spec: Scheme, cluster: Cluster, workers: int, batch: int):
+def input_bound(steps, model, run: Layout, batch: int):
     """Each rank's steps, at least its host's input pipeline per step: the k ranks of a
     host need ``k * batch * input_s_per_sample`` core-seconds of its ``cpu_cores``."""
-    if model.input_s_per_sample <= 0 or cluster.cpu_cores <= 0:
+    if model.input_s_per_sample <= 0 or run.cluster.cpu_cores <= 0:
         return steps
-    placement = placement_of_ranks(spec, cluster, workers)
-    per_host = np.bincount(placement[:workers])
+    placement = run.placement
+    per_host = np.bincount(placement[:run.workers])
     return [np.maximum(s, per_host[placement[r]] * batch * model.input_s_per_sample
-                       / cluster.cpu_cores) for r, s in enumerate(steps)]
+                       / run.cluster.cpu_cores) for r, s in enumerate(steps)]
 
 
-def _auto(spec: Scheme, plan: Plan, cluster: Cluster, profile: Profile) -> str:
-    placement = placement_of_ranks(spec, cluster, plan.workers)
-    routes = make_routes(placement, cluster, profile.transport(spec.backend),
-                    handoffs(spec, cluster, placement, plan.workers, profile))
-    return auto_fidelity(spec.name, plan, routes)
-
-
-def oversubscribed(spec: Scheme, cluster: Cluster, workers: int, workload: Workload) -> bool:
+def oversubscribed(run: Layout, workload: Workload) -> bool:
     """Whether some pool of cores has more threads to run than cores (the server too)."""
-    pools = np.bincount([cluster.core_pool_of(h)
-                         for h in placement_of_ranks(spec, cluster, workers)])
-    return int(pools.max()) * workload.threads_per_worker > cluster.cores_per_host
+    return run.busiest_pool() * workload.threads_per_worker > run.cluster.cores_per_host
 
 
-def _use_fast(spec, cfg, cluster, workers, workload, profile, trace) -> bool:
+def _use_fast(run: Layout, cfg: SchemeConfig, workload: Workload, trace: bool) -> bool:
+    spec, cluster, profile = run.spec, run.cluster, run.profile
     if cfg.engine == "des" or trace:
         return False
-    ok = spec.synchronous and cfg.fidelity == "analytic" and spec.name in FAST_SCHEMES
+    ok = spec.synchronous and cfg.fidelity == "analytic" and spec.exchange in FAST_EXCHANGES
     if cfg.engine == "fast" and not ok:
         raise ConfigError(f"the fast path runs synchronous schemes with analytic communication "
                           f"only, not {spec.name!r} with {cfg.fidelity!r}")
-    if spec.name in ("ddp", "horovod") and cfg.engine == "auto":
-        per_host = int(max(np.bincount([cluster.core_pool_of(h)
-                                        for h in cluster.placement_of(workers)])))
+    if spec.overlaps_backward and cfg.engine == "auto":
+        per_host = int(max(np.bincount(run.worker_pools)))
         ok = ok and per_host * workload.threads_per_worker <= cluster.cores_per_host and all(
             profile.sharing_efficiency(k) == 1.0 for k in range(1, per_host + 1))
         # the buckets' CPU (cpu_fraction) and their woken threads (wake_wait_s) share the
         # cores with the backward still running
-        ok = ok and (workers == 1 or (profile.transport(spec.backend).cpu_fraction == 0
-                                      and profile.wake_wait_s == 0))
+        ok = ok and (run.workers == 1 or (run.transport.cpu_fraction == 0
+                                          and profile.wake_wait_s == 0))
     # the fast path shares cores as a fluid: per-core queues need events once oversubscribed
     if profile.balance_delay_s > 0 and workload.threads_per_worker == 1:
-        per_pool = max(np.bincount([cluster.core_pool_of(h)
-                                    for h in placement_of_ranks(spec, cluster, workers)]))
-        ok = ok and (per_pool <= cluster.cores_per_host or cfg.engine == "fast")
+        ok = ok and (run.busiest_pool() <= cluster.cores_per_host or cfg.engine == "fast")
 
     return ok

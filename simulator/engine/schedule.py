@@ -20,7 +20,6 @@ from simulator.contracts.workload import Workload
 from simulator.engine.result import Result
 from simulator.engine.run import resolve_scheme, simulate
 from simulator.model.config import Heterogeneity, SchemeConfig
-from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
 
 
 def simulate_schedule(scheme: str | SchemeConfig, workers: int, workload: Workload,
@@ -39,10 +38,8 @@ def simulate_schedule(scheme: str | SchemeConfig, workers: int, workload: Worklo
     per_epoch = result.iterations_per_epoch
     # versions of the shared weights per epoch: one per synchronous step, one per push
     # of an asynchronous worker; replicas count their own steps
-    per_update = 1 if spec.synchronous or spec.weights == "replicas" else workers
-    if spec.name == "ps_sync":
-        per_update = 1
-    avg_every = cfg.avg_every or (ASYNC_AVG_DEFAULT_K if spec.name == "async_avg" else 0)
+    per_update = 1 if spec.lock_step or spec.weights == "replicas" else workers
+    avg_every = cfg.avg_every or spec.default_every
     header = ScheduleHeader(
         scheme=spec.name, workers=workers, seed=seed,
         workload={"model": workload.model, "dataset": dataset, "train_size": train_size,

@@ -72,10 +72,10 @@ def points_of(cfg: SchemeConfig, workers: list[int], cluster, baseline: int = 1)
     P0, P = 1 alone for serial, and for a scheme that needs one host only where its ranks
     fit on one."""
     spec = SCHEMES[cfg.name]
-    counts = [1] if cfg.name == "serial" else sorted(set(workers) | {baseline})
+    counts = [1] if spec.single_worker else sorted(set(workers) | {baseline})
     out = []
     for p in counts:
-        on = cluster(p + (1 if spec.extra_rank else 0)) if callable(cluster) else cluster
+        on = cluster(spec.ranks(p)) if callable(cluster) else cluster
         if spec.single_host and on is not None and on.hosts > 1:
             continue
         out.append((p, on))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from simulator.contracts.units import format_duration
 from simulator.engine.sweep import COLUMNS
+from simulator.model.schemes import SCHEMES
 
 _TIMES = ("epoch_s", "time_s", "compute_s", "comm_s", "wait_s")
 _TABLE = (("scheme", "{:<15}", "scheme"), ("workers", "{:>5}", "P"), ("hosts", "{:>5}", "hosts"),
@@ -83,10 +84,11 @@ def summary_table(rows: list[dict], header: str = "", csv_dir="predictions",
     lines.append(f"fastest: {fastest['scheme']} at P = {fastest['workers']}, "
                  f"{format_duration(fastest['epoch_s'])} per epoch{run}; speedup "
                  f"{fastest['speedup']:.2f}, efficiency {fastest['efficiency']:.2f}")
-    skipped = sorted({s for s in schemes if any((s, p) not in by for p in cols)} - {"serial"})
+    skipped = sorted(s for s in schemes if any((s, p) not in by for p in cols)
+                     and not SCHEMES[s].single_worker)
     if skipped:
         lines.append(f"-: not predicted ({', '.join(skipped)} at the P left blank: shared memory "
-                     "needs one host)" if skipped == ["hogwild"] else
+                     "needs one host)" if all(SCHEMES[s].single_host for s in skipped) else
                      f"-: not predicted at that P ({', '.join(skipped)})")
     lines.append(made_by(rows))
     lines.append(f"every scheme and P with compute, communication, waiting and staleness: "
