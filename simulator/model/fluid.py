@@ -64,41 +64,63 @@ def max_min_rates(flows: list[Flow]) -> None:
     if len(flows) == 1 and len(set(first)) == len(first):   # (most often: one message alone)
         _one_flow(flows[0])
         return
+    _filling(flows)
+
+
+def _filling(flows: list[Flow]) -> None:
+    """Progressive filling, written to visit each flow a bounded number of times: every
+    unfrozen flow's rate is the same running sum of the rounds' increments (``level``: the
+    same floats as adding each round's to each flow), the tightest cap is the least cap of
+    the unfrozen flows less that sum (subtraction keeps the order), and the flows to freeze
+    are those of the resources just filled (found through each resource's flows) and those
+    at their cap, their weights taken off in the flows' order as a pass over them all does."""
     cap_left: dict[Resource, float] = {}
     count: dict[Resource, float] = {}         # sum of the unfrozen flows' weights
     users: dict[Resource, int] = {}
-    for f in flows:
+    on: dict[Resource, list[int]] = {}        # the flows (by index) crossing each resource
+    capped: list[int] = []                    # flows with a cap of their own
+    for i, f in enumerate(flows):
         f.rate = 0.0
         for r, w in zip(f.resources, f.weights):
             cap_left[r] = r.capacity
             count[r] = count.get(r, 0) + w
             users[r] = users.get(r, 0) + 1
-    active = list(flows)
-    while active:
-        inc = min((cap_left[r] / n for r, n in count.items() if n > _EPS), default=math.inf)
-        inc = min(inc, min(f.cap - f.rate for f in active))
+            here = on.setdefault(r, [])
+            if not here or here[-1] != i:     # (a flow crossing it twice is one of its flows)
+                here.append(i)
+        if f.cap < math.inf:
+            capped.append(i)
+    frozen = [False] * len(flows)
+    live = list(count)                        # resources some unfrozen flow crosses
+    left, level = len(flows), 0.0
+    while left:
+        inc = min((cap_left[r] / count[r] for r in live if count[r] > _EPS), default=math.inf)
+        cap = min((flows[i].cap for i in capped if not frozen[i]), default=math.inf)
+        inc = min(inc, cap - level)
         if math.isinf(inc):
             raise RuntimeError("a flow crosses no finite capacity")
-        for f in active:
-            f.rate += inc
-        for r, n in count.items():
-            cap_left[r] -= inc * n
-        full = {r for r, c in cap_left.items() if count[r] > _EPS and c <= _EPS * r.capacity}
-        still = []
-        for f in active:
-            capped = f.cap < math.inf and f.cap - f.rate <= _EPS * f.cap
-            if capped or any(r in full for r in f.resources):
-                for r, w in zip(f.resources, f.weights):
-                    count[r] -= w
-            else:
-                still.append(f)
-        active = still
+        level += inc
+        for r in live:
+            cap_left[r] -= inc * count[r]
+        stop = set()
+        for r in live:
+            if count[r] > _EPS and cap_left[r] <= _EPS * r.capacity:
+                stop.update(i for i in on[r] if not frozen[i])
+        stop.update(i for i in capped if not frozen[i]
+                    and flows[i].cap - level <= _EPS * flows[i].cap)
+        for i in sorted(stop):
+            f = flows[i]
+            frozen[i] = True
+            f.rate = level
+            for r, w in zip(f.resources, f.weights):
+                count[r] -= w
+        left -= len(stop)
+        live = [r for r in live if count[r] != 0]
     for r, n in users.items():
         if r.efficiency is not None:
             e = r.efficiency(n)
-            for f in flows:
-                if r in f.resources:
-                    f.rate *= e
+            for i in on[r]:
+                flows[i].rate *= e
 
 
 def _one_flow(f: Flow) -> None:
@@ -192,10 +214,9 @@ class FluidShare:
         # so does every flow due within a relative rounding tolerance of now
         due = [f.remaining / f.rate for f in self.flows]
         tol = min(due) + 1e-12 * max(1.0, self.env.now)
-        finished = [f for f, t in zip(self.flows, due)
-                    if t <= tol or f.remaining <= 1e-9 * f.amount]
-        gone = set(map(id, finished))
-        self.flows = [f for f in self.flows if id(f) not in gone]
+        finished, self.flows, flows = [], [], self.flows
+        for f, t in zip(flows, due):
+            (finished if t <= tol or f.remaining <= 1e-9 * f.amount else self.flows).append(f)
         for f in finished:
             f.done.succeed()
         self._reschedule()
