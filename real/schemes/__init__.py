@@ -11,8 +11,8 @@ How each scheme lays out its ranks and data:
 
 * ``server``: a rank that does not train.  The parameter server is rank 0 and
   the P workers are ranks 1..P, so P workers need ``mpirun -n P+1``; a sweep
-  point "P workers" launches ``ranks(P)`` ranks.  (The simulator numbers its
-  server after the workers: ``simulator.model.schemes``; a record's ranks are these.)
+  point "P workers" launches ``ranks(P)`` ranks.  Every run record and the simulator
+  (``simulator.model.schemes.Scheme.server_rank``) number them so.
 * ``global_batch``: gradient-synchronous schemes; all workers shuffle the whole
   training set with the same seed and each takes its slice of every global
   batch (``--global-batch G``, G/P per worker), so their step i sees exactly the

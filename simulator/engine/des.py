@@ -75,7 +75,8 @@ def simulate_des(run: Layout, cfg, plan, workload, seed, steps, trace,
     short = replace(plan, iterations=n)
     window_run = _run(run, cfg, short, workload, seed,
                       [s[:n] for s in steps], trace, watch=(n // 2, n))
-    result = extrapolate(window_run.result, window_run.recorder, n, plan.iterations)
+    result = extrapolate(window_run.result, window_run.recorder, n, plan.iterations,
+                         plan.worker_ranks)
     return replace(result, events=result.events + checked_events)
 
 
@@ -101,8 +102,8 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     recorder = Recorder(placement, trace=trace, schedule=log)
     recorder.watch = watch
     comm = make_comm(cfg.fidelity, env, run.routes, run.transport, recorder)
-    workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[r], spec.polls)
-               for r in range(plan.workers)]
+    workers = [Worker(r, hosts[placement[r]], workload.threads_per_worker, steps[i], spec.polls)
+               for i, r in enumerate(plan.worker_ranks)]
     if not spec.polls and cluster.device is None:   # sleeping ranks take cores for their
         comm.hosts = {w.rank: w.host for w in workers}  # calls' CPU (devices: none)
     extra = {}
@@ -126,8 +127,10 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     # a slowed compute leaves its timer behind when a collective starts or ends under it
     # (SimPy cannot cancel one): the run ends with its last update, not the last timer
     end_s = recorder.last_update_s if "interference" in extra else env.now
+    ranks = plan.worker_ranks
     result = build_result(spec, cfg, plan, workload, seed, "des", end_s,
-                          recorder.compute_s[:p], recorder.comm_s[:p], recorder.wait_s[:p],
+                          [recorder.compute_s[r] for r in ranks],
+                          [recorder.comm_s[r] for r in ranks], [recorder.wait_s[r] for r in ranks],
                           dict(sorted(recorder.staleness.items())), events_scheduled(env),
                           bytes_sent, recorder.chrome_trace(meta) if trace else None,
                           log.sorted_events() if log else None)

@@ -35,7 +35,7 @@ class Layout:
     cluster: Cluster
     profile: Profile              # adjusted to the cluster's hardware, once
     workers: int
-    placement: tuple[int, ...]    # host of each rank (a server after the workers)
+    placement: tuple[int, ...]    # host of each rank (a server is rank 0)
     pools: tuple[int, ...]        # pool of cores each rank computes on
     routes: Routes
 
@@ -44,8 +44,16 @@ class Layout:
         return self.profile.transport(self.spec.backend)
 
     @property
+    def worker_ranks(self) -> tuple[int, ...]:
+        return self.spec.worker_ranks(self.workers)
+
+    @property
+    def worker_hosts(self) -> np.ndarray:
+        return np.asarray([self.placement[r] for r in self.worker_ranks])
+
+    @property
     def worker_pools(self) -> np.ndarray:
-        return np.asarray(self.pools[:self.workers])
+        return np.asarray([self.pools[r] for r in self.worker_ranks])
 
     def busiest_pool(self) -> int:
         """Ranks on the pool of cores with the most (the server too)."""
@@ -75,9 +83,11 @@ def check(spec: Scheme, workers: int, cluster: Cluster) -> None:
 
 
 def placement_of_ranks(spec: Scheme, cluster: Cluster, workers: int) -> tuple[int, ...]:
+    """The host of each rank: the workers' as the cluster places P ranks, a server (rank 0)
+    on the host the cluster gives the next rank (one of its own where hosts = P + 1)."""
     placement = cluster.placement_of(workers)
     if spec.server:
-        return placement + (cluster.host_of(spec.server_rank(workers)),)
+        return (cluster.host_of(workers),) + placement
     return placement
 
 

@@ -54,7 +54,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
     return Plan(
         workers=workers,
         iterations=workload.iterations_per_worker(workers),
-        worker_ranks=tuple(range(workers)),
+        worker_ranks=spec.worker_ranks(workers),
         param_count=model.param_count,
         tensor_bytes=tuple(int(grad * c) for c in model.tensor_counts) or (model.grad_bytes,),
         backward_fraction=model.backward_fraction,
@@ -133,10 +133,10 @@ def input_bound(steps, model, run: Layout, batch: int):
     host need ``k * batch * input_s_per_sample`` core-seconds of its ``cpu_cores``."""
     if model.input_s_per_sample <= 0 or run.cluster.cpu_cores <= 0:
         return steps
-    placement = run.placement
-    per_host = np.bincount(placement[:run.workers])
-    return [np.maximum(s, per_host[placement[r]] * batch * model.input_s_per_sample
-                       / run.cluster.cpu_cores) for r, s in enumerate(steps)]
+    hosts = run.worker_hosts
+    per_host = np.bincount(hosts)
+    return [np.maximum(s, per_host[hosts[i]] * batch * model.input_s_per_sample
+                       / run.cluster.cpu_cores) for i, s in enumerate(steps)]
 
 
 def oversubscribed(run: Layout, workload: Workload) -> bool:

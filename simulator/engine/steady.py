@@ -49,12 +49,11 @@ def window(iterations: int, period: int = 0) -> int | None:
     return n if iterations >= 3 * n else None
 
 
-def extrapolate(result, recorder, n: int, total: int):
+def extrapolate(result, recorder, n: int, total: int, ranks: tuple[int, ...]):
     """The Result of ``total`` iterations from the window run of ``n`` (``recorder`` watched
-    steps ``n // 2`` and ``n``)."""
+    steps ``n // 2`` and ``n`` of the workers' ``ranks``)."""
     h = n // 2
     rest = total - n
-    ranks = range(result.workers)
     pace = max((recorder.noted[r, n][0] - recorder.noted[r, h][0]) / (n - h) for r in ranks)
     extra = [[(recorder.noted[r, n][k] - recorder.noted[r, h][k]) / (n - h) * rest
               for k in (1, 2, 3)] for r in ranks]

@@ -51,6 +51,10 @@ class Plan:
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
     first_buckets: tuple[tuple[int, float], ...] = ()   # ddp's first iteration (() = buckets)
 
+    def worker_of(self, rank: int) -> int:
+        """Which worker (0..P-1, its shard) ``rank`` is."""
+        return rank - self.worker_ranks[0]
+
     @property
     def cycle_period_s(self) -> float:
         """Horovod's loop: its sleep, then rank 0 hears every other rank and answers."""

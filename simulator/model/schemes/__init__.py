@@ -10,7 +10,9 @@ reports ask these properties and never compare a scheme's name. Loops receive th
 collaborators (worker, comm, recorder, plan) and share ``train_step``. ``weights`` and
 ``evaluate`` say how a replay reads the scheme's update schedule (``contracts.schedule``).
 
-Rank numbering: the P workers are ranks 0..P-1 and a parameter server is rank P.
+Rank numbering, as ``real.train`` numbers its ranks and every run record says: a
+parameter server is rank 0 and the P workers ranks 1..P; without a server the workers
+are ranks 0..P-1. (The server runs on the host after the workers': ``engine.placement``.)
 
 Imports: its own modules (base, collective, holder, local, ps).
 """
@@ -45,7 +47,7 @@ class Scheme:
     start: Callable                    # start(env, setup): launch the rank processes
     synchronous: bool                  # every rank meets every iteration (fast path ok)
     exchange: str = "none"             # what a step sends: a key of EXCHANGES
-    server: bool = False               # a parameter-server rank after the P workers
+    server: bool = False               # a parameter-server rank (rank 0) besides the P workers
     polls: bool = False                # ranks busy-wait in MPI calls (MPICH), taking a core
     single_host: bool = False          # needs all workers on one host (shared memory)
     single_worker: bool = False
@@ -78,8 +80,13 @@ class Scheme:
         return workers + (1 if self.server else 0)
 
     def server_rank(self, workers: int) -> int | None:
-        """The parameter server's rank (after the workers), or None."""
-        return workers if self.server else None
+        """The parameter server's rank, or None: rank 0, as a run record numbers it."""
+        return 0 if self.server else None
+
+    def worker_ranks(self, workers: int) -> tuple[int, ...]:
+        """The workers' ranks: 1..P after a server, else 0..P-1."""
+        first = 1 if self.server else 0
+        return tuple(range(first, first + workers))
 
 
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (

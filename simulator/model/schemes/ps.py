@@ -1,4 +1,4 @@
-"""Parameter server: P workers and one server rank (rank P), MPI point to point.
+"""Parameter server: P workers (ranks 1..P) and one server (rank 0), MPI point to point.
 
 * ``ps_sync``: each iteration the server sends w to the workers one after the
   other (``real/schemes/ps.py`` completes each worker's Isend before the
@@ -23,11 +23,11 @@ from simulator.model.schemes.base import Setup, train_step
 
 def start_ps_sync(env, setup: Setup):
     plan = setup.plan
-    group = plan.worker_ranks + (plan.server_rank,)
+    group = plan.worker_ranks + (plan.server_rank,)          # the server gathers: last
     inbox = [simpy.Store(env) for _ in plan.worker_ranks]     # w, as each worker gets it
     for w in setup.workers:
         env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
-                                   inbox[w.rank]))
+                                   inbox[plan.worker_of(w.rank)]))
     env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group,
                                inbox))
 
@@ -48,14 +48,14 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
         t0 = env.now
         for w in plan.worker_ranks:                      # one after the other
             yield comm.transfer(server.rank, w, plan.param_bytes)
-            inbox[w].put(server.version)
+            inbox[plan.worker_of(w)].put(server.version)
         recorder.add(server.rank, "comm", t0, env.now, "send w")
         yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
         t0 = env.now
         yield comm.reduce(plan.workers * plan.param_bytes)
         recorder.add(server.rank, "compute", t0, env.now, "sum")
         version = yield from server.apply(recorder)
-        for w in plan.worker_ranks:                      # the mean of the P pushes, once
+        for w in range(plan.workers):                    # the mean of the P pushes, once
             recorder.update(env.now, w, i, version, version)
         recorder.after_step(env.now, 0, i + 1)
 
@@ -78,7 +78,7 @@ def ps_async_worker(env, worker, comm, recorder, plan, server):
         t1 = env.now
         applied_on = yield from server.apply(recorder)
         t2 = env.now
-        recorder.update(t2, me, i, read_version, applied_on)
+        recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
         recorder.server_step(t2, applied_on + 1)
         yield comm.transfer(server.rank, me, n)          # the new w
         recorder.add(me, "comm", t0, t1, "push")
