@@ -110,6 +110,19 @@ def test_scatter_broadcasts_pass_blocks_down_a_binomial_tree():
     assert sends_of(t, 7) == [(6, 10), (5, 20), (3, 40)]
 
 
+def test_binomial_trees_reduce_up_the_lowest_bit_and_broadcast_down_the_highest():
+    """reduce_intra_binomial.c: with mask 1, 2, 4 a rank sends to ``rank - mask`` at its
+    lowest set bit (1 -> 0, 3 -> 2, 2 -> 0, 4 -> 0); bcast_intra_binomial.c: from the
+    parent, then to ``rank + mask`` with the mask falling (0 -> 4, 2, 1; 4 -> 6, 5)."""
+    t = trace(mpich.binomial_reduce, tuple(range(8)), N, TWO_HOSTS)
+    assert [sends_of(t, r) for r in range(8)] == [
+        [], [(0, N)], [(0, N)], [(2, N)], [(0, N)], [(4, N)], [(4, N)], [(6, N)]]
+    t = trace(mpich.binomial_bcast, tuple(range(8)), N, TWO_HOSTS)
+    assert [sends_of(t, r) for r in range(8)] == [
+        [(4, N), (2, N), (1, N)], [], [(3, N)], [], [(6, N), (5, N)], [], [(7, N)], []]
+    assert [crossing_bytes(t, r) for r in range(8)] == [N, 0, 0, 0, 0, 0, 0, 0]
+
+
 # ------------------------------------------------------------------ against closed forms
 
 A_SHM, B_SHM, A_NET, B_NET, G = 2e-6, 1e-10, 20e-6, 1e-9, 3e-11
@@ -198,6 +211,17 @@ def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
     assert closed < with_g <= cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, 1e-9) * (1 + 1e-12)
 
 
+def test_gloo_gathers_and_scatters_through_the_root_in_rank_order():
+    """gloo/gather.cc, gloo/scatter.cc (gather_scatter): every rank sends its n to the
+    root; the root posts its sends to 1, 2, ..., P-1 at once; P = 8 and 6."""
+    for p, pl in ((8, TWO_HOSTS), (6, (0, 0, 0, 1, 1, 1))):
+        t = trace(collectives.gather, tuple(range(p)), N, pl)
+        assert [sends_of(t, r) for r in range(p)] == [[]] + [[(0, N)]] * (p - 1)
+        t = trace(collectives.scatter, tuple(range(p)), N, pl)
+        assert sends_of(t, 0) == [(r, N) for r in range(1, p)]
+        assert all(sends_of(t, r) == [] for r in range(1, p))
+
+
 # ------------------------------------------------------------------ NCCL
 
 def test_nccl_builds_its_trees_over_hosts_with_a_chain_inside_each():
@@ -254,7 +278,10 @@ def test_an_nccl_ring_over_round_robin_ranks_is_the_packed_ring():
 
 # ------------------------------------------------------------------ gloo on accelerator hosts
 
-def gpu_hosts(hosts, local, host_link=Link(10e9, 0.0), intra=Link(100e9, 1e-6)):
+PCIE, NVLINK = Link(10e9, 0.0), Link(100e9, 1e-6)
+
+
+def gpu_hosts(hosts, local, host_link=PCIE, intra=NVLINK):
     from simulator.contracts.cluster import Cluster, Device, Hardware
     return Cluster(hosts=hosts, cores_per_host=local, placement="packed",
                    link=Link(1.25e9, 10e-6) if hosts > 1 else None,
@@ -379,3 +406,20 @@ def test_the_hierarchies_are_selected_as_their_users_selected_them():
     with pytest.raises(ConfigError, match="host_link"):
         simulate(SchemeConfig("ddp", backend="nccl", algorithm="reduce_broadcast"), 8, work,
                  gpu_hosts(2, 4, None), prof)
+
+
+def test_horovods_later_hierarchy_reduce_scatters_in_the_host_and_rings_across():
+    """Horovod 0.15+ (hierarchical): a ring reduce-scatter of n/4 blocks inside each host,
+    an allreduce of each rank's quarter with the rank of the same place on the other
+    host (a ring of n/8 blocks), a ring allgather inside the host."""
+    t = trace(collectives.hierarchical_allreduce, tuple(range(8)), N, TWO_HOSTS)
+    assert sends_of(t, 0) == [(1, 16)] * 3 + [(4, 8)] * 2 + [(1, 16)] * 3
+    assert sends_of(t, 5) == [(6, 16)] * 3 + [(1, 8)] * 2 + [(6, 16)] * 3
+
+
+def test_release_gather_reduces_up_radix_4_and_releases_from_the_root():
+    """posix_coll_release_gather.h at P = 6 on one host: 1..4 under 0, 5 under 1; the
+    root releases to all five (radix 64). (MPICH runs it single-threaded only.)"""
+    t = trace(mpich.release_gather_allreduce, tuple(range(6)), 8.0, (0,) * 6)
+    assert sends_of(t, 0) == [(r, 8.0) for r in range(1, 6)]
+    assert sends_of(t, 5) == [(1, 8.0)] and sends_of(t, 2) == [(0, 8.0)]

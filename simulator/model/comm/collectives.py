@@ -60,9 +60,15 @@ def _ring_phase(p2p, group, i, chunk, steps, tag, reduce: bool):
 
 
 def hierarchical_allreduce(p2p, ranks, i, n_bytes, tag):
-    """Reduce-scatter inside each host (ring of its L ranks), allreduce of each rank's
-    1/L across the hosts (ring of the ranks with the same place on their hosts), then
-    allgather inside each host. Hosts must hold as many ranks each."""
+    """Horovod 0.15+'s ``HOROVOD_HIERARCHICAL_ALLREDUCE`` (``horovod/common/ops/
+    nccl_operations.cc``, ``NCCLHierarchicalAllreduce::Execute``): ``ncclReduceScatter``
+    inside each host (a ring of its L ranks, n/L blocks), an allreduce of each rank's
+    1/L with the ranks of the same place on the other hosts (``cross_comm``), then
+    ``ncclAllGather`` inside each host. Hosts must hold as many ranks each (Horovod's
+    homogeneous case; it pads the fused buffer to a multiple of L). Horovod runs the
+    middle step as ``MPI_Allreduce`` on host memory between two copies; here it is a
+    ring on the devices' links (``benchmarks.dle.multinode`` takes it for NCCL's
+    channels, one ring a NIC), the copies and MPI's choice not modelled."""
     groups, even = host_groups(p2p.routes.placement, ranks)
     if not even:
         raise ValueError("hierarchical allreduce needs as many ranks on every host")

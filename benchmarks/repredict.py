@@ -1,0 +1,157 @@
+"""Predict a shipped validation's points again with the model of this checkout.
+
+    python -m benchmarks.repredict docs/results/validation-1 docs/results/cluster-3 \
+        --train-size cluster-3=3072 --out new.csv
+
+A validation folder under ``docs/results`` keeps its ``compare.csv`` and profile but
+not its run records, so ``simulator.compare`` cannot run there again. This predicts
+every row of ``compare.csv`` from what the row and the folder say: a one-host
+validation (``holdout_profile.json``) on the calibrated host, an emulated-cluster one
+(``profile.json``, ``link.toml``) on its hosts with the row's shaped rate and the
+calibrated link, sharing the machine's cores; the dataset is Fashion-MNIST's 60000
+samples on one host; on the cluster ``simulator.validate_cluster``'s ``--train-size``
+(768, or ``--train-size FOLDER=N`` where the folder's command in docs/validation.md set
+another). It writes one row per point (folder, scheme, P, link rate, measured, shipped
+and new prediction, whether held out) and prints the held-out error per folder and
+scheme; with ``--against`` another commit's CSV, the held-out errors there and here of
+the schemes whose predictions moved. Another commit's model predicts through a worktree
+of it on ``PYTHONPATH`` (this file runs there by its path):
+
+    git worktree add ../before COMMIT
+    PYTHONPATH=../before python benchmarks/repredict.py FOLDERS... --out before.csv
+    python -m benchmarks.repredict FOLDERS... --out after.csv --against before.csv
+
+(At the commit that made a ``compare.csv`` the new prediction equals the shipped one.)
+
+Imports: pandas, simulator.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.compare import model_workloads, workload_files
+from simulator.contracts import cli
+from simulator.contracts import profile as profiles
+from simulator.contracts.cluster import Cluster, Link, calibrated_cluster, load_link_calibration
+from simulator.contracts.files import atomic_write_text
+from simulator.contracts.workload import Workload
+from simulator.engine import simulate
+from simulator.engine.machine import machine
+from simulator.model.config import SchemeConfig
+
+PROG = "python -m benchmarks.repredict"
+CLUSTER_SAMPLES = 768     # simulator.validate_cluster's default --train-size
+
+
+def cluster_of(folder: Path, row, prof):
+    """The machine a row ran on: the calibrated host, or the emulated cluster."""
+    if not (folder / "link.toml").exists():
+        return calibrated_cluster(prof.cores)
+    cal = load_link_calibration(folder / "link.toml")
+    link = Link(bandwidth_bytes_per_s=row["bandwidth_bits_per_s"] / 8 * cal.payload_efficiency,
+                latency_s=cal.latency_s, socket_buffer_bytes=cal.socket_buffer_bytes,
+                ack_share=cal.ack_share, cpu_s_per_message=cal.cpu_s_per_message,
+                cpu_s_per_byte=cal.cpu_s_per_byte)
+    return Cluster(hosts=int(row["hosts"]), cores_per_host=prof.cores, link=link,
+                   shared_cores=True)
+
+
+def repredict(folder: Path, cluster_samples: int) -> pd.DataFrame:
+    """One row per row of the folder's ``compare.csv``, predicted again."""
+    emulated = (folder / "link.toml").exists()
+    prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
+    rows = []
+    for _, r in pd.read_csv(folder / "compare.csv").iterrows():
+        work = Workload(model=r["model"], batch_per_worker=int(r["batch_per_worker"]),
+                        dataset_samples=cluster_samples if emulated else 60000, epochs=1.0,
+                        threads_per_worker=int(r["threads"]))
+        on = cluster_of(folder, r, prof)
+        mach = machine(prof, "", on, model_workloads(prof, workload_files(None), [work.model]))
+        new = simulate(SchemeConfig(r["scheme"]), int(r["workers"]), work, on, mach.profile, 0)
+        rows.append({"folder": folder.name, "scheme": r["scheme"], "workers": int(r["workers"]),
+                     "bandwidth_bits_per_s": r.get("bandwidth_bits_per_s"),
+                     "measured_s": r["measured_s"], "shipped_s": r["predicted_s"],
+                     "predicted_s": new.epoch_s, "held_out": bool(r["held_out"])})
+    return pd.DataFrame(rows)
+
+
+def moved(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Held-out error per kind of validation (one host, cluster) and scheme, before and
+    after, for the schemes with a prediction that moved: points, mean signed error and
+    median absolute error, each as a fraction."""
+    key = ["folder", "scheme", "workers", "bandwidth_bits_per_s"]
+    m = after.merge(before[key + ["predicted_s"]], on=key, how="left",
+                    suffixes=("", "_before"))
+    m["validation"] = m["folder"].str.rsplit("-", n=1).str[0].replace("validation", "one host")
+    shift = (m["predicted_s"] / m["predicted_s_before"] - 1).abs()
+    changed = set(zip(m.loc[shift > 1e-6, "validation"], m.loc[shift > 1e-6, "scheme"]))
+    of_changed = pd.Series([k in changed for k in zip(m["validation"], m["scheme"])],
+                           index=m.index)
+    m = m[m["held_out"] & of_changed]
+    m["before"] = m["predicted_s_before"] / m["measured_s"] - 1
+    m["after"] = m["predicted_s"] / m["measured_s"] - 1
+    g = m.groupby(["validation", "scheme"])
+    return pd.DataFrame({"points": g.size(),
+                         "mean before": g["before"].mean(), "mean after": g["after"].mean(),
+                         "median |e| before": g["before"].apply(lambda e: e.abs().median()),
+                         "median |e| after": g["after"].apply(lambda e: e.abs().median())})
+
+
+def train_sizes(items: list[str], prog: str) -> dict[str, int] | None:
+    sizes = {}
+    for item in items:
+        name, _, n = item.partition("=")
+        if not name or not n.isdigit() or int(n) < 1:
+            cli.usage_error(prog, f"--train-size {item!r}: give FOLDER=N, N a whole number "
+                                  "above 0")
+            return None
+        sizes[name] = int(n)
+    return sizes
+
+
+def main(argv=None) -> int:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=cli.input_folder,
+                    help="validation folders (docs/results/...)")
+    ap.add_argument("--out", type=cli.output_file(".csv"), required=True, help="CSV to write")
+    ap.add_argument("--train-size", action="append", default=[], metavar="FOLDER=N",
+                    help="training samples of an emulated-cluster validation's runs where "
+                         f"they were not {CLUSTER_SAMPLES} (FOLDER: the folder's name)")
+    ap.add_argument("--against", type=cli.input_file, metavar="CSV",
+                    help="this command's CSV from another commit: print the held-out errors "
+                         "of the schemes that moved, there against here")
+    a = ap.parse_args(argv)
+    sizes = train_sizes(a.train_size, PROG)
+    if sizes is None:
+        return 2
+    folders = [Path(f) for f in a.folders]
+    for f in folders:
+        if not (f / "compare.csv").is_file():
+            return cli.usage_error(PROG, f"{f} has no compare.csv: give a validation folder "
+                                         "under docs/results")
+    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES)) for f in folders],
+                   ignore_index=True)
+    try:       # (cli.one_line_io_errors is younger than the commits this runs against)
+        atomic_write_text(a.out, df.to_csv(index=False))
+    except OSError as e:
+        print(f"{PROG}: error: {a.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    pct = {"float_format": lambda x: f"{100 * x:+.1f}%"}
+    unsigned = {c: lambda x: f"{100 * x:.1f}%" for c in ("median |e| before", "median |e| after")}
+    if a.against:
+        table = moved(pd.read_csv(a.against), df)
+        cli.print_out("held-out error of the schemes whose predictions moved, "
+                      f"{a.against} -> this checkout",
+                      table.to_string(formatters=unsigned, **pct) if len(table) else "(none moved)")
+        return 0
+    df["error"] = df["predicted_s"] / df["measured_s"] - 1
+    held = df[df["held_out"]].groupby(["folder", "scheme"])["error"]
+    cli.print_out(held.agg(["mean", "median", "count"]).to_string(**pct))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

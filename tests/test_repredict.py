@@ -1,0 +1,34 @@
+"""benchmarks.repredict: the before/after table and its usage errors (no simulation)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks import repredict
+
+
+def points(predicted):
+    """Two cluster points of ddp and one of psgd, measured 10 s, held out but the last."""
+    return pd.DataFrame({"folder": ["cluster-1", "cluster-2", "cluster-1"],
+                         "scheme": ["ddp", "ddp", "psgd"], "workers": [4, 4, 4],
+                         "bandwidth_bits_per_s": [1e8, 1e8, 1e8], "measured_s": [10.0] * 3,
+                         "predicted_s": predicted, "held_out": [True, True, False]})
+
+
+def test_the_table_keeps_the_schemes_that_moved_with_all_their_held_out_points():
+    table = repredict.moved(points([8.0, 12.0, 5.0]), points([8.0, 14.0, 5.0]))
+    assert list(table.index) == [("cluster", "ddp")]
+    row = table.loc[("cluster", "ddp")]
+    assert row["points"] == 2
+    assert row["mean before"] == pytest.approx(0.0) and row["mean after"] == pytest.approx(0.1)
+    assert row["median |e| before"] == pytest.approx(0.2)
+    assert row["median |e| after"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("argv", [["docs/results/validation-1", "--train-size", "x=0"],
+                                  ["docs/results", "--train-size", "cluster-3=3072"]])
+def test_bad_input_is_one_line_and_exit_code_2(argv, tmp_path, capsys):
+    assert repredict.main(argv + ["--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err
+    assert not (tmp_path / "x.csv").exists()
