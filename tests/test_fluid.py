@@ -1,6 +1,8 @@
 """Max-min fair rates (``model.fluid``): the filling that visits each flow a few times gives
 the textbook progressive filling's rates to the last bit, whatever the flows' resources,
-weights (ACKs), caps (threads) and sharing losses; and the classic cases by hand."""
+weights (ACKs), caps (threads) and sharing losses; ``max_min_rates`` with its shortcuts (one
+resource: water-filling, its shares a rounding apart) within 1e-12; and the classic cases by
+hand."""
 from __future__ import annotations
 
 import math
@@ -8,7 +10,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.model.fluid import Flow, Resource, max_min_rates
+from simulator.model.fluid import Flow, Resource, _filling, max_min_rates
 
 EPS = 1e-12
 
@@ -69,8 +71,10 @@ def test_the_filling_is_the_textbook_one_to_the_last_bit(capacities, losses, spe
                   None if ack is None else (1.0,) + (ack,) * (len(idx) - 1))
              for idx, ack, cap in specs]
     expected = textbook(flows)
-    max_min_rates(flows)
+    _filling(flows)
     assert [f.rate for f in flows] == expected
+    max_min_rates(flows)
+    assert all(math.isclose(f.rate, e, rel_tol=1e-12) for f, e in zip(flows, expected))
 
 
 def test_an_incast_shares_the_receivers_link_and_a_cap_gives_way():

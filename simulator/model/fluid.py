@@ -74,41 +74,40 @@ def _filling(flows: list[Flow]) -> None:
     the unfrozen flows less that sum (subtraction keeps the order), and the flows to freeze
     are those of the resources just filled (found through each resource's flows) and those
     at their cap, their weights taken off in the flows' order as a pass over them all does."""
-    cap_left: dict[Resource, float] = {}
     count: dict[Resource, float] = {}         # sum of the unfrozen flows' weights
-    users: dict[Resource, int] = {}
-    on: dict[Resource, list[int]] = {}        # the flows (by index) crossing each resource
+    on: dict[Resource, list[int]] = {}        # each flow (by index) crossing it, per crossing
     capped: list[int] = []                    # flows with a cap of their own
     for i, f in enumerate(flows):
         f.rate = 0.0
         for r, w in zip(f.resources, f.weights):
-            cap_left[r] = r.capacity
-            count[r] = count.get(r, 0) + w
-            users[r] = users.get(r, 0) + 1
-            here = on.setdefault(r, [])
-            if not here or here[-1] != i:     # (a flow crossing it twice is one of its flows)
-                here.append(i)
+            if r in count:
+                count[r] += w
+                on[r].append(i)
+            else:
+                count[r] = 0 + w
+                on[r] = [i]
         if f.cap < math.inf:
             capped.append(i)
+    cap_left = {r: r.capacity for r in count}
     frozen = [False] * len(flows)
     live = list(count)                        # resources some unfrozen flow crosses
     left, level = len(flows), 0.0
     while left:
         inc = min((cap_left[r] / count[r] for r in live if count[r] > _EPS), default=math.inf)
-        cap = min((flows[i].cap for i in capped if not frozen[i]), default=math.inf)
-        inc = min(inc, cap - level)
+        if capped:
+            inc = min(inc, min(flows[i].cap for i in capped) - level)
         if math.isinf(inc):
             raise RuntimeError("a flow crosses no finite capacity")
         level += inc
-        for r in live:
-            cap_left[r] -= inc * count[r]
         stop = set()
         for r in live:
-            if count[r] > _EPS and cap_left[r] <= _EPS * r.capacity:
-                stop.update(i for i in on[r] if not frozen[i])
-        stop.update(i for i in capped if not frozen[i]
-                    and flows[i].cap - level <= _EPS * flows[i].cap)
-        for i in sorted(stop):
+            n = count[r]
+            c = cap_left[r] = cap_left[r] - inc * n
+            if n > _EPS and c <= _EPS * r.capacity:
+                stop.update(on[r])
+        stop.update(i for i in capped if flows[i].cap - level <= _EPS * flows[i].cap)
+        stop = sorted(i for i in stop if not frozen[i])
+        for i in stop:
             f = flows[i]
             frozen[i] = True
             f.rate = level
@@ -116,10 +115,12 @@ def _filling(flows: list[Flow]) -> None:
                 count[r] -= w
         left -= len(stop)
         live = [r for r in live if count[r] != 0]
-    for r, n in users.items():
+        if capped:
+            capped = [i for i in capped if not frozen[i]]
+    for r, crossing in on.items():            # (a flow crossing r twice counts twice in n)
         if r.efficiency is not None:
-            e = r.efficiency(n)
-            for i in on[r]:
+            e = r.efficiency(len(crossing))
+            for i in dict.fromkeys(crossing):
                 flows[i].rate *= e
 
 
