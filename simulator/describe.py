@@ -212,8 +212,10 @@ def _network_words(link: Link | None, cluster: Cluster, what: str) -> str:
         return f"none: {what} has one host"
     hw = cluster.hardware
     nics = f"{hw.nics} NICs x " if hw is not None and hw.nics > 1 else ""
-    origin = cluster.source_of("link.bandwidth")
-    return f"{origin.split(':')[0] if origin else what}: {nics}{_link_words(link)}"
+    origin = (cluster.source_of("link.bandwidth") or what).split(":")[0]
+    if origin == "user":                    # (the file's own value: name the file)
+        origin = what
+    return f"{origin}: {nics}{_link_words(link)}"
 
 
 # A file's value each flag replaces: (flag, attribute of args, the Cluster field, words)

@@ -162,6 +162,7 @@ def test_a_cluster_files_own_values_are_the_default(files, capsys):
     assert m["cluster"]["hosts"] == 4 and not m["hosts"]["grows"] and not m["overrides"]
     assert m["cluster"]["link"]["bandwidth_bytes_per_s"] == 1.25e9
     assert "Machine: hosts of cluster file" in out and ": 4 hosts, whatever P" in out
+    assert f"Network: cluster file {files / 'c.toml'}: 10 Gbit/s" in out
 
 
 def test_a_cluster_file_without_hosts_grows_with_p(files, capsys):
