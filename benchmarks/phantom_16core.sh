@@ -1,96 +1,112 @@
 #!/usr/bin/env bash
-# Phantom against real runs at P = 2..15 on a 16-core machine: 16 emulated hosts
-# (network namespaces, real.cluster), each pinned to a core of its own (taskset), so
-# that the real runs' compute has the cores it stands for. Each of ddp, mpi_allreduce
-# and ps_async runs once for real and once as a phantom of the CNN's workload
-# (measured here, on one pinned core) at P = 2, 4, 8, 15 (ps_async: P workers + its
-# server = 16 ranks at most), links of 100 Mbit/s. Everything goes under $OUT:
-# cnn.toml, real/ and phantom/ (the sweeps' records and tables), summary.txt (time
-# per iteration, real against phantom, per scheme and P) and the logs.
+# Phantom against real runs with a core for every rank: python -m real.phantom_check on one
+# host of 16 cores, ddp and mpi_allreduce at P = 4, 8, 15, each rank bound to a core of its
+# own (mpirun -bind-to core), two runs of each mode alternating, the CNN's workload measured
+# here (two measurements, one a core). Every step says how it ended; a failed step does not
+# stop the next, and the check itself stops starting runs in time to judge what ran, so the
+# script ends in under 5 minutes. Everything goes under $OUT: env.txt (the machine),
+# install.log, check.txt (the table: real against phantom per scheme and P), check.err (each
+# run as it ended), check/ (records, logs, workload files) and run.log (all of it).
 #
-# Run from the repository root, as root (namespaces), in under 8 minutes:
+# Run from the repository root:
 #     OUT=/tmp/out bash benchmarks/phantom_16core.sh
-# Needs: python 3.10+ with torch 2.13 (CPU or GPU build), iproute2 (ip, tc), taskset;
-# the Python packages of pyproject.toml. With no internet, carry their wheels in
-# shared/wheels/ (made on a machine with one: docs/phantom.md, "A 16-core machine"):
-# mpich, mpi4py, simpy and, where the python lacks them, numpy, pandas, scipy,
-# matplotlib, tqdm, psutil. The script installs from there only.
-set -euo pipefail
+# Needs python 3.10+ with torch (CPU or GPU build), numpy, pandas, scipy, psutil and tqdm.
+# What a torch image lacks (the mpich wheel's mpirun, mpi4py, simpy) is installed offline
+# from $WHEELS (default .device-wheels/, git-ignored), made on a machine with internet for
+# the target's python (here 3.12):
+#     pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#         --platform manylinux2014_x86_64 -d .device-wheels mpich mpi4py simpy
+# No network namespaces: the machine this was written for has no iproute2; the ranks talk
+# over loopback. Overrides for a smaller machine: PH16_SCHEMES, PH16_WORKERS, PH16_TRAIN_SIZE,
+# PH16_BUDGET_S (the whole script's seconds, default 280), PYTHON.
+set -uo pipefail
 OUT=${OUT:?set OUT to the folder that receives the results}
 PY=${PYTHON:-python3}
-PREFIX=ph16
+WHEELS=${WHEELS:-.device-wheels}
+SCHEMES=${PH16_SCHEMES:-ddp,mpi_allreduce}
+WORKERS=${PH16_WORKERS:-4,8,15}
+TRAIN_SIZE=${PH16_TRAIN_SIZE:-30720}       # 120 / 60 / 32 iterations at P = 4 / 8 / 15
+BUDGET_S=${PH16_BUDGET_S:-280}
+START=$(date +%s)
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PIP_DISABLE_PIP_VERSION_CHECK=1 \
+       PIP_ROOT_USER_ACTION=ignore
+elapsed() { echo $(( $(date +%s) - START )); }
+step() {                        # step NAME CMD...: run it, say how it ended, never stop here
+  local name=$1; shift
+  echo "== $name (at $(elapsed) s)"
+  "$@"; local rc=$?
+  if [ $rc -eq 0 ]; then echo "== $name: ok"; else echo "!! $name: exit $rc"; fi
+  return $rc
+}
 
-if [ -d shared/wheels ]; then
-  $PY -m pip install -q --no-index --find-links shared/wheels \
-      mpich mpi4py simpy numpy pandas scipy matplotlib tqdm psutil || true
-fi
-missing=$($PY -c 'import importlib.util as u
-print(" ".join(m for m in ("torch","mpi4py","simpy","numpy","pandas","scipy","matplotlib",
-                           "tqdm","psutil") if u.find_spec(m) is None))')
-if [ -n "$missing" ]; then echo "missing python packages: $missing (carry their wheels)"; exit 2; fi
-for tool in ip tc taskset; do command -v $tool >/dev/null || { echo "missing tool: $tool"; exit 2; }; done
-[ "$(nproc)" -ge 16 ] || { echo "needs 16 cores, this machine has $(nproc)"; exit 2; }
-BIN=$(dirname "$(command -v $PY)")
-export PATH=$BIN:$PATH               # the mpich wheel's mpirun
+environment() {
+  echo "date $(date -u +%FT%TZ); $(nproc) cores; $(uname -srm)"
+  echo "python $($PY -c 'import sys; print(sys.version.split()[0], sys.executable)')"
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+  grep -m1 "model name" /proc/cpuinfo
+  free -g | head -2
+}
 
-echo "== $(date -u +%FT%TZ) $(nproc) cores; $($PY -c 'import torch; print("torch", torch.__version__)')"
-taskset -c 0 $PY -m calibrate.workload --model cnn --input-shape 1,28,28 --batch-size 64 \
-    --threads 1 --out "$OUT/cnn.toml"
-
-cleanup() { $PY -m real.cluster down --prefix $PREFIX >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-cleanup
-$PY -m real.cluster up --hosts 16 --bandwidth 100mbit --prefix $PREFIX
-# Pin host i to core i: hydra starts every rank through the cluster's launcher script.
-$PY - "$PREFIX" <<'EOF'
-import os, shlex, sys
-from real.cluster import read_state
-c = read_state(sys.argv[1])
-cases = "\n".join(f"    {a}) ns={shlex.quote(ns)}; cpu={i} ;;"
-                  for i, (a, ns) in enumerate(zip(c.addresses, c.namespaces)))
-text = f"""#!/bin/sh
-[ "$1" = "-x" ] && shift
-host=$1; shift
-case "$host" in
-{cases}
-    *) echo "no host with address $host" >&2; exit 255 ;;
-esac
-exec taskset -c "$cpu" ip netns exec "$ns" sh -c "$*"
-"""
-open(c.hydra_launcher, "w").write(text)
-os.chmod(c.hydra_launcher, 0o755)
-print(f"pinned {c.n_hosts} hosts to cores 0..{c.n_hosts - 1}")
+install() {
+  # The python's own environment first; where pip may not write there, a venv beside it.
+  local missing
+  missing=$($PY - <<'EOF'
+import importlib.util as u, os, sys
+need = [p for p in ("mpi4py", "simpy") if u.find_spec(p) is None]
+if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mpirun")):
+    need.append("mpich")        # real.sweep takes the mpirun beside python first
+print(" ".join(need))
 EOF
+)
+  [ -z "$missing" ] && { echo "nothing to install"; return 0; }
+  [ -d "$WHEELS" ] || { echo "missing: $missing, and no $WHEELS to install them from"; return 2; }
+  echo "installing from $WHEELS: $missing"
+  if ! $PY -m pip install -q --no-index --no-deps --ignore-installed --find-links "$WHEELS" \
+       $missing >"$OUT/install.log" 2>&1
+  then
+    echo "pip into $($PY -c 'import sys; print(sys.prefix)') failed ($(tail -1 "$OUT/install.log"));" \
+         "trying a venv with its packages"
+    $PY -m venv --system-site-packages /tmp/ph16-venv &&
+      /tmp/ph16-venv/bin/python -m pip install -q --no-index --no-deps --ignore-installed \
+          --find-links "$WHEELS" $missing >>"$OUT/install.log" 2>&1 || { tail -3 "$OUT/install.log"; return 1; }
+    PY=/tmp/ph16-venv/bin/python
+  fi
+}
 
-COMMON=(--cluster --prefix $PREFIX --schemes ddp,mpi_allreduce,ps_async --workers 2,4,8,15
-        --dataset synthetic --train-size 20480 --batch-size 64 --threads 1 --timeout 120)
-timeout 200 $PY -m real.sweep "${COMMON[@]}" --out "$OUT/real" || echo "real sweep: exit $?"
-timeout 200 $PY -m real.sweep "${COMMON[@]}" --out "$OUT/phantom" \
-    --compute phantom --workload "$OUT/cnn.toml" || echo "phantom sweep: exit $?"
+use_wheel_mpi() {               # mpi4py loads the mpich wheel's library, not another MPI's
+  local lib
+  lib=$($PY -c 'import sys; print(sys.prefix)')/lib/libmpi.so.12
+  if [ -e "$lib" ]; then export MPI4PY_LIBMPI=$lib; echo "MPI4PY_LIBMPI=$lib"; fi
+}
 
-$PY - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
-import sys
-from pathlib import Path
-from real.phantom_check import time_per_iteration
-from simulator.contracts import record
-out = Path(sys.argv[1])
-print("time per iteration (ms), 5 warm-up iterations left out; 16 namespaces, a core each, "
-      "100 Mbit/s")
-print(f"{'scheme':<15}{'P':>3}{'real':>9}{'phantom':>9}{'diff':>8}  marks")
-for d in sorted((out / "real").glob("*-P*-r0")):
-    ph = out / "phantom" / d.name
-    try:
-        r, p = (time_per_iteration(x, 5) for x in (d, ph))
-        marks = [f"{m}: {why}" for m, x in (("real", d), ("phantom", ph))
-                 for why in [record.left_out_reason(record.read(x), ("phantom",))] if why]
-    except (record.RecordError, ValueError, ZeroDivisionError) as e:
-        print(f"{d.name}: {e}")
-        continue
-    alg, workers = d.name.split("-P")[0], d.name.split("-P")[1].split("-")[0]
-    print(f"{alg:<15}{workers:>3}{r * 1e3:>9.3f}{p * 1e3:>9.3f}{(p - r) / r:>+8.1%}  "
-          + "; ".join(marks))
-EOF
-echo "== done $(date -u +%FT%TZ)"
+mpi_smoke() {                   # two ranks say hello through the MPI the runs will use
+  local mpirun
+  mpirun=$(dirname "$($PY -c 'import sys; print(sys.executable)')")/mpirun
+  [ -x "$mpirun" ] || mpirun=$(command -v mpirun) || { echo "no mpirun"; return 2; }
+  echo "mpirun: $mpirun ($("$mpirun" --version 2>&1 | grep -m1 -i -E 'version|hydra'))"
+  timeout 60 "$mpirun" -bind-to core -n 2 $PY -c \
+    'from mpi4py import MPI; c = MPI.COMM_WORLD; import os
+print(c.Get_rank(), c.allreduce(1), MPI.Get_library_version().split(chr(10))[0], "cores", sorted(os.sched_getaffinity(0)))'
+}
+
+check() {       # the time left goes to the check; its last run starts a run's timeout before
+  local left=$(( BUDGET_S - $(elapsed) ))
+  [ $left -gt 60 ] || { echo "only $left s left: no runs"; return 1; }
+  timeout $(( left - 5 )) $PY -m real.phantom_check --out "$OUT/check" --schemes "$SCHEMES" \
+      --workers "$WORKERS" --bind-to-core --repeats 2 --measurements 2 \
+      --train-size "$TRAIN_SIZE" --time-limit $(( left - 60 )) --timeout 45 \
+      >"$OUT/check.txt" 2>"$OUT/check.err"
+  local rc=$?
+  tail -n 30 "$OUT/check.err"; cat "$OUT/check.txt"
+  return $rc                    # 1: some scheme missed the bar; 124: timed out
+}
+
+step environment environment | tee "$OUT/env.txt"
+step install install
+use_wheel_mpi
+step "mpi smoke test" mpi_smoke
+step "phantom check" check
+echo "== done in $(elapsed) s; the table is in $OUT/check.txt"
+exit 0

@@ -9,7 +9,9 @@ microseconds and as a share of the step) and the CPU the sleeping process used:
 * ``plain``: ``time.sleep(d)`` with the thread's default timer slack (50 us);
 * ``slack``: the timer slack set to 1 ns (``prctl(PR_SET_TIMERSLACK)``);
 * ``slack+carry``: and each sleep's lateness taken off the next (what phantom runs do);
-* ``slack+spin``: sleep until 200 us before the deadline, then spin.
+* ``slack+spin``: sleep until 200 us before the deadline, then spin;
+* ``stand-in``: the whole phantom step as a run takes it (``real.phantom``'s stand-in
+  model: forward, ``backward()`` through autograd, the update), sleeping the third way.
 
     python benchmarks/phantom_sleep.py --workload cnn.toml --steps 300
     python benchmarks/phantom_sleep.py --steps 300      # the seed-000 CNN's layers, measured here
@@ -27,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from real.phantom.plan import load_plan  # noqa: E402
-from real.phantom.sleep import Sleeper  # noqa: E402
+from real.phantom.plan import load_plan
+from real.phantom.sleep import Sleeper
 
 WAYS = {"plain": {"carry": False, "slack": False}, "slack": {"carry": False},
-        "slack+carry": {}, "slack+spin": {"carry": False, "spin_s": 200e-6}}
+        "slack+carry": {}, "slack+spin": {"carry": False, "spin_s": 200e-6}, "stand-in": {}}
 
 
 def chain(plan) -> list[float]:
@@ -41,18 +43,35 @@ def chain(plan) -> list[float]:
             + [plan.update_s])
 
 
-def measure(sleeps: list[float], steps: int, **way) -> dict:
+def stand_in_step(plan, sleeper: Sleeper):
+    """One phantom step of ``plan`` through the stand-in model, as ``real.train`` runs it."""
+    import torch
+
+    from real.phantom.compute import PhantomCompute
+    compute = PhantomCompute(plan, sleeper)
+    model = compute.model()
+    batch = plan.workload.batch_size
+    x, y = torch.empty(batch, 0), torch.zeros(batch)
+    return lambda: compute.step(model, None, x, y)
+
+
+def measure(sleeps: list[float], steps: int, plan=None, **way) -> dict:
+    """``plan`` given: the stand-in's steps; else the chain ``sleeps`` slept one by one."""
     import threading
     done = {}
 
     def run():                  # a thread of its own: the timer slack is per thread
         sleeper = Sleeper(**way)
         asked = sum(sleeps)
+        step = stand_in_step(plan, sleeper) if plan else None
         over, cpu0 = [], time.process_time()
         for _ in range(steps):
             t0 = time.monotonic()
-            for s in sleeps:
-                sleeper.sleep(s)
+            if step:
+                step()
+            else:
+                for s in sleeps:
+                    sleeper.sleep(s)
             over.append(time.monotonic() - t0 - asked)
         done.update(cpu_s=time.process_time() - cpu0, over=over, summary=sleeper.summary(),
                     asked=asked)
@@ -81,7 +100,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--workload", default=None, help="workload TOML (default: measure the CNN)")
     p.add_argument("--steps", type=int, default=300, help="steps per way of sleeping")
-    p.add_argument("--repeats", type=int, default=3, help="rounds over the four ways")
+    p.add_argument("--repeats", type=int, default=3, help="rounds over the ways")
     args = p.parse_args(argv)
     if args.workload is None:
         import tempfile
@@ -96,7 +115,8 @@ def main(argv=None) -> int:
     rows = {w: [] for w in WAYS}
     for _ in range(args.repeats):             # rounds: drift falls on every way alike
         for name, way in WAYS.items():
-            rows[name].append(measure(sleeps, args.steps, **way))
+            rows[name].append(measure(sleeps, args.steps,
+                                      plan if name == "stand-in" else None, **way))
     for name, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         print(f"{name:<12} {med['p50_late_us']:>7.0f}us {med['p99_late_us']:>7.0f}us "

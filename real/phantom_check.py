@@ -2,8 +2,10 @@
 
     python -m real.phantom_check --out phantom-check                  # every rank-based scheme
     python -m real.phantom_check --out pc --schemes ps_sync,ps_async --workers 1 --repeats 5
+    python -m real.phantom_check --out pc --schemes ddp,mpi_allreduce --workers 4,8,15 \
+        --bind-to-core --time-limit 200                # a 16-core machine, a core a rank
 
-On one host at P = 2 (``--workers``), every rank-based scheme runs for real (the
+On one host at P = 2 (``--workers``, one count or several), every rank-based scheme runs for real (the
 seed-000 CNN, synthetic data) and as a phantom of the CNN's workload file, or of
 ``--workload FILE``. The workload is measured here first, ``--measurements`` times by
 ``calibrate.workload`` (per-worker batch, one torch thread as each rank has), two
@@ -16,7 +18,8 @@ over its workers of (compute + communication + waiting) per iteration, the first
 A scheme passes when the phantom's mean lies within 5% of the real mean beyond the
 compute's own spread: the real runs' (the half-width of their 95% confidence interval,
 as a share of their mean) and the measured step's (the same over the measurements),
-added in quadrature. Runs marked disturbed (other processes took CPU) are left out and
+added in quadrature. ``--time-limit`` starts no run that many seconds after the start and
+judges what ran (the runs left are counted). Runs marked disturbed (other processes took CPU) are left out and
 counted; a scheme with fewer than two undisturbed runs of a mode is not judged.
 Output: a table on stdout, ``OUT/phantom_check.csv`` (one row per scheme),
 ``OUT/runs/`` (every record) and ``OUT/workload/`` (every measurement; the phantom's
@@ -54,8 +57,15 @@ def build_parser() -> cli.Parser:
     p.add_argument("--workload", default=None, type=cli.input_file, metavar="FILE",
                    help="the phantom's workload (default: measure the CNN here with "
                         "python -m calibrate.workload)")
-    p.add_argument("--workers", default=2, type=cli.int_in(1, 64),
-                   help="P: workers of every run (the parameter server adds a rank)")
+    p.add_argument("--workers", default=[2], type=worker_counts, metavar="P",
+                   help="workers of the runs (the parameter server adds a rank): N (P = N), "
+                        "a list 4,8,15 or a range 2-4")
+    p.add_argument("--bind-to-core", action="store_true",
+                   help="bind each rank to a core of its own (mpirun -bind-to core): a machine "
+                        "with a core for every rank")
+    p.add_argument("--time-limit", default=None, type=cli.positive_float, metavar="S",
+                   help="start no run S seconds after the check's start (the workload's "
+                        "measurement included); judge what ran")
     p.add_argument("--measurements", default=6, type=cli.int_in(1, 100),
                    help="times the workload is measured (the phantom takes the median)")
     p.add_argument("--alone", action="store_true",
@@ -73,6 +83,12 @@ def build_parser() -> cli.Parser:
     p.add_argument("--timeout", default=600.0, type=cli.positive_float,
                    help="seconds one run may take")
     return p
+
+
+def worker_counts(text: str) -> list[int]:
+    """``--workers``: a lone N is P = N; else the counts of ``cli.worker_counts``."""
+    item = str(text).strip()
+    return [cli.int_in(1, 64)(item)] if item.isdigit() else cli.worker_counts(item, 64)
 
 
 def measure_workload(args, out: Path) -> tuple[Path, float]:
@@ -112,9 +128,11 @@ def measure_workload(args, out: Path) -> tuple[Path, float]:
     return chosen, (ci / mean if len(steps) > 1 else 0.0)
 
 
-def run_command(args, alg: str, mode: str, run_id: str, workload: Path) -> list[str]:
+def run_command(args, alg: str, workers: int, mode: str, run_id: str,
+                workload: Path) -> list[str]:
     from .sweep import mpirun
-    cmd = [mpirun(), "-n", str(schemes.ranks_for(alg, args.workers)), sys.executable, "-m", "real.train",
+    bind = ["-bind-to", "core"] if args.bind_to_core else []
+    cmd = [mpirun(), *bind, "-n", str(schemes.ranks_for(alg, workers)), sys.executable, "-m", "real.train",
            "--schemes", alg, "--model", "cnn", "--dataset", "synthetic", "--train-size",
            str(args.train_size), "--test-size", "256", "--batch-size", str(args.batch_size),
            "--average-every", str(args.average_every), "--threads", "1",
@@ -136,56 +154,67 @@ def time_per_iteration(run_dir: Path, warmup: int) -> float:
     return sum(per_rank) / len(per_rank)
 
 
-def run_all(args, workload: Path) -> dict:
-    """(scheme, mode) -> [(time per iteration, disturbed)], runs alternating the modes."""
-    from .sweep import run_point
+def run_all(args, workload: Path, start: float) -> dict:
+    """(scheme, P, mode) -> [(time per iteration, disturbed)], runs alternating the modes;
+    none started ``--time-limit`` seconds after ``start`` (``time.monotonic``) or later."""
+    points = [(rep, workers, alg, mode) for rep in range(args.repeats)
+              for workers in args.workers for alg in args.schemes for mode in MODES]
     times: dict = {}
-    out = Path(args.out)
-    for rep in range(args.repeats):
-        for alg in args.schemes:
-            for mode in MODES:
-                run_id = f"{alg}-{mode}-r{rep}"
-                t0 = time.monotonic()
-                code, cause = run_point(run_command(args, alg, mode, run_id, workload),
-                                        out / "logs" / f"{run_id}.log", args.timeout,
-                                        label=run_id)
-                if code != 0:
-                    print(f"{run_id}: FAILED ({cause})", file=sys.stderr)
-                    continue
-                rec = record.read(out / "runs" / run_id)
-                t = time_per_iteration(out / "runs" / run_id, args.warmup)
-                times.setdefault((alg, mode), []).append((t, record.is_disturbed(rec)))
-                print(f"{run_id}: {t * 1e3:.3f} ms per iteration"
-                      f"{' (disturbed)' if record.is_disturbed(rec) else ''} in "
-                      f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
+    for i, (rep, workers, alg, mode) in enumerate(points):
+        if args.time_limit is not None and time.monotonic() - start > args.time_limit:
+            print(f"{PROG}: --time-limit {args.time_limit:g} s reached; {len(points) - i} "
+                  f"run(s) not started", file=sys.stderr)
+            break
+        one_run(args, workload, times, f"{alg}-P{workers}-{mode}-r{rep}", (alg, workers, mode))
     return times
 
 
-def verdicts(times: dict, schemes_: list[str], workload_spread: float = 0.0) -> list[dict]:
+def one_run(args, workload: Path, times: dict, run_id: str, key: tuple) -> None:
+    """Run one point and add its (time per iteration, disturbed) to ``times[key]``."""
+    from .sweep import run_point
+    out = Path(args.out)
+    t0 = time.monotonic()
+    code, cause = run_point(run_command(args, key[0], key[1], key[2], run_id, workload),
+                            out / "logs" / f"{run_id}.log", args.timeout, label=run_id)
+    if code != 0:
+        print(f"{run_id}: FAILED ({cause})", file=sys.stderr)
+        return
+    rec = record.read(out / "runs" / run_id)
+    t = time_per_iteration(out / "runs" / run_id, args.warmup)
+    times.setdefault(key, []).append((t, record.is_disturbed(rec)))
+    print(f"{run_id}: {t * 1e3:.3f} ms per iteration"
+          f"{' (disturbed)' if record.is_disturbed(rec) else ''} in "
+          f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
+
+
+def verdicts(times: dict, schemes_: list[str], workers: list[int],
+             workload_spread: float = 0.0) -> list[dict]:
+    """One row per scheme and P: the modes' means and CIs, the difference and the verdict."""
+    return [verdict(times, alg, p, workload_spread) for p in workers for alg in schemes_]
+
+
+def verdict(times: dict, alg: str, workers: int, workload_spread: float) -> dict:
     from simulator.contracts.stats import mean_ci95
-    rows = []
-    for alg in schemes_:
-        kept = {m: [t for t, bad in times.get((alg, m), []) if not bad] for m in MODES}
-        left = sum(bad for m in MODES for _, bad in times.get((alg, m), []))
-        (real, real_ci), (ph, ph_ci) = (mean_ci95(kept[m]) for m in MODES)
-        spread = math.hypot(real_ci / real, workload_spread) if real else float("nan")
-        diff = (ph - real) / real if real else float("nan")
-        judged = min(len(kept["real"]), len(kept["phantom"])) >= 2
-        ok = judged and abs(diff) <= AGREEMENT + spread
-        rows.append({"scheme": alg, "real_ms": real * 1e3, "real_ci_ms": real_ci * 1e3,
-                     "phantom_ms": ph * 1e3, "phantom_ci_ms": ph_ci * 1e3,
-                     "runs": min(len(kept["real"]), len(kept["phantom"])),
-                     "disturbed_left_out": left, "difference": diff,
-                     "workload_spread": workload_spread,
-                     "allowed": AGREEMENT + spread, "agrees": bool(ok), "judged": judged})
-    return rows
+    runs = {m: times.get((alg, workers, m), []) for m in MODES}
+    kept = {m: [t for t, bad in runs[m] if not bad] for m in MODES}
+    left = sum(bad for m in MODES for _, bad in runs[m])
+    (real, real_ci), (ph, ph_ci) = (mean_ci95(kept[m]) for m in MODES)
+    spread = math.hypot(real_ci / real, workload_spread) if real else float("nan")
+    diff = (ph - real) / real if real else float("nan")
+    judged = min(len(kept["real"]), len(kept["phantom"])) >= 2
+    ok = judged and abs(diff) <= AGREEMENT + spread
+    return {"scheme": alg, "workers": workers, "real_ms": real * 1e3,
+            "real_ci_ms": real_ci * 1e3, "phantom_ms": ph * 1e3, "phantom_ci_ms": ph_ci * 1e3,
+            "runs": min(len(kept["real"]), len(kept["phantom"])), "disturbed_left_out": left,
+            "difference": diff, "workload_spread": workload_spread,
+            "allowed": AGREEMENT + spread, "agrees": bool(ok), "judged": judged}
 
 
 def table(rows: list[dict]) -> str:
-    lines = [(f"{'scheme':<15}{'real ms/it':>18}{'phantom ms/it':>18}{'diff':>8}{'allowed':>9}"
+    lines = [(f"{'scheme':<15}{'P':>3}{'real ms/it':>18}{'phantom ms/it':>18}{'diff':>8}{'allowed':>9}"
               f"{'runs':>6}  verdict")]
     for r in rows:
-        lines.append(f"{r['scheme']:<15}{r['real_ms']:>10.3f} ± {r['real_ci_ms']:<5.3f}"
+        lines.append(f"{r['scheme']:<15}{r['workers']:>3}{r['real_ms']:>10.3f} ± {r['real_ci_ms']:<5.3f}"
                      f"{r['phantom_ms']:>10.3f} ± {r['phantom_ci_ms']:<5.3f}"
                      f"{r['difference']:>+8.1%}{r['allowed']:>9.1%}{r['runs']:>6}  "
                      + ("agrees" if r["agrees"] else "MISSES" if r["judged"] else
@@ -202,16 +231,23 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    workload, spread = (Path(args.workload), 0.0) if args.workload else \
-        measure_workload(args, out)
-    print(f"{PROG}: {len(args.schemes)} scheme(s) x 2 modes x {args.repeats} runs at "
-          f"P = {args.workers}, workload {workload}", file=sys.stderr)
-    rows = verdicts(run_all(args, workload), args.schemes, spread)
+    start = time.monotonic()
+    try:
+        workload, spread = (Path(args.workload), 0.0) if args.workload else \
+            measure_workload(args, out)
+        print(f"{PROG}: {len(args.schemes)} scheme(s) x 2 modes x {args.repeats} runs at "
+              f"P = {', '.join(map(str, args.workers))}, workload {workload}", file=sys.stderr)
+        times = run_all(args, workload, start)
+    except (FileNotFoundError, RuntimeError) as e:     # no mpirun; calibrate.workload failed
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    rows = verdicts(times, args.schemes, args.workers, spread)
     import pandas as pd
 
     from simulator.contracts.files import atomic_write_text
     atomic_write_text(out / "phantom_check.csv", pd.DataFrame(rows).to_csv(index=False))
-    cli.print_out(f"phantom against real, P = {args.workers} on one host, "
+    cli.print_out(f"phantom against real, P = {', '.join(map(str, args.workers))} on one host"
+                  f"{', a core a rank' if args.bind_to_core else ''}, "
                   f"{time.strftime('%Y-%m-%d')}; time per iteration, mean ± 95% CI over runs; "
                   f"workload {workload.name}, its step's spread ±{spread:.1%}", table(rows))
     return 0 if all(r["agrees"] for r in rows) else 1

@@ -262,14 +262,16 @@ def test_the_sweep_passes_the_compute_to_every_point(tmp_path, capsys):
 
 
 def test_the_check_judges_against_5_percent_beyond_the_spread():
-    from real.phantom_check import table, verdicts
-    times = {("ddp", "real"): [(0.010, False), (0.010, False), (0.010, True)],
-             ("ddp", "phantom"): [(0.0104, False), (0.0104, False)],
-             ("psgd", "real"): [(0.010, False), (0.010, False)],
-             ("psgd", "phantom"): [(0.012, False), (0.012, False)],
-             ("ps_sync", "real"): [(0.010, True), (0.010, False)],
-             ("ps_sync", "phantom"): [(0.010, False), (0.010, False)]}
-    rows = {r["scheme"]: r for r in verdicts(times, ["ddp", "psgd", "ps_sync"], 0.03)}
+    from real.phantom_check import table, verdicts, worker_counts
+    assert worker_counts("2") == [2] and worker_counts("4,8,15") == [4, 8, 15]
+    times = {("ddp", 2, "real"): [(0.010, False), (0.010, False), (0.010, True)],
+             ("ddp", 2, "phantom"): [(0.0104, False), (0.0104, False)],
+             ("psgd", 2, "real"): [(0.010, False), (0.010, False)],
+             ("psgd", 2, "phantom"): [(0.012, False), (0.012, False)],
+             ("ps_sync", 2, "real"): [(0.010, True), (0.010, False)],
+             ("ps_sync", 2, "phantom"): [(0.010, False), (0.010, False)],
+             ("ddp", 4, "real"): [(0.010, False), (0.010, False)]}
+    rows = {r["scheme"]: r for r in verdicts(times, ["ddp", "psgd", "ps_sync"], [2], 0.03)}
     assert rows["ddp"]["agrees"] and rows["ddp"]["disturbed_left_out"] == 1
     assert rows["ddp"]["allowed"] == pytest.approx(0.08)      # 5% + the workload's 3%
     assert not rows["psgd"]["agrees"] and rows["psgd"]["difference"] == pytest.approx(0.2)
