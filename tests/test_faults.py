@@ -224,7 +224,7 @@ def test_ctrl_c_in_a_sweep_stops_the_point_and_records_it_interrupted(tmp_path):
                              "--workers", "2-2", "--out", str(tmp_path), *LONG[:10], "--",
                              "--timeout", "60"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sigint)
     try:
         _wait_for_fault(tmp_path / "logs" / "psgd-P2-r0.log", proc)
         proc.send_signal(signal.SIGINT)
@@ -254,6 +254,13 @@ def _processes_tagged(tag: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C's default action, which a shell's background job
+    (``pytest ... &``) would otherwise pass on as ignored, so that Python makes it a
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_fault(source, proc=None, within_s: float = 60) -> None:
