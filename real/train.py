@@ -150,7 +150,7 @@ def compute_problem(args, argv) -> str | None:
             if given:
                 return f"{flag} goes with --compute phantom (a real run computes for real)"
         return None
-    if not schemes.SCHEMES[args.algorithm].rank_based:
+    if not schemes.SCHEMES[args.algorithm].phantom:
         return (f"--compute phantom runs the rank-based schemes ({', '.join(schemes.RANK_BASED)}); "
                 f"{args.algorithm} sends no messages to keep real: run it with --compute real")
     if args.workload is None:

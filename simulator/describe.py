@@ -19,12 +19,12 @@ Imports: ``simulator.contracts``, ``engine.machine``, ``model.config`` (a tool).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from simulator.contracts.checks import ConfigError
 from simulator.contracts.cluster import (
     PROTOCOLS,
     Cluster,
+    GrowingCluster,
     Link,
     load_cluster,
     load_preset,
@@ -88,17 +88,18 @@ ASSUMED_NETWORK = "cpu-25gbe"
 class Setting:
     """The cluster of a prediction and, in words, where it came from.
 
-    ``cluster``: one Cluster, or a function of the number of ranks where hosts grow with P;
+    ``cluster``: one Cluster, or a ``GrowingCluster`` where hosts grow with P (both answer
+    ``at(ranks)``);
     ``machine``: whose hosts (the profile's, a preset's, a file's); ``network``: the link
     between hosts and its origin (measured, preset, assumed, the user's); ``overrides``: each
     flag that won over the file's own value, as ``--flag value (file: value)``."""
-    cluster: Cluster | Callable[[int], Cluster]
+    cluster: Cluster | GrowingCluster
     machine: str
     network: str
     overrides: tuple[str, ...] = ()
 
     def at(self, ranks: int) -> Cluster:
-        return self.cluster(ranks) if callable(self.cluster) else self.cluster
+        return self.cluster.at(ranks)
 
 
 def resolve_cluster(args, profile, profile_origin: str) -> Setting:
@@ -133,7 +134,7 @@ def resolve_cluster(args, profile, profile_origin: str) -> Setting:
         cluster = growing(replace(base, ranks_per_host=args.ranks_per_host, placement="packed"))
     else:
         cluster = base if fixed else growing(base)
-    if callable(cluster) and base.link is None:
+    if isinstance(cluster, GrowingCluster) and base.link is None:
         raise ConfigError(f"{what} has no [link]: hosts that grow with P need one (or fix "
                           "the hosts: hosts in the file, or --hosts 1)")
     return Setting(cluster, f"hosts of {what}", _network_words(base.link, base, what),
@@ -160,14 +161,10 @@ def _profile_hosts(args, profile, origin: str) -> Setting:
                                placement=args.placement or "round_robin",
                                shared_cores=args.shared_cores, sources=sources),
                        "hosts like the profile's", words)
-    k = args.ranks_per_host or cores
-
-    def of(ranks: int) -> Cluster:
-        hosts = -(-ranks // k)
-        return Cluster(hosts=hosts, cores_per_host=cores, link=link if hosts > 1 else None,
-                       placement="packed", ranks_per_host=k, shared_cores=args.shared_cores,
-                       sources=sources)
-    return Setting(of, "hosts like the profile's", words)
+    base = Cluster(hosts=1, cores_per_host=cores, link=link, placement="packed",
+                   ranks_per_host=args.ranks_per_host or cores, shared_cores=args.shared_cores,
+                   sources=sources)
+    return Setting(GrowingCluster(base, one_host_linked=False), "hosts like the profile's", words)
 
 
 def default_link(args, profile, origin: str) -> tuple[Link, tuple, str]:
@@ -264,22 +261,16 @@ def with_protocol(base: Cluster, protocol: str) -> Cluster:
                    sources=sources + (("nccl.protocol", "user (--nccl-protocol)"),))
 
 
-def growing(base: Cluster):
+def growing(base: Cluster) -> GrowingCluster:
     """Hosts of ``base``'s kind, as many as P ranks fill (packed, one per slot)."""
-    per_host = base.ranks_per_host or base.cores_per_host
-
-    def of(ranks: int) -> Cluster:
-        hosts = max(1, -(-ranks // per_host))
-        return replace(base, hosts=hosts, placement="packed")
-    of.base = base
-    return of
+    return GrowingCluster(base)
 
 
 def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | None, object]:
     """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
     the caller's default) and the workload file (None where none is given). ``--model``
     and ``--workload`` both naming the model is refused."""
-    one = cluster(1) if callable(cluster) else cluster
+    one = cluster.at(1)
     if getattr(args, "precision", None) and not args.workload:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
                           "give each precision's step time)")

@@ -19,7 +19,6 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from simulator import accuracy, describe
 from simulator.contracts import cli
@@ -31,6 +30,7 @@ from simulator.contracts.cluster import (
     MAX_HOSTS,
     PLACEMENTS,
     Cluster,
+    GrowingCluster,
 )
 from simulator.contracts.files import atomic_write_text
 from simulator.contracts.workload import Workload
@@ -184,7 +184,7 @@ def add_cluster_args(c) -> None:
                    help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
 
 
-def make_cluster(args, prof) -> Cluster | Callable[[int], Cluster]:
+def make_cluster(args, prof) -> Cluster | GrowingCluster:
     """The cluster of every prediction, or one that grows with P (``describe.resolve_cluster``)."""
     return describe.resolve_cluster(args, prof, args.profile or "embedded").cluster
 
@@ -291,7 +291,8 @@ def batch_size(args, wfile) -> tuple[int, list[str]]:
 def hosts_range(setting, workers: list[int]) -> dict:
     """How many hosts the smallest and the largest P take, and ranks per host."""
     low, high = setting.at(min(workers)), setting.at(max(workers))
-    return {"grows": callable(setting.cluster), "at_min": [min(workers), low.hosts],
+    return {"grows": isinstance(setting.cluster, GrowingCluster),
+            "at_min": [min(workers), low.hosts],
             "at_max": [max(workers), high.hosts],
             "ranks_per_host": high.ranks_per_host or high.cores_per_host,
             "cores_per_host": high.cores_per_host,
@@ -326,7 +327,7 @@ def check_request(args, workload: Workload, cluster, cfgs: list[SchemeConfig]) -
     if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
         raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
                           f"{workload.dataset_samples} samples of the training set")
-    one = cluster(p_max) if callable(cluster) else cluster
+    one = cluster.at(p_max)
     if args.threads is not None and args.threads > one.cores_per_host:
         raise ConfigError(f"--threads {args.threads} is more than the {one.cores_per_host} cores "
                           "of a host (oversubscribed threads are not modelled)")
@@ -369,12 +370,10 @@ def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> lis
     fits on one (the sweep leaves out its larger P), every other at the largest P ``top``;
     a scheme the user named that cannot is an error, one that ``all`` brought in is skipped
     with a note."""
-    at = cluster.at if hasattr(cluster, "at") else (
-        cluster if callable(cluster) else lambda _ranks: cluster)
     keep = []
     for cfg in cfgs:
         spec = SCHEMES[cfg.name]
-        on = at(1 if spec.single_host else spec.ranks(top))
+        on = cluster.at(1 if spec.single_host else spec.ranks(top))
         try:
             check(spec, 1, on)
             resolve_backend(spec, cfg, on)
@@ -426,7 +425,7 @@ def write_trace(args, cfg, workload, cluster, prof, het) -> None:
     import json
     spec = SCHEMES[cfg.name]
     p = 1 if spec.single_worker else max(args.workers)
-    r = simulate(cfg, p, workload, cluster(spec.ranks(p)) if callable(cluster) else cluster, prof,
+    r = simulate(cfg, p, workload, cluster.at(spec.ranks(p)), prof,
                  args.seed, het, trace=True)
     atomic_write_text(args.trace, json.dumps(r.trace))
     print(f"wrote {args.trace} ({len(r.trace['traceEvents'])} events)", file=sys.stderr)

@@ -136,7 +136,7 @@ def replay_all(cfgs, workers, seeds, workload, dataset, train_size, cluster, pro
             if not SCHEMES[c.name].single_worker or p == 1]
     done, rows = {}, []
     for cfg, p, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
-        one = cluster(SCHEMES[cfg.name].ranks(p)) if callable(cluster) else cluster
+        one = cluster.at(SCHEMES[cfg.name].ranks(p))
         rows.append(accuracy.replay_point(
             cfg, p, workload, dataset, train_size, one, prof, seed,
             accuracy.eval_every_at(eval_every_at_1, p), replace(settings, seed=seed), out, done,

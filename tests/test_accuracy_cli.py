@@ -306,7 +306,8 @@ def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
          "--latency", "20us"])
     assert args.bandwidth == pytest.approx(10e9 / 8) and args.latency == pytest.approx(20e-6)
     grows = make_cluster(args, profiles.load_default())
-    assert grows(64).hosts == 16 and grows(64).link.bandwidth_bytes_per_s == pytest.approx(1.25e9)
+    assert grows.at(64).hosts == 16
+    assert grows.at(64).link.bandwidth_bytes_per_s == pytest.approx(1.25e9)
     with pytest.raises(SystemExit) as e:
         replay.build_parser().parse_args(["--bandwidth", "10"])
     assert e.value.code == 2 and "unit" in capsys.readouterr().err

@@ -121,9 +121,9 @@ def predict(t: Table) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration)."""
     w = workload(t)
     cluster = growing(load_preset(t.preset))
-    mach = machine(load_default(), "embedded", cluster(1), [(w, "resnet50")])
+    mach = machine(load_default(), "embedded", cluster.at(1), [(w, "resnet50")])
     work = Workload(model="resnet50", batch_per_worker=t.batch, iterations=ITERATIONS)
-    times = {p: simulate(scheme(t), p, work, cluster(p), mach.profile).time_s / ITERATIONS
+    times = {p: simulate(scheme(t), p, work, cluster.at(p), mach.profile).time_s / ITERATIONS
              for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 

@@ -90,10 +90,10 @@ def rows(algorithm: str = "ring") -> list[dict]:
     cluster = growing(load_preset("dgx2"))
     for precision, table in PUBLISHED.items():
         w = workload(precision)
-        mach = machine(load_default(), "embedded", cluster(1), [(w, "txl")])
+        mach = machine(load_default(), "embedded", cluster.at(1), [(w, "txl")])
         work = Workload(model=w.name, batch_per_worker=BATCH, iterations=ITERATIONS)
         cfg = SchemeConfig("ddp", backend="nccl", algorithm=algorithm)
-        t = {n: simulate(cfg, n * GPUS_PER_NODE, work, cluster(n * GPUS_PER_NODE),
+        t = {n: simulate(cfg, n * GPUS_PER_NODE, work, cluster.at(n * GPUS_PER_NODE),
                          mach.profile).time_s / ITERATIONS for n in table}
         for n, tokens in table.items():
             if n == 1:

@@ -89,9 +89,9 @@ def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: Schem
     ``protocol`` (``contracts.cluster.PROTOCOLS``)."""
     base = load_preset(preset)
     cluster = growing(replace(base, hardware=replace(base.hardware, protocol=protocol)))
-    mach = machine(load_default(), "embedded", cluster(1), [(workload, name)])
+    mach = machine(load_default(), "embedded", cluster.at(1), [(workload, name)])
     work = Workload(model=name, batch_per_worker=BATCH, iterations=20)
-    times = {p: simulate(cfg, p, work, cluster(p), mach.profile).time_s
+    times = {p: simulate(cfg, p, work, cluster.at(p), mach.profile).time_s
              for p in sorted(set(counts) | {1})}
     return {p: 100 * times[1] / times[p] for p in counts}
 

@@ -4,8 +4,9 @@ A scheme is a ``Scheme`` and every property ``real`` needs of it is stated here 
 how it is launched (one process; its own P processes, hogwild's ``--workers P``; or one
 process per rank under mpirun, torchrun or srun), what it talks through (mpi4py, a
 torch.distributed group, or ``real.dist``'s either), whether its workers take slices of
-one global batch, and whether it has a parameter server. Code asks these properties and
-never compares a scheme's name; the module-level tuples are views of them.
+one global batch, whether it has a parameter server, and whether it runs as a phantom.
+Code asks these properties and never compares a scheme's name; the module-level tuples
+are views of them.
 
 How each scheme lays out its ranks and data:
 
@@ -55,6 +56,12 @@ class Scheme:
     def own_processes(self) -> bool:
         """Starts its own P processes on this machine, sharing one model in memory."""
         return self.launch == "own"
+
+    @property
+    def phantom(self) -> bool:
+        """Runs as a phantom (``--compute phantom``: its messages real, its compute slept,
+        ``real.phantom``): the schemes whose ranks talk, that is the rank-based ones."""
+        return self.rank_based
 
     def ranks(self, workers: int) -> int:
         """Processes to launch for ``workers`` training workers."""

@@ -77,7 +77,7 @@ Imports: ``contracts.checks`` and ``contracts.units`` only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tomllib
@@ -339,6 +339,25 @@ class Cluster:
 
     def source_of(self, field: str) -> str:
         return dict(self.sources).get(field, "")
+
+    def at(self, ranks: int) -> Cluster:
+        """The cluster a run of ``ranks`` ranks has: these hosts (see ``GrowingCluster``)."""
+        return self
+
+
+@dataclass(frozen=True)
+class GrowingCluster:
+    """Hosts of ``base``'s kind, as many as the ranks of a run fill (packed, one rank a
+    slot): a preset's, or a file's without ``hosts``. ``at(ranks)``, as ``Cluster.at``,
+    gives the cluster of one run."""
+    base: Cluster
+    one_host_linked: bool = True       # False: a run on one host has no link (shared memory)
+
+    def at(self, ranks: int) -> Cluster:
+        per_host = self.base.ranks_per_host or self.base.cores_per_host
+        hosts = max(1, -(-ranks // per_host))
+        link = self.base.link if hosts > 1 or self.one_host_linked else None
+        return replace(self.base, hosts=hosts, placement="packed", link=link)
 
 
 def calibrated_cluster(cores: int) -> Cluster:

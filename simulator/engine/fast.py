@@ -116,7 +116,8 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
     else:
         per_iter = {  # (only the scheme's own is priced)
             "gather_scatter": lambda: coll("gather", ranks, grads) + coll("scatter", ranks, grads),
-            "per_tensor": lambda: sum(coll("allreduce", ranks, tb, alg) for tb in plan.tensor_bytes),
+            "per_tensor": lambda: sum(coll("allreduce", ranks, tb, alg)
+                                      for tb in plan.tensor_bytes),
             "flat": lambda: coll("allreduce", ranks, grads, plan.algorithm),
         }[spec.exchange]()
         parts = _segments(finish(steps.T), per_iter)

@@ -16,7 +16,7 @@ import os
 from typing import Callable
 
 from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster
+from simulator.contracts.cluster import Cluster, GrowingCluster
 from simulator.contracts.profile import Profile
 from simulator.contracts.workload import Workload
 from simulator.engine.result import Result
@@ -46,13 +46,13 @@ def row(result: Result, base_epoch_s: float, base_workers: int = 1) -> dict:
 
 
 def sweep(schemes: list[SchemeConfig], workers: list[int], workload: Workload,
-          cluster: Cluster | Callable[[int], Cluster] | None, profile: Profile, seed: int = 0,
+          cluster: Cluster | GrowingCluster | None, profile: Profile, seed: int = 0,
           heterogeneity: Heterogeneity = Heterogeneity(), progress=None,
           jobs: int = 1, meanwhile: Callable[[], None] | None = None,
           baseline: int = 1) -> list[dict]:
     """Rows for every scheme at every P of ``workers`` and at the baseline's P0
-    (``baseline``). ``cluster`` may be a function of the number of ranks (hosts that grow
-    with P); ``progress(n)`` is called after each prediction; ``jobs`` > 1 runs the
+    (``baseline``). ``cluster`` may grow with P (``GrowingCluster``; None: the profile's
+    machine); ``progress(n)`` is called after each prediction; ``jobs`` > 1 runs the
     predictions in that many processes (each is independent and seeded: the rows are the
     same); ``meanwhile()`` is called once they are under way (the caller's own work, done
     while the processes predict)."""
@@ -75,7 +75,7 @@ def points_of(cfg: SchemeConfig, workers: list[int], cluster, baseline: int = 1)
     counts = [1] if spec.single_worker else sorted(set(workers) | {baseline})
     out = []
     for p in counts:
-        on = cluster(spec.ranks(p)) if callable(cluster) else cluster
+        on = cluster.at(spec.ranks(p)) if cluster is not None else None
         if spec.single_host and on is not None and on.hosts > 1:
             continue
         out.append((p, on))
