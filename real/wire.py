@@ -32,18 +32,17 @@ A flat buffer (mpi_allreduce, gather_scatter, the parameter server, psgd's and
 async_avg's weights) is ``torch.cat`` of the tensors: one dtype, the widest
 (``flat_bytes``). The parameter server's messages carry a 16-byte header.
 
-Imports: simulator.contracts (closed_forms, workload).
+Imports: real.schemes (no scheme module), simulator.contracts (closed_forms, workload).
 """
 from __future__ import annotations
 
 import math
 
+from real.schemes import SCHEMES
 from simulator.contracts.closed_forms import choose_allreduce
 from simulator.contracts.workload import DTYPE_BYTES
 
 PS_HEADER_BYTES = 16                 # [version, done] as int64 (real.schemes.ps)
-ASYNC_AVG_DEFAULT_K = 10             # real.schemes.async_avg.DEFAULT_K
-SERVER_SCHEMES = ("ps_sync", "ps_async")
 
 
 def flat_bytes(tensors: list[tuple[int, str]]) -> int:
@@ -63,19 +62,20 @@ def record_bytes(scheme: str, tensors: list[tuple[int, str]], steps: list[int],
     steps of each worker (worker i is rank i, or rank i + 1 behind a server)."""
     flat, each = flat_bytes(tensors), sum(n * DTYPE_BYTES[d] for n, d in tensors)
     msg = PS_HEADER_BYTES + flat
-    if scheme == "gather_scatter":
+    sends = SCHEMES[scheme].exchange if scheme in SCHEMES else None
+    if sends == "gather_scatter":
         return [s * (flat + (len(steps) * flat if r == 0 else 0)) for r, s in enumerate(steps)]
-    if scheme in ("allreduce", "ddp"):
+    if sends in ("per_tensor", "buckets"):
         return [s * each for s in steps]
-    if scheme == "mpi_allreduce":
+    if sends == "flat":
         return [s * flat for s in steps]
-    if scheme == "psgd":
+    if sends == "average":
         return [_averagings(s, average_every) * flat for s in steps]
-    if scheme == "async_avg":           # rank 0 answers every push; its own mixes are local
-        k = average_every or ASYNC_AVG_DEFAULT_K
+    if sends == "holder":               # rank 0 answers every push; its own mixes are local
+        k = average_every or SCHEMES[scheme].default_every
         return [sum(s // k for s in steps[1:]) * flat] + [(s // k + 1) * flat
                                                            for s in steps[1:]]
-    if scheme in SERVER_SCHEMES:        # the first weights and one answer a push, to each
+    if sends == "push_pull":            # the first weights and one answer a push, to each
         return [sum(1 + s for s in steps) * msg] + [s * msg for s in steps]
     raise ValueError(f"no message count for scheme {scheme!r}")
 
@@ -88,28 +88,28 @@ def tcp_bytes(scheme: str, tensors: list[tuple[int, str]], hosts: list[str],
     ranks = len(hosts)
     flat = flat_bytes(tensors)
     msg = PS_HEADER_BYTES + flat
-    if scheme == "allreduce":
+    sends = SCHEMES[scheme].exchange if scheme in SCHEMES else None
+    if sends == "per_tensor":
         per_step = sum(ring_bytes(n * DTYPE_BYTES[d], ranks) for n, d in tensors)
         return [s * per_step for s in steps]
-    if scheme == "ddp":
+    if sends == "buckets":
         each = sum(n * DTYPE_BYTES[d] for n, d in tensors)
         return [s * ring_bytes(each, ranks) + binomial_children(r, ranks) * each
                 for r, s in enumerate(steps)]
-    if scheme == "gather_scatter":
+    if sends == "gather_scatter":
         return [s * ((ranks - 1) * flat if r == 0 else flat) for r, s in enumerate(steps)]
     apart = [[hosts[a] != hosts[b] for b in range(ranks)] for a in range(ranks)]
-    if scheme in ("mpi_allreduce", "psgd"):
+    if sends in ("flat", "average"):
         per_call = mpi_allreduce_bytes(flat, hosts, mpi_allreduce)
-        calls = steps if scheme == "mpi_allreduce" else \
-            [_averagings(s, average_every) for s in steps]
+        calls = steps if sends == "flat" else [_averagings(s, average_every) for s in steps]
         return [None if b is None else c * b for c, b in zip(calls, per_call)]
     sent = record_bytes(scheme, tensors, steps, average_every)
-    if scheme == "async_avg":           # workers push to rank 0; rank 0 answers each push
-        k = average_every or ASYNC_AVG_DEFAULT_K
+    if sends == "holder":               # workers push to rank 0; rank 0 answers each push
+        k = average_every or SCHEMES[scheme].default_every
         replies = sum(s // k * flat for r, s in enumerate(steps) if r > 0 and apart[0][r])
         return [replies] + [sent[r] if apart[r][0] else 0 for r in range(1, ranks)]
-    if scheme in SERVER_SCHEMES:        # rank 0 the server, ranks 1..P the workers
-        done = PS_HEADER_BYTES if scheme == "ps_async" else 0   # "done" (not in the record)
+    if sends == "push_pull":            # rank 0 the server, ranks 1..P the workers
+        done = PS_HEADER_BYTES if SCHEMES[scheme].ends_with_done else 0   # (not in the record)
         return [sum((1 + steps[r - 1]) * msg for r in range(1, ranks) if apart[0][r])] + \
             [sent[r] + done if apart[r][0] else 0 for r in range(1, ranks)]
     raise ValueError(f"no message count for scheme {scheme!r}")
@@ -166,8 +166,7 @@ def steps_per_worker(scheme: str, train_samples: int, batch_size: int, global_ba
                      workers: int, epochs: int) -> list[int]:
     """Training steps each worker takes (as ``real.runner`` lays the data out): a slice of
     each global batch for the gradient-synchronous schemes, its own 1/P shard otherwise."""
-    from real import schemes
-    if scheme in schemes.GLOBAL_BATCH:
+    if SCHEMES[scheme].global_batch:
         full, rest = divmod(train_samples, global_batch)
         return [epochs * (full + (rest >= workers))] * workers
     shards = [(r + 1) * train_samples // workers - r * train_samples // workers

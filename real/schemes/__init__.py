@@ -39,6 +39,9 @@ class Scheme:
                                  # | comm (real.dist: MPI or torch.distributed)
     global_batch: bool = False   # the workers take slices of one global batch
     server: bool = False         # a parameter-server rank that does not train (rank 0)
+    exchange: str = "none"       # what a step sends: a key of simulator.model.schemes.EXCHANGES
+    default_every: int = 0       # K where --average-every is 0 (0: at the end only)
+    ends_with_done: bool = False # each worker's last message is a "done" to the server
     every_worker_evaluates: bool = False   # each worker's weights are a model (psgd)
     gloo_on_cuda: bool = False   # gloo runs it on CUDA tensors (its all_reduce; DDP uses only that)
 
@@ -74,15 +77,16 @@ class Scheme:
 
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("serial", "single", global_batch=True),
-    Scheme("psgd", "ranks", "comm", every_worker_evaluates=True),
-    Scheme("async_avg", "ranks", "mpi"),
-    Scheme("hogwild", "own"),
-    Scheme("gather_scatter", "ranks", "torch", global_batch=True),
-    Scheme("allreduce", "ranks", "torch", global_batch=True, gloo_on_cuda=True),
-    Scheme("ddp", "ranks", "torch", global_batch=True, gloo_on_cuda=True),
-    Scheme("mpi_allreduce", "ranks", "mpi", global_batch=True),
-    Scheme("ps_sync", "ranks", "mpi", global_batch=True, server=True),
-    Scheme("ps_async", "ranks", "mpi", server=True),
+    Scheme("psgd", "ranks", "comm", exchange="average", every_worker_evaluates=True),
+    Scheme("async_avg", "ranks", "mpi", exchange="holder", default_every=10),
+    Scheme("hogwild", "own", exchange="shared"),
+    Scheme("gather_scatter", "ranks", "torch", global_batch=True, exchange="gather_scatter"),
+    Scheme("allreduce", "ranks", "torch", global_batch=True, exchange="per_tensor",
+           gloo_on_cuda=True),
+    Scheme("ddp", "ranks", "torch", global_batch=True, exchange="buckets", gloo_on_cuda=True),
+    Scheme("mpi_allreduce", "ranks", "mpi", global_batch=True, exchange="flat"),
+    Scheme("ps_sync", "ranks", "mpi", global_batch=True, exchange="push_pull", server=True),
+    Scheme("ps_async", "ranks", "mpi", exchange="push_pull", server=True, ends_with_done=True),
 )}
 # views of the properties, by name
 RANK_BASED = tuple(n for n, s in SCHEMES.items() if s.rank_based)

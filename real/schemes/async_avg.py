@@ -33,11 +33,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import SCHEMES
 from ..dist import wait
 from ..models import flat_params, load_flat_params
 from ..step import local_epochs
 
-DEFAULT_K = 10
+DEFAULT_K = SCHEMES["async_avg"].default_every
 PUSH, DONE, REPLY, STOP = 1, 2, 3, 4      # message tags; STOP: the target accuracy is reached
 
 
