@@ -91,6 +91,22 @@ def worker_counts(text: str) -> list[int]:
     return [cli.int_in(1, 64)(item)] if item.isdigit() else cli.worker_counts(item, 64)
 
 
+def workload_problem(path: str | None) -> str | None:
+    """Why ``--workload`` cannot drive the check's phantoms (None: it can, or none given):
+    it must drive a phantom and be the CNN's, as the real runs are."""
+    if path is None:
+        return None
+    from .phantom.plan import PhantomError, load_plan
+    try:
+        name = load_plan(path).workload.name
+    except PhantomError as e:
+        return str(e)
+    if name != "cnn":
+        return (f"--workload {path}: its model is {name}, the real runs' is the CNN: give a "
+                "workload of the cnn, or leave --workload out to measure it here")
+    return None
+
+
 def measure_workload(args, out: Path) -> tuple[Path, float]:
     """The CNN's workload at the per-worker batch, one thread, measured ``measurements``
     times in pairs of processes at once, one a core (``--alone``: one at a time): the
@@ -229,6 +245,9 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    problem = workload_problem(args.workload)
+    if problem:
+        return cli.usage_error(PROG, problem)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

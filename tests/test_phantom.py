@@ -236,6 +236,9 @@ def test_a_workload_without_times_is_one_line_naming_the_field(tmp_path, capsys)
                                             "phantom", "--workload", str(w)),
                    "layers[2].forward", capsys)
     assert "calibrate.workload" in line
+    from real import phantom_check  # refused before any run, real or phantom
+    refused(phantom_check.main, ["--workload", str(w), "--out", str(tmp_path / "pc")],
+            "layers[2].forward", capsys)
 
 
 def test_the_sweep_refuses_phantom_serial(tmp_path, capsys):
