@@ -107,6 +107,26 @@ def test_lateness_is_taken_off_the_next_sleep_so_the_chain_keeps_its_length():
     assert summary["late_total_s"] == pytest.approx(3 * 70e-6)
 
 
+def test_the_sleepers_own_work_is_carried_like_lateness(monkeypatch):
+    """The sleeper's own work around its nap (setting the timer slack and back: 5-50 us a
+    sleep, hundreds of sleeps a step) is paid back by the next sleep, not added to the
+    chain."""
+    import real.phantom.sleep as sleep_mod
+    clock = FakeClock()
+
+    def costly_slack(ns=1):
+        clock.t += 50e-6
+        return True
+    monkeypatch.setattr(sleep_mod, "set_timer_slack", costly_slack)
+    monkeypatch.setattr(sleep_mod, "timer_slack_ns", lambda: 50_000)
+    sleeper = Sleeper(clock=clock.now, nap=clock.nap)
+    t0 = clock.t
+    for _ in range(50):
+        sleeper.sleep(1e-3)
+    assert clock.t - t0 == pytest.approx(50e-3 + sleeper.debt_s, abs=1e-12)
+    assert sleeper.debt_s == pytest.approx(50e-6)          # the last one's slack set back
+
+
 def test_without_the_carry_lateness_adds_up():
     clock = FakeClock(late_s=70e-6)
     sleeper = Sleeper(carry=False, clock=clock.now, nap=clock.nap, slack=False)
