@@ -35,17 +35,40 @@ def run(argv: list[str], log) -> int:
 def verdicts(runs: Path) -> list[dict]:
     """Scheme, status and the testbed's verdict of every record in ``runs``."""
     out = []
+    from simulator.compare import steady_epoch_s
     for d in record.find_runs(runs):
         rec = record.read(d)
+        try:
+            epoch_s = steady_epoch_s(dict(rec, _folder=d), rec["config"]["algorithm"],
+                                     rec["config"].get("epochs", 1))
+        except (KeyError, record.RecordError):
+            epoch_s = None
         tb = rec.get("testbed") or {}
-        cpu = (tb.get("checks") or {}).get("cpu", {}).get("machines") or [{}]
+        checks = tb.get("checks") or {}
+        cpu = checks.get("cpu", {}).get("machines") or [{}]
+        late = checks.get("sleep_lateness", {})
         out.append({"scheme": rec["config"].get("algorithm"), "status": rec["status"],
                     "testbed_bound": bool(rec.get("testbed_bound")),
                     "reasons": tb.get("reasons") or [],
                     "busy_cores": cpu[0].get("busy_cores"),
+                    "system_cores": cpu[0].get("system_cores"),
+                    "kernel_irq_cores": cpu[0].get("kernel_irq_cores"),
                     "max_wait_share": cpu[0].get("max_wait_share"),
-                    "train_wall_s": rec["timings"].get("train_wall_s")})
+                    "behind_share": late.get("behind_share"),
+                    "late_p99_s": max((r["p99_s"] for r in late.get("per_rank") or []),
+                                      default=None),
+                    "train_wall_s": rec["timings"].get("train_wall_s"),
+                    "steady_epoch_s": epoch_s})
     return out
+
+
+def _span(runs: list[dict], key: str, scale: float = 1.0, unit: str = "") -> str:
+    """The least and largest ``key`` over a point's runs, as ``lo-hi`` (scaled)."""
+    got = [g[key] * scale for g in runs if g.get(key) is not None]
+    if not got:
+        return "-"
+    lo, hi = min(got), max(got)
+    return f"{lo:.2f}{unit}" if lo == hi else f"{lo:.2f}-{hi:.2f}{unit}"
 
 
 def main(argv=None) -> int:
@@ -58,6 +81,11 @@ def main(argv=None) -> int:
     p.add_argument("--workers", default="2,4,8,16", help="P values in increasing order")
     p.add_argument("--steps", type=int, default=16, help="training steps of each worker")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--keep-going", action="store_true",
+                   help="run every P even after one that is not faithful")
+    p.add_argument("--cpus", default=None,
+                   help="run the ranks on these CPUs only (taskset -c, e.g. 0): the same "
+                        "points with half the CPU show how much the CPU set the result")
     p.add_argument("--prefix", default="psgdcap")
     p.add_argument("--subnet", default="10.95.0.0/24")
     p.add_argument("--out", required=True, type=Path)
@@ -76,7 +104,8 @@ def main(argv=None) -> int:
                 for workload in args.workloads.split(","):
                     for n in sizes:
                         runs = args.out / bw / Path(workload).stem / f"P{n}"
-                        run([py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
+                        pin = ["taskset", "-c", args.cpus] if args.cpus else []
+                        run([*pin, py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
                              "--schemes", args.schemes, "--workers", f"{n}-{n}",
                              "--compute", "phantom", "--workload", workload,
                              "--time-scale", args.time_scale, "--dataset", "synthetic",
@@ -88,20 +117,25 @@ def main(argv=None) -> int:
                             g["status"] == "completed" and not g["testbed_bound"] for g in got)
                         rows.append({"bandwidth": bw, "workload": workload, "workers": n,
                                      "faithful": faithful, "runs": got})
+                        # each point as it lands: a stopped campaign keeps what it measured
+                        (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
                         print(f"{bw} {Path(workload).stem} P={n}: "
                               f"{'faithful' if faithful else 'NOT faithful'}", flush=True)
-                        if not faithful:
+                        if not faithful and not args.keep_going:
                             break
             finally:
                 run([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
-    (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
-    print("\n| rate | workload | P | faithful | testbed-bound runs: first reason |")
-    print("|---|---|---|---|---|")
+    print("\n| rate | workload | P | faithful | busy cores | CPU wait | behind | p99 late | "
+          "testbed-bound runs: first reason |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         bound = [g for g in r["runs"] if g["testbed_bound"]]
         why = f"{bound[0]['scheme']}: {bound[0]['reasons'][0]}" if bound else ""
         print(f"| {r['bandwidth']} | {Path(r['workload']).stem} | {r['workers']} | "
-              f"{'yes' if r['faithful'] else 'no'} | {len(bound)} {why} |")
+              f"{'yes' if r['faithful'] else 'no'} | {_span(r['runs'], 'busy_cores')} | "
+              f"{_span(r['runs'], 'max_wait_share', 100, '%')} | "
+              f"{_span(r['runs'], 'behind_share', 100, '%')} | "
+              f"{_span(r['runs'], 'late_p99_s', 1e3, ' ms')} | {len(bound)} {why} |")
     print("\nlargest faithful P:")
     for bw in args.bandwidths.split(","):
         for workload in args.workloads.split(","):

@@ -45,7 +45,7 @@ class RunContext:
     train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
     curve: Any = None              # real.curve.CurveLog: this process's evaluation points
     heartbeat: Any = None          # real.supervise.Heartbeat: phases and iterations for the recorder
-    sleeps: Any = None             # phantom compute's sleeps and lateness (real.phantom.sleep)
+    sleeps: Any = None             # phantom compute: its summary() of sleeps (real.phantom.compute)
     compute: Any = REAL_COMPUTE    # forward, backward, update: done (real) or slept (real.phantom)
 
     def batch_seed(self, epoch: int) -> int:

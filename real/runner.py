@@ -226,7 +226,7 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
                                          Heartbeat.from_env(), workers),
                       workers=workers, worker_index=index if index >= 0 else None,
                       batch_size=per_worker, global_batch=global_batch, compute=compute,
-                      sleeps=compute.sleeper if compute.mode == "phantom" else None,
+                      sleeps=compute if compute.mode == "phantom" else None,
                       curve=None if compute.mode == "phantom" else
                       _curve_log(args, launch, model, data, index, per_epoch))
 

@@ -36,13 +36,16 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   average stretched the phantom compute by that much (judged for a sleeper that does not
   take each sleep's lateness off the next; the phantom's does, and sets its thread's timer
   slack to 1 ns while it sleeps: Linux's default, 50 us, is 5% of a 1 ms sleep by itself).
-* ``late_p99_s`` 1.5 ms: with its core idle Linux wakes a sleeper within tens of
-  microseconds; one that finds another thread running waits up to that thread's
-  slice, EEVDF's base slice of 0.75 ms x (1 + log2 CPUs), 1.5 ms on 2 CPUs. A p99
-  beyond it means sleepers waited whole slices for a core. Measured on the 2-core VM
-  (``benchmarks/sleep_lateness.py``, docs/cluster.md "Is a run faithful?"): p99 0.05-0.22
-  ms with the core idle; with one busy loop pinned beside the sleeper up to 1.1-3.1 ms,
-  as EEVDF lets the sleeper wait for the loop's slice or not.
+* ``behind_share`` 2%: the phantom's sleeper pays each sleep's lateness back with the
+  next sleep, so a late wake-up inside the chain stretches nothing; what a step can
+  measure is how far behind its plan a rank still is when its compute hands over to a
+  synchronising call (the sleeper's debt then), and the call waits for the latest rank.
+  Summed over the steps (the largest rank's at each) against the run's time. Measured
+  (``benchmarks/sleep_tail.py``, docs/cluster.md "Does a late sleep stretch the step?"):
+  with 2-32 phantom ranks of the CNN on two cores the latest rank's compute overran its
+  plan by that debt plus 0.03-0.09 ms while single sleeps woke up to 0.3-1.0 ms late at
+  p99, so the p99 (1.5 ms, the former limit) judged a tail that never reached a step.
+  2% is the part of the validation's 5% goal the testbed may take.
 * ``bytes_low`` / ``bytes_high`` 0.95 / 1.15, plus ``header_bytes_per_step`` 4 KiB for
   each step of the rank (the server's: each of its workers' steps): below, a rank sent
   less than its scheme must (a message missing); above, more than the scheme plus the
@@ -65,7 +68,7 @@ import struct
 import threading
 import time
 
-THRESHOLDS = {"cpu_wait_share": 0.05, "late_mean_share": 0.05, "late_p99_s": 0.0015,
+THRESHOLDS = {"cpu_wait_share": 0.05, "late_mean_share": 0.05, "behind_share": 0.02,
               "bytes_low": 0.95, "bytes_high": 1.15, "header_bytes_per_step": 4096, "link_rate_min": 0.90}
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -178,6 +181,8 @@ class RankProbe:
                 "user_s": ru1[0] - self._ru0[0], "system_s": ru1[1] - self._ru0[1],
                 "max_thread_wait_s": max((w for w, _ in waits.values()), default=0) / 1e9,
                 "max_core_wait_s": max(for_core, default=0) / 1e9,
+                "thread_waits": sorted(([round(w / 1e9, 6), n] for w, n in waits.values()),
+                                       reverse=True),
                 "tcp_sent_bytes": sent, "tcp_received_bytes": received,
                 "sleeps": sleeps.summary() if sleeps is not None else None,
                 "links": self._links.stop() if self._links is not None else None}
@@ -241,7 +246,8 @@ def cpu_check(load: list[dict], probes: list[dict], judged: bool,
                      kernel_irq_cores=(stat["irq"] + stat["softirq"]) / wall)
         machines.append({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()})
     worst = max(machines, key=lambda m: m["max_wait_share"])
-    figures = {"machines": machines}
+    figures = {"machines": machines,
+               "thread_waits": [p.get("thread_waits") for p in probes]}
     if not judged:
         return _check("not judged", "a real run off the emulated cluster shares its cores by "
                       "design (modelled); `disturbed` judges other load", **figures)
@@ -256,29 +262,46 @@ def cpu_check(load: list[dict], probes: list[dict], judged: bool,
 
 
 def lateness_check(probes: list[dict], limits: dict = THRESHOLDS) -> dict:
-    """Phantom sleeps per rank: p50, p99 and mean lateness against the limits."""
+    """Phantom sleeps: how far behind its plan the latest rank was as each step's compute
+    handed over to communication, summed over the steps, against the run's time
+    (``behind_share``; the phantom's ``PhantomCompute.summary`` gives each rank's
+    ``behind_s`` per step); for a sleeper that does not carry lateness to the next sleep,
+    the mean lateness against the sleeps' length. p50 / p99 / max per rank are kept as
+    figures: a late sleep inside the chain is paid back by the next one and stretches
+    nothing (docs/cluster.md, "Does a late sleep stretch the step?")."""
     per_rank = [dict(p["sleeps"], rank=i) for i, p in enumerate(probes) if p.get("sleeps")]
     if not per_rank:
         return _check("not judged", "no phantom sleeps (a real run)")
+    behind = []
     for r in per_rank:
-        # A sleeper that takes each sleep's lateness off the next one (the phantom's,
-        # which also reports ``compute_s``, what its compute asked for) does not add it up:
-        # its mean lateness stretches nothing, only its tail can (a wait for a core).
+        b = r.pop("behind_s", None)
+        if b is not None:
+            behind.append(b)
+            r["behind_mean_s"] = sum(b) / len(b) if b else 0.0
+            r["behind_max_s"] = max(b, default=0.0)
         carried = "compute_s" in r
         r["late_mean_share"] = 0.0 if carried or r["asked_total_s"] <= 0 else \
             r["late_total_s"] / r["asked_total_s"]
     worst99 = max(per_rank, key=lambda r: r["p99_s"])
     worst_mean = max(per_rank, key=lambda r: r["late_mean_share"])
-    figures = {"per_rank": per_rank}
-    if worst99["p99_s"] > limits["late_p99_s"]:
-        return _check("fail", f"rank {worst99['rank']}'s sleeps woke {worst99['p99_s'] * 1e3:.2f} "
-                      f"ms late at p99 (limit {limits['late_p99_s'] * 1e3:g} ms)", **figures)
+    wall = max((p["wall_s"] for p in probes if p.get("sleeps")), default=0.0)
+    steps = max((len(b) for b in behind), default=0)
+    behind_total = sum(max(b[k] for b in behind if len(b) > k) for k in range(steps))
+    share = behind_total / wall if wall > 0 else 0.0
+    figures = {"per_rank": per_rank, "behind_total_s": behind_total,
+               "behind_share": round(share, 5), "steps": steps}
+    if share > limits["behind_share"]:
+        return _check("fail", f"the latest rank was behind its compute plan by {share:.1%} of "
+                      f"the run at its synchronisations (sum over {steps} steps of the "
+                      f"largest unpaid sleep lateness; limit {limits['behind_share']:.0%})",
+                      **figures)
     if worst_mean["late_mean_share"] > limits["late_mean_share"]:
         return _check("fail", f"rank {worst_mean['rank']}'s sleeps woke late by "
                       f"{worst_mean['late_mean_share']:.1%} of their length (limit "
                       f"{limits['late_mean_share']:.0%})", **figures)
-    return _check("pass", f"p99 lateness at most {worst99['p99_s'] * 1e3:.3f} ms, mean at most "
-                  f"{worst_mean['late_mean_share']:.1%} of a sleep", **figures)
+    return _check("pass", f"behind at synchronisations {share:.2%} of the run; p99 lateness at "
+                  f"most {worst99['p99_s'] * 1e3:.3f} ms, paid back by the next sleep",
+                  **figures)
 
 
 def bytes_check(probes: list[dict], expected: list[float | None] | None,
