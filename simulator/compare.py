@@ -100,7 +100,7 @@ def workload_of(rec: dict) -> Workload:
     epochs = cfg.get("epochs", 1)
     if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not epochs > 0:
         raise ConfigError(f"field config.epochs is {epochs!r}, not a positive number")
-    return Workload(model=cfg.get("model", "cnn"), batch_per_worker=batch,
+    return Workload(model=phantom_model(rec) or cfg.get("model", "cnn"), batch_per_worker=batch,
                     dataset_samples=_count(res, "train_samples", "results"),
                     epochs=float(epochs),
                     threads_per_worker=_count(env, "threads_per_rank", "environment", 1))
@@ -117,6 +117,49 @@ def scheme_of(rec: dict) -> SchemeConfig:
     return SchemeConfig(name=cfg["algorithm"], avg_every=every, algorithm=algorithm)
 
 
+def phantom_model(rec: dict) -> str | None:
+    """The name a phantom record's slept workload goes by (its model, the file's digest
+    and the time scale: runs of one file at one scale share it); None for a real run."""
+    c = rec.get("compute") or {}
+    if c.get("mode") != "phantom":
+        return None
+    w, scale = c.get("workload") or {}, c.get("time_scale")
+    if not isinstance(w.get("sha256"), str) or not isinstance(scale, (int, float)) \
+            or isinstance(scale, bool) or not scale > 0:
+        raise ConfigError("field compute.workload.sha256 or compute.time_scale is missing: "
+                          "not a phantom record real.train wrote")
+    return f"{w.get('name', 'model')}-phantom-{w['sha256'][:8]}-x{scale:g}"
+
+
+def phantom_workloads(groups: dict, given) -> dict:
+    """Model name -> (the slept workload, its file) of every phantom group: the record's
+    workload file where it still holds the digest the record names, else a file of
+    ``given`` (``--workloads``) that does; ConfigError naming the file when none does."""
+    import hashlib
+
+    from simulator.contracts.workload import load_workload, slept
+    digests = {}
+    for item in given or ():
+        item = Path(item)
+        for f in sorted(item.glob("*.toml")) if item.is_dir() else [item]:
+            digests.setdefault(hashlib.sha256(f.read_bytes()).hexdigest(), f)
+    out = {}
+    for recs in groups.values():
+        name = phantom_model(recs[0])
+        if name is None or name in out:
+            continue
+        c = recs[0]["compute"]
+        path, sha = Path(c["workload"].get("file", "")), c["workload"]["sha256"]
+        if not (path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == sha):
+            path = digests.get(sha)
+        if path is None:
+            raise ConfigError(f"phantom runs of {c['workload'].get('file')} (sha256 "
+                              f"{sha[:12]}...): that file is gone or changed; give it with "
+                              "--workloads")
+        out[name] = (slept(load_workload(path), c["time_scale"], name), str(path))
+    return out
+
+
 def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
     """The machine of the record: the calibrated host, or the emulated cluster it names
     (its shaped rate; with ``link``, the calibrated payload share and latency of a link)."""
@@ -126,18 +169,29 @@ def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
         return calibrated_cluster(_count(env, "cores", "environment", 1))
     if not isinstance(emu, dict) or not isinstance(emu.get("namespaces"), list):
         raise ConfigError("field environment.cluster is not an emulated cluster's description")
-    bandwidth, latency = emu.get("bandwidth_bits_per_s", 0) / 8, emu.get("latency_s", 0.0)
-    buffer, acks, cpu = 0.0, 0.0, (0.0, 0.0)
-    if link is not None:
-        bandwidth, latency = bandwidth * link.payload_efficiency, link.latency_s
-        buffer, acks = link.socket_buffer_bytes, link.ack_share
-        cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
-    link = Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency, socket_buffer_bytes=buffer,
-                ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1])
+    link = emulated_link(emu.get("bandwidth_bits_per_s", 0), emu.get("latency_s", 0.0), link)
+    if phantom_model(rec):
+        # a phantom rank's compute sleeps: each host stands for a machine of its own (a
+        # faithful run's CPU was never short, real.testbed), one rank per host
+        return Cluster(hosts=len(emu["namespaces"]), cores_per_host=1, link=link)
     # the hosts are namespaces of one machine: their own links, but one pool of its cores
     return Cluster(hosts=len(emu["namespaces"]), cores_per_host=_count(env, "cores", "environment",
                                                                         1),
                    link=link, shared_cores=True)
+
+
+def emulated_link(bits_per_s: float, latency_s: float = 0.0,
+                  link: LinkCalibration | None = None) -> Link:
+    """A link of the emulated cluster shaped at ``bits_per_s``: with a calibration
+    (``calibrate.link``), its payload share of that rate, latency, socket buffer, ACK
+    share and CPU per message and byte."""
+    bandwidth, buffer, acks, cpu = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0)
+    if link is not None:
+        bandwidth, latency_s = bandwidth * link.payload_efficiency, link.latency_s
+        buffer, acks = link.socket_buffer_bytes, link.ack_share
+        cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
+    return Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency_s, socket_buffer_bytes=buffer,
+                ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1])
 
 
 def _key(rec: dict, link: LinkCalibration | None) -> tuple:
@@ -223,6 +277,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     from simulator.engine.machine import machine
     rows = []
     groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed, keep)
+    files.update(phantom_workloads(groups, workloads))
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
         per_epoch = [steady_epoch_s(r, scheme.name, workload.epochs) for r in recs]
         mean, ci = mean_ci95(per_epoch)

@@ -485,6 +485,40 @@ def at_precision(w: ModelWorkload, precision: str) -> ModelWorkload:
                    precision_steps=others, provenance=provenance)
 
 
+def slept_update_s(w: ModelWorkload) -> float:
+    """The update a phantom run sleeps (``real.phantom.plan.PhantomPlan.update_s``): the
+    file's update, else what the step leaves after forward and backward (at least 0)."""
+    if w.update_s > 0:
+        return w.update_s
+    return max(0.0, w.step_s - sum(lay.forward_s + lay.backward_s for lay in w.layers))
+
+
+def slept(w: ModelWorkload, time_scale: float, name: str | None = None) -> ModelWorkload:
+    """The compute a phantom run of ``w`` at time scale S sleeps, as a workload: every
+    layer's forward and backward and the update times S; its step is their sum (not the
+    file's un-hooked median), at other batches scaled by the file's step line as the
+    phantom scales it (``real.phantom.plan``: ``S * line(b) / line(B)``); no spread
+    (a sleep does not vary); on the device "cpu", the host that sleeps it (nothing is
+    scaled to another device)."""
+    fwd = sum(lay.forward_s for lay in w.layers)
+    bwd = sum(lay.backward_s for lay in w.layers)
+    step = time_scale * (fwd + bwd + slept_update_s(w))
+    line = next((s for s in w.lines if s.threads == w.threads), None)
+    lines = ()
+    if line is not None:
+        at = line.intercept_s + line.s_per_sample * w.batch_size
+        k = step / at if at > 0 else 0.0
+        lines = (StepLine(w.threads, line.intercept_s * k, line.s_per_sample * k),) if k else ()
+    layers = tuple(replace(lay, forward_s=lay.forward_s * time_scale,
+                           backward_s=lay.backward_s * time_scale) for lay in w.layers)
+    # on the host that sleeps it, as measured (device "cpu": the engines scale nothing)
+    return replace(w, name=name or w.name, layers=layers, step_s=step, device="cpu",
+                   forward_s=time_scale * fwd, backward_s=time_scale * bwd,
+                   update_s=time_scale * slept_update_s(w), spread_cv=0.0, lines=lines,
+                   provenance=dict(w.provenance, phantom=f"{w.device}'s times slept at time "
+                                                         f"scale {time_scale:g}"))
+
+
 def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -> dict:
     """The measured form of ``w`` as plain values (``contracts.tomlw.dumps`` writes it)."""
     measured = {"device": w.device, "threads": w.threads, "batch_size": w.batch_size,

@@ -1,0 +1,383 @@
+"""Communication-bound fidelity on phantom runs: the emulated cluster up to 32 hosts, in pieces.
+
+    python -m simulator.validate_phantom --out validation-phantom \\
+        --workloads cnn,vgg11,resnet50-v100.toml@20 --bandwidths 20mbit,100mbit,1gbit \\
+        --calibrate-at 100mbit --workers 2,3,4,6,8,12,16,24,32 --repeats 2 --budget 35
+
+As root. Phantom runs (``real.train --compute phantom``) keep every message real and
+sleep the compute, so many hosts fit on two cores; what they measure is the network
+and the libraries, which is what this validates:
+
+1. **workloads**: each of ``--workloads`` is a workload file (``FILE@S``: slept at time
+   scale S) or a built-in model that ``python -m calibrate.workload`` measures here
+   first (``OUT/workloads/NAME.toml``);
+2. **profile**: the plain machine's costs that stay real in a phantom run (the
+   parameter server's update, the reductions), ``python -m calibrate --quick`` with at
+   most ``--calibrate-workers`` processes (``--profile`` skips it);
+3. for each rate of ``--bandwidths``, the rate ``--calibrate-at`` first: the cluster up
+   (``real.cluster up``, one host more than the largest P); at ``--calibrate-at`` only,
+   ``python -m calibrate.link`` (two hosts: latency, payload rate, socket buffer,
+   per-message CPU); then, for each workload and each P in turn, ``real.sweep
+   --cluster --compute phantom`` of the schemes still running there, ``--repeats``
+   runs a point, testbed-bound runs retried once. A scheme stops at a workload and
+   rate where its runs are testbed-bound (the machine, not the network, set the pace:
+   ``real.testbed``), or where the simulator predicts one run longer than
+   ``--max-run-s``; ``OUT/stops.json`` says where and why;
+4. **compare**: every record predicted on its own cluster (its shaped rate, the
+   calibrated link, one host per rank with cores of its own, the compute the workload
+   at its scale), held out: P above ``--calibrate-workers`` or a rate other than
+   ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
+   workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png``.
+
+The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
+passed (the cluster torn down, exit 0); the same command again resumes where it stopped
+(points already measured are reused, ``real.sweep``'s settings digest). ``--skip-runs``
+redoes only step 4.
+
+Imports: simulator.compare, simulator.contracts, simulator.engine, simulator.output,
+simulator.validate_cluster (its stages).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator import validate_cluster as vc
+from simulator.contracts import cli
+from simulator.contracts.files import atomic_write_text
+
+PROG = "python -m simulator.validate_phantom"
+SCHEMES = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
+           "ps_sync", "ps_async")
+BUILT_IN = {"cnn": "1,28,28", "ps_cnn": "1,28,28", "mlp": "1,28,28", "linear": "1,28,28",
+            "vgg11": "3,32,32"}
+
+
+@dataclass(frozen=True)
+class Phantom:
+    """One workload of the campaign: its file, time scale and the name its rows go by."""
+    spec: str             # as given: NAME or FILE[@S]
+    file: Path
+    time_scale: float
+
+    @property
+    def tag(self) -> str:
+        return f"{self.file.stem}-x{self.time_scale:g}"
+
+
+def _workload_specs(text: str) -> list[str]:
+    specs = [s.strip() for s in str(text).split(",") if s.strip()]
+    for s in specs:
+        name, _, scale = s.partition("@")
+        if scale:
+            cli.positive_float(scale)
+        if not name.endswith(".toml") and name not in BUILT_IN:
+            raise argparse.ArgumentTypeError(f"{name!r} is neither a workload file (.toml) nor a built-in "
+                             f"model ({', '.join(BUILT_IN)})")
+    if not specs:
+        raise argparse.ArgumentTypeError(f"{text!r} names no workload")
+    return specs
+
+
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="validation-phantom", type=cli.output_folder,
+                   help="folder for everything")
+    p.add_argument("--workloads", default=["cnn"], type=_workload_specs,
+                   help="workload files (FILE.toml, FILE.toml@S for time scale S) or built-in "
+                        f"models measured here ({', '.join(BUILT_IN)}), comma-separated")
+    p.add_argument("--bandwidths", default=["20mbit", "100mbit", "1gbit"], type=vc._rates,
+                   help="shaped link rates, comma-separated (tc units)")
+    p.add_argument("--calibrate-at", default=None, type=vc.tc_rate,
+                   help="the one rate the link calibration sees (default: the first)")
+    p.add_argument("--schemes", default=list(SCHEMES), metavar="NAMES",
+                   type=cli.choice_list(SCHEMES), help="rank-based schemes, comma-separated, or all")
+    p.add_argument("--workers", default=[2, 3, 4, 6, 8, 12, 16, 24, 32],
+                   type=cli.worker_counts_up_to(vc.MAX_P, low=2), metavar="P",
+                   help=f"{cli.WORKERS_HELP} (default: 2,3,4,6,8,12,16,24,32)")
+    p.add_argument("--calibrate-workers", default=4, type=cli.int_in(1, 4),
+                   help="points with P above this (or at another rate) are held out")
+    p.add_argument("--steps", default=8, type=cli.int_in(3, 10**6),
+                   help="steps of each worker a run (its first is left out as warm-up)")
+    p.add_argument("--repeats", default=2, type=cli.int_in(1, 100), help="runs per point")
+    p.add_argument("--max-run-s", default=240.0, type=cli.float_in(1, 86400),
+                   help="a point whose run the simulator predicts longer than this is not run")
+    p.add_argument("--budget", default=0.0, type=cli.nonnegative_float, metavar="MIN",
+                   help="stop between two sweeps after this many minutes (0: no limit); run "
+                        "the command again to resume")
+    p.add_argument("--profile", default=None, type=cli.input_file,
+                   help="use this profile instead of calibrating one (step 2)")
+    p.add_argument("--force-calibration", action="store_true",
+                   help="keep a compute profile whose fits are below calibrate's bar")
+    p.add_argument("--skip-runs", action="store_true", help="only compare what OUT holds")
+    return p
+
+
+# ------------------------------------------------------------------ the campaign's inputs
+
+def prepare_workloads(args, out: Path) -> list[Phantom]:
+    """Every workload as a file in ``OUT/workloads`` (records name that copy, so the folder
+    carries what its runs slept): a given file copied there, a built-in model measured
+    there by ``calibrate.workload`` (once: a later piece reuses it)."""
+    folder = out / "workloads"
+    folder.mkdir(parents=True, exist_ok=True)
+    got = []
+    for spec in args.workloads:
+        name, _, scale = spec.partition("@")
+        if name.endswith(".toml"):
+            file = folder / Path(name).name
+            text = Path(name).read_text()
+            if not file.exists() or file.read_text() != text:
+                atomic_write_text(file, text)
+        else:
+            file = folder / f"{name}.toml"
+            if not file.exists():
+                vc._run([sys.executable, "-m", "calibrate.workload", "--model", name,
+                         "--input-shape", BUILT_IN[name], "--batch-size", "32", "--out",
+                         str(file)], out / "logs" / f"workload-{name}.log", 1800, PROG)
+        got.append(Phantom(spec, file.resolve(), float(scale or 1)))
+    return got
+
+
+def batch_of(wl: Phantom) -> int:
+    """The batch a workload was measured at: its sleeps are the measured times there."""
+    from simulator.contracts.workload import load_workload
+    return load_workload(wl.file).batch_size
+
+
+def rate_tag(rate: str) -> str:
+    return f"{vc.rate_bits_per_s(rate) // 10**6}mbit"
+
+
+class Stops:
+    """Where each scheme stopped, per workload and rate (``OUT/stops.json``): the P it
+    stopped at and why; kept across pieces."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows = json.loads(path.read_text()) if path.exists() else {}
+
+    def key(self, wl: Phantom, rate: str, scheme: str) -> str:
+        return f"{wl.tag}|{rate_tag(rate)}|{scheme}"
+
+    def stopped(self, wl: Phantom, rate: str, scheme: str, p: int) -> bool:
+        row = self.rows.get(self.key(wl, rate, scheme))
+        return row is not None and p >= row["workers"]
+
+    def stop(self, wl: Phantom, rate: str, scheme: str, p: int, why: str) -> None:
+        self.rows[self.key(wl, rate, scheme)] = {"workers": p, "why": why}
+        atomic_write_text(self.path, json.dumps(self.rows, indent=1, sort_keys=True))
+        print(f"{PROG}: {wl.tag} at {rate}: {scheme} stops at P = {p}: {why}", file=sys.stderr)
+
+
+def predicted_run_s(scheme: str, p: int, wl: Phantom, rate: str, steps: int, profile,
+                    link) -> float:
+    """The simulator's time for one run of the point (its steps, not start-up), on the
+    cluster the sweep runs it on: what ``--max-run-s`` is held against."""
+    from simulator.compare import emulated_link
+    from simulator.contracts.cluster import Cluster
+    from simulator.contracts.workload import Workload, load_workload, slept
+    from simulator.engine import simulate
+    from simulator.engine.machine import machine
+    from simulator.model.config import SchemeConfig
+    w = slept(load_workload(wl.file), wl.time_scale, wl.tag)
+    cluster = Cluster(hosts=p + 1, cores_per_host=1,
+                      link=emulated_link(vc.rate_bits_per_s(rate), 0.0, link))
+    mach = machine(profile, "", cluster, [(w, str(wl.file))])
+    work = Workload(model=wl.tag, batch_per_worker=w.batch_size,
+                    dataset_samples=steps * w.batch_size * p, epochs=1.0)
+    return simulate(SchemeConfig(name=scheme), p, work, cluster, mach.profile).time_s
+
+
+def sweep_point(args, out: Path, wl: Phantom, rate: str, p: int, schemes: list[str]) -> Path:
+    """``real.sweep --cluster --compute phantom`` of ``schemes`` at P = ``p``."""
+    batch = batch_of(wl)
+    runs = out / "runs" / wl.tag / rate_tag(rate)
+    n = len(schemes) * args.repeats * 2                 # each run may be retried once
+    vc._run([sys.executable, "-m", "real.sweep", "--cluster", "--resume",
+             "--schemes", ",".join(schemes), "--workers", f"{p}-{p}",
+             "--repeats", str(args.repeats), "--retry-testbed-bound", "1",
+             "--retry-disturbed", "1", "--compute", "phantom", "--workload", str(wl.file),
+             "--time-scale", f"{wl.time_scale:g}", "--dataset", "synthetic", "--epochs", "1",
+             "--batch-size", str(batch), "--train-size", str(args.steps * batch * p),
+             "--test-size", "64", "--timeout", str(args.max_run_s * 3 + 120),
+             "--out", str(runs), "--", "--threads", "1"],
+            out / "logs" / f"sweep-{wl.tag}-{rate_tag(rate)}-P{p}.log",
+            n * (args.max_run_s * 3 + 180), PROG)
+    return runs
+
+
+def faithless(runs: Path, scheme: str, p: int) -> str | None:
+    """Why ``scheme`` at P = ``p`` has no faithful completed run in ``runs`` (the first
+    testbed-bound run's reason, or that none completed), or None when it has one."""
+    from simulator.contracts import record
+    from simulator.compare import workers_of
+    why = None
+    for d in record.find_runs(runs):
+        try:
+            rec = record.read(d)
+        except record.RecordError:
+            continue
+        if rec["config"].get("algorithm") != scheme or workers_of(rec) != p:
+            continue
+        if rec["status"] == "completed" and not rec.get("testbed_bound"):
+            return None
+        why = why or ("testbed-bound: " + "; ".join(rec.get("testbed", {}).get("reasons", []))
+                      if rec["status"] == "completed" else f"run {rec['status']}")
+    return why or "no run completed"
+
+
+class OutOfBudget(Exception):
+    """The piece's minutes are spent: stop between two sweeps."""
+
+
+def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profile,
+           deadline: float) -> None:
+    """The cluster up at ``rate``; the link calibrated there if it is ``--calibrate-at``;
+    then every workload's P in turn, each scheme until it stops."""
+    from simulator.contracts.cluster import load_link_calibration
+    link_toml = out / "link.toml"
+    with vc.cluster_up(max(args.workers) + 1, rate, out / "logs" / f"cluster-{rate_tag(rate)}.log",
+                       PROG):
+        if rate == (args.calibrate_at or args.bandwidths[0]) and not link_toml.exists():
+            vc._run([sys.executable, "-m", "calibrate.link", "--out", str(link_toml),
+                     "--workdir", str(out / "link")], out / "logs" / "link.log", 600, PROG)
+        link = load_link_calibration(link_toml)
+        for wl in loads:
+            for p in args.workers:
+                schemes = [s for s in args.schemes if not stops.stopped(wl, rate, s, p)]
+                for s in list(schemes):
+                    t = predicted_run_s(s, p, wl, rate, args.steps, profile, link)
+                    if t > args.max_run_s:
+                        stops.stop(wl, rate, s, p, f"a run would take {t / 60:.1f} min "
+                                   f"(predicted; --max-run-s {args.max_run_s:g})")
+                        schemes.remove(s)
+                if not schemes:
+                    continue
+                if time.monotonic() > deadline:
+                    raise OutOfBudget
+                runs = sweep_point(args, out, wl, rate, p, schemes)
+                for s in schemes:
+                    why = faithless(runs, s, p)
+                    if why:
+                        stops.stop(wl, rate, s, p, why)
+
+
+def campaign(args, out: Path) -> tuple[Path, bool]:
+    """Steps 1-3; (the profile, whether every point was run or stopped)."""
+    from simulator.contracts import profile as profiles
+    deadline = time.monotonic() + (args.budget * 60 if args.budget else float("inf"))
+    out.mkdir(parents=True, exist_ok=True)
+    args.model, args.batch_size = "cnn", 32           # what calibrate --quick times
+    loads = prepare_workloads(args, out)
+    profile_path = vc.calibrate_profile(args, out) if args.profile or not \
+        (out / "profile.json").exists() else out / "profile.json"
+    profile = profiles.load(profile_path)
+    stops = Stops(out / "stops.json")
+    first = args.calibrate_at or args.bandwidths[0]
+    try:
+        for rate in [first] + [r for r in args.bandwidths if r != first]:
+            run_at(rate, args, out, loads, stops, profile, deadline)
+    except OutOfBudget:
+        return profile_path, False
+    return profile_path, True
+
+
+# ------------------------------------------------------------------ step 4: the comparison
+
+def compared(out: Path, profile_path: Path, calibrate_workers: int):
+    """Every phantom record under ``OUT/runs`` predicted on its cluster (``simulator.compare``
+    with the calibrated link), with the held-out flags; (rows, the link) or a usage line."""
+    from simulator.compare import compare
+    from simulator.contracts import profile as profiles
+    from simulator.contracts.checks import ConfigError
+    from simulator.contracts.cluster import load_link_calibration
+    from simulator.output.cluster_report import with_flags
+    try:
+        prof = profiles.load(profile_path)
+        link = load_link_calibration(out / "link.toml")
+        skipped: list = []
+        df = compare(out / "runs", prof, link=link, workloads=[out / "workloads"],
+                     skipped=skipped, keep=("phantom",))
+    except (profiles.ProfileError, ConfigError) as e:
+        return None, str(e)
+    for where, why in skipped:
+        print(f"{PROG}: skipped {where}: {why}", file=sys.stderr)
+    if df.empty:
+        return None, f"no completed phantom run records under {out / 'runs'}"
+    df["held_out"] = df["workers"] > calibrate_workers
+    return with_flags(df, link.shaped_bits_per_s), link
+
+
+def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
+    from simulator.output.cluster_report import (
+        breakdown_figure,
+        error_table,
+        figure,
+        markdown_errors,
+        markdown_table,
+    )
+    df, link = compared(out, profile_path, calibrate_workers)
+    if df is None:
+        return cli.usage_error(PROG, link)
+    df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
+    errors = error_table(df)
+    atomic_write_text(out / "compare.csv", df.to_csv(index=False))
+    atomic_write_text(out / "errors.csv", errors.to_csv(index=False))
+    stops = Stops(out / "stops.json").rows
+    parts = [f"Link: OUT/link.toml (latency {link.latency_s * 1e6:.1f} us, payload "
+             f"{link.payload_efficiency:.3f} of the shaped rate, measured at "
+             f"{link.shaped_bits_per_s / 1e6:g} Mbit/s); held out: P > {calibrate_workers} "
+             "or another rate", "", markdown_errors(errors), ""]
+    written = []
+    for model, g in df.groupby("model"):
+        parts += [f"## {model}", "", markdown_table(g), ""]
+        written += [figure(g, out / f"compare-{model}.png"),
+                    breakdown_figure(g, out / f"breakdown-{model}.png")]
+    if stops:
+        parts += ["## Where each scheme stopped", "", "| workload, rate, scheme | P | why |",
+                  "|---|---|---|"] + [f"| {k.replace('|', ', ')} | {v['workers']} | {v['why']} |"
+                                      for k, v in sorted(stops.items())]
+    text = "\n".join(parts) + "\n"
+    atomic_write_text(out / "table.md", text)
+    print(text)
+    print(f"wrote {out / 'compare.csv'}, {out / 'errors.csv'}, {out / 'table.md'}, "
+          + ", ".join(map(str, written)), file=sys.stderr)
+    return 0
+
+
+@cli.one_line_io_errors(PROG)
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    out = Path(args.out)
+    if (args.calibrate_at or args.bandwidths[0]) not in args.bandwidths:
+        return cli.usage_error(PROG, f"--calibrate-at {args.calibrate_at} is not one of "
+                                     "--bandwidths")
+    missing = [s.partition("@")[0] for s in args.workloads
+               if s.partition("@")[0].endswith(".toml") and not Path(s.partition("@")[0]).is_file()]
+    if missing:
+        return cli.usage_error(PROG, f"--workloads: {missing[0]} is not a file")
+    profile_path = Path(args.profile) if args.profile else out / "profile.json"
+    if not args.skip_runs:
+        if vc.cluster_tools_missing():
+            return cli.usage_error(PROG, vc.cluster_tools_missing())
+        try:
+            profile_path, done = campaign(args, out)
+        except (RuntimeError, OSError) as e:
+            print(f"{PROG}: {e}", file=sys.stderr)
+            return 1
+        if not done:
+            print(f"{PROG}: stopped after the --budget of {args.budget:g} min; the same "
+                  "command resumes", file=sys.stderr)
+    return report(out, profile_path, args.calibrate_workers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

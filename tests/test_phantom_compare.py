@@ -1,0 +1,153 @@
+"""Phantom records predicted: the compute a phantom run sleeps (``workload.slept``) and
+``simulator.compare`` on records of the emulated cluster whose compute slept."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from simulator import compare
+from simulator.contracts import record
+from simulator.contracts.checks import ConfigError
+from simulator.contracts.workload import load_workload, slept, workload_from_dict
+from simulator.testing import make_profile
+
+WORKLOAD = """
+schema_version = 1
+[model]
+name = "tiny"
+[measured]
+device = "Tesla V100 SXM2"
+batch_size = 32
+step = "10ms"
+lines = [{ threads = 1, intercept = "2ms", per_sample = "0.25ms" }]
+[[layers]]
+name = "fc2"
+forward = "1ms"
+backward = "2ms"
+tensors = [{ name = "fc2.weight", params = 1000, dtype = "float32" }]
+[[layers]]
+name = "fc1"
+forward = "2ms"
+backward = "4ms"
+tensors = [{ name = "fc1.weight", params = 3000, dtype = "float32" }]
+"""
+
+
+def test_slept_is_the_sum_of_the_layers_and_the_update_times_the_scale(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text(WORKLOAD)
+    w = load_workload(f)
+    s = slept(w, 10.0, "tiny-x10")
+    # layers 9 ms, update what the 10 ms step leaves: 1 ms; all times 10
+    assert s.step_s == pytest.approx(0.100) and s.update_s == pytest.approx(0.010)
+    assert [lay.backward_s for lay in s.layers] == pytest.approx([0.020, 0.040])
+    assert s.backward_s == pytest.approx(0.060) and s.forward_s == pytest.approx(0.030)
+    assert s.device == "cpu" and s.spread_cv == 0 and s.name == "tiny-x10"
+    line, = s.lines                    # the step line through the slept step at batch 32
+    assert line.intercept_s + 32 * line.s_per_sample == pytest.approx(0.100)
+    assert line.intercept_s / line.s_per_sample == pytest.approx(2 / 0.25)
+    assert s.tensors == w.tensors and "V100" in s.provenance["phantom"]
+    assert slept(workload_from_dict({**_raw(), "measured": {"device": "cpu", "batch_size": 4,
+                                                            "step": "1s", "update": "5ms"}}),
+                 1.0).update_s == pytest.approx(0.005)
+
+
+def _raw():
+    import tomllib
+    return tomllib.loads(WORKLOAD)
+
+
+def phantom_record(runs, workload_file, p=2, steps=12, scale=10.0, wall_s=None):
+    """A psgd phantom record (one average at the end) on an emulated cluster of p + 1 hosts
+    at 100 Mbit/s; its wall time ``steps`` slept steps unless given."""
+    sha = hashlib.sha256(workload_file.read_bytes()).hexdigest()
+    step = 0.100 * scale / 10
+    wall = wall_s if wall_s is not None else steps * step
+    rec = record.RunRecord(
+        run_id=f"psgd-P{p}-r0",
+        config={"algorithm": "psgd", "model": "cnn", "batch_size": 32, "epochs": 1,
+                "average_every": 0, "repeat": 0},
+        environment={"workers": p, "ranks": p, "cores": 2, "threads_per_rank": 1,
+                     "cluster": {"namespaces": [f"h{i}" for i in range(p + 1)],
+                                 "bandwidth_bits_per_s": 100e6}},
+        timings={"train_wall_s": wall, "epoch_s": [wall]},
+        results={"train_samples": steps * 32 * p, "test_accuracy": None, "final_loss": None},
+        comm={"bytes_sent_per_rank": [0] * p}, resources={},
+        compute={"mode": "phantom", "time_scale": scale,
+                 "workload": {"file": str(workload_file), "sha256": sha, "name": "tiny"}})
+    record.write(rec, runs)
+
+
+def test_compare_predicts_a_phantom_record_from_the_workload_it_slept(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text(WORKLOAD)
+    phantom_record(tmp_path / "runs", f)
+    prof = make_profile(cores=2, model="cnn")
+    assert compare.compare(tmp_path / "runs", prof).empty            # left out by default
+    df = compare.compare(tmp_path / "runs", prof, keep=("phantom",))
+    row = df.iloc[0]
+    assert row["model"].startswith("tiny-phantom-") and row["model"].endswith("-x10")
+    # each worker's 12 steps of 0.1 s slept, on hosts of their own (no core shared)
+    assert row["predicted_compute_s"] == pytest.approx(12 * 0.100, rel=1e-6)
+    assert row["predicted_s"] == pytest.approx(row["measured_s"], rel=0.02)
+
+
+def test_a_phantom_record_whose_file_is_gone_is_found_by_its_digest(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text(WORKLOAD)
+    phantom_record(tmp_path / "runs", f)
+    moved = tmp_path / "kept" / "renamed.toml"
+    moved.parent.mkdir()
+    f.rename(moved)
+    prof = make_profile(cores=2, model="cnn")
+    with pytest.raises(ConfigError, match="gone or changed; give it with --workloads"):
+        compare.compare(tmp_path / "runs", prof, keep=("phantom",))
+    df = compare.compare(tmp_path / "runs", prof, keep=("phantom",),
+                         workloads=[tmp_path / "kept"])
+    assert len(df) == 1 and df.iloc[0]["workload"] == str(moved)
+
+
+def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
+    """``--skip-runs`` on a campaign's folder: every phantom record predicted on its cluster
+    with the calibrated link, P above --calibrate-workers held out; a folder without runs
+    is one line, exit 2."""
+    import shutil
+    from pathlib import Path
+
+    from simulator import validate_phantom
+    from simulator.contracts import profile as profiles
+    out = tmp_path / "v"
+    (out / "workloads").mkdir(parents=True)
+    f = out / "workloads" / "w.toml"
+    f.write_text(WORKLOAD)
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    shutil.copy(docs, out / "link.toml")
+    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
+    argv = ["--out", str(out), "--skip-runs", "--profile", str(tmp_path / "profile.json"),
+            "--calibrate-workers", "2"]
+    assert validate_phantom.main(argv) == 2
+    assert "no completed phantom run records" in capsys.readouterr().err
+    for p in (2, 4):
+        phantom_record(out / "runs" / "tiny-x10" / "100mbit", f, p=p)
+    assert validate_phantom.main(argv) == 0
+    table = (out / "table.md").read_text()
+    assert "| psgd | 2 | 100 |" in table and "| psgd | 4 | 100 |" in table
+    rows = {int(r.split("|")[2]): r for r in table.splitlines() if r.startswith("| psgd |")}
+    assert rows[2].rstrip().endswith("| - |") and rows[4].rstrip().endswith("| P |")
+    assert (out / "errors.csv").exists() and (out / "breakdown-tiny-phantom-"
+                                             f"{hashlib.sha256(f.read_bytes()).hexdigest()[:8]}"
+                                             "-x10.png").exists()
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--bandwidths", "20mbit,1gbit", "--calibrate-at", "100mbit"], "--calibrate-at"),
+    (["--workloads", "missing.toml@10"], "missing.toml is not a file"),
+    (["--workloads", "resnet"], "neither a workload file"),
+    (["--workloads", "cnn@-1"], "--workloads"),
+])
+def test_validate_phantom_refuses_bad_flags_in_one_line(tmp_path, capsys, extra, named):
+    from simulator import validate_phantom
+    assert validate_phantom.main(["--out", str(tmp_path / "v"), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and "Traceback" not in err and len(err.splitlines()) == 1
