@@ -27,7 +27,10 @@ and the libraries, which is what this validates:
    calibrated link, one host per rank with cores of its own, the compute the workload
    at its scale), held out: P above ``--calibrate-workers`` or a rate other than
    ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
-   workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png``.
+   workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png`` (compute, communication
+   and waiting, measured beside predicted); the table ends with the held-out errors again
+   with each of the link calibration's mechanisms taken out (per-message CPU, socket
+   buffer, ACK share, payload share): what each one moves on these records.
 
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
@@ -43,7 +46,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simulator import validate_cluster as vc
@@ -289,9 +292,10 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
 
 # ------------------------------------------------------------------ step 4: the comparison
 
-def compared(out: Path, profile_path: Path, calibrate_workers: int):
+def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = ""):
     """Every phantom record under ``OUT/runs`` predicted on its cluster (``simulator.compare``
-    with the calibrated link), with the held-out flags; (rows, the link) or a usage line."""
+    with the calibrated link, less the mechanism ``without`` names: ``WITHOUT``), with the
+    held-out flags; (rows, the link) or a usage line."""
     from simulator.compare import compare
     from simulator.contracts import profile as profiles
     from simulator.contracts.checks import ConfigError
@@ -300,6 +304,8 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int):
     try:
         prof = profiles.load(profile_path)
         link = load_link_calibration(out / "link.toml")
+        if without:
+            link = replace(link, **WITHOUT[without])
         skipped: list = []
         df = compare(out / "runs", prof, link=link, workloads=[out / "workloads"],
                      skipped=skipped, keep=("phantom",))
@@ -311,6 +317,37 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int):
         return None, f"no completed phantom run records under {out / 'runs'}"
     df["held_out"] = df["workers"] > calibrate_workers
     return with_flags(df, link.shaped_bits_per_s), link
+
+
+# the link calibration's mechanisms (calibrate.link), each one taken out for --mechanisms
+WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
+           "socket buffer": {"socket_buffer_bytes": 0.0},
+           "ACK share": {"ack_share": 0.0},
+           "payload share": {"payload_efficiency": 1.0}}
+
+
+def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
+    """Held-out median / worst error per scheme with the whole calibrated link and with each
+    of its mechanisms taken out, on the same records (``OUT/mechanisms.md``): what each one
+    moves."""
+    import pandas as pd
+    rows = []
+    for name in ["", *WITHOUT]:
+        df, _ = compared(out, profile_path, calibrate_workers, name)
+        if df is None:
+            continue
+        held = df[df["held_out_p"] | df["unseen_rate"]]
+        for scheme, g in [("all", held), *held.groupby("scheme")]:
+            err = g["rel_error"].abs()
+            rows.append({"link": f"without {name}" if name else "as calibrated",
+                         "scheme": scheme, "cell": f"{100 * err.median():.0f} / "
+                                                   f"{100 * err.max():.0f}%"})
+    table = pd.DataFrame(rows).pivot(index="link", columns="scheme", values="cell")
+    table = table.reindex(["as calibrated"] + [f"without {n}" for n in WITHOUT])
+    lines = ["| held-out median / worst | " + " | ".join(table.columns) + " |",
+             "|---" * (len(table.columns) + 1) + "|"]
+    lines += [f"| {i} | " + " | ".join(str(v) for v in r) + " |" for i, r in table.iterrows()]
+    return "\n".join(lines) + "\n"
 
 
 def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
@@ -342,6 +379,8 @@ def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
         parts += ["## Where each scheme stopped", "", "| workload, rate, scheme | P | why |",
                   "|---|---|---|"] + [f"| {k.replace('|', ', ')} | {v['workers']} | {v['why']} |"
                                       for k, v in sorted(stops.items())]
+    parts += ["", "## What each of the link's mechanisms moves", "",
+              mechanisms(out, profile_path, calibrate_workers)]
     text = "\n".join(parts) + "\n"
     atomic_write_text(out / "table.md", text)
     print(text)
