@@ -55,6 +55,10 @@ install() {
   missing=$($PY - <<'EOF'
 import importlib.util as u, os, sys
 need = [p for p in ("mpi4py", "simpy") if u.find_spec(p) is None]
+spec = u.find_spec("mpi4py")                # mpi4py's own wheel loads any MPI (MPI.mpich*.so);
+if spec and not any(f.startswith("MPI.mpich") # one built against another MPI is replaced
+                    for f in os.listdir(os.path.dirname(spec.origin))):
+    need.append("mpi4py")
 if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mpirun")):
     need.append("mpich")        # real.sweep takes the mpirun beside python first
 print(" ".join(need))
@@ -88,7 +92,8 @@ mpi_smoke() {                   # two ranks say hello through the MPI the runs w
   echo "mpirun: $mpirun ($("$mpirun" --version 2>&1 | grep -m1 -i -E 'version|hydra'))"
   timeout 60 "$mpirun" -bind-to core -n 2 $PY -c \
     'from mpi4py import MPI; c = MPI.COMM_WORLD; import os
-print(c.Get_rank(), c.allreduce(1), MPI.Get_library_version().split(chr(10))[0], "cores", sorted(os.sched_getaffinity(0)))'
+print(c.Get_rank(), c.allreduce(1), MPI.Get_library_version().split(chr(10))[0], "cores", sorted(os.sched_getaffinity(0)))
+raise SystemExit(0 if c.Get_size() == 2 else "not one world of 2 ranks: mpi4py and mpirun are of different MPIs")'
 }
 
 check() {       # the time left goes to the check; its last run starts a run's timeout before
@@ -99,7 +104,7 @@ check() {       # the time left goes to the check; its last run starts a run's t
       --train-size "$TRAIN_SIZE" --time-limit $(( left - 60 )) --timeout 45 \
       >"$OUT/check.txt" 2>"$OUT/check.err"
   local rc=$?
-  tail -n 30 "$OUT/check.err"; cat "$OUT/check.txt"
+  tail -n 60 "$OUT/check.err"; cat "$OUT/check.txt"
   return $rc                    # 1: some scheme missed the bar; 124: timed out
 }
 

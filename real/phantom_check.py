@@ -173,8 +173,10 @@ def time_per_iteration(run_dir: Path, warmup: int) -> float:
 def run_all(args, workload: Path, start: float) -> dict:
     """(scheme, P, mode) -> [(time per iteration, disturbed)], runs alternating the modes;
     none started ``--time-limit`` seconds after ``start`` (``time.monotonic``) or later."""
-    points = [(rep, workers, alg, mode) for rep in range(args.repeats)
-              for workers in args.workers for alg in args.schemes for mode in MODES]
+    # the largest P first (what a machine of many cores is for, if --time-limit cuts), each
+    # P's runs together, rounds over the schemes and modes within it
+    points = [(rep, workers, alg, mode) for workers in sorted(args.workers, reverse=True)
+              for rep in range(args.repeats) for alg in args.schemes for mode in MODES]
     times: dict = {}
     for i, (rep, workers, alg, mode) in enumerate(points):
         if args.time_limit is not None and time.monotonic() - start > args.time_limit:
