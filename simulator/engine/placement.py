@@ -66,10 +66,10 @@ def layout(spec: Scheme, cfg: SchemeConfig, workers: int, cluster: Cluster,
     profile = on_hardware(profile, cluster)
     check(spec, workers, cluster)
     placement = placement_of_ranks(spec, cluster, workers)
+    pools = tuple(cluster.core_pool_of(h) for h in placement)
     routes = make_routes(placement, cluster, profile.transport(spec.backend),
-                         handoffs(spec, cluster, placement, workers, profile))
-    return Layout(spec, cluster, profile, workers, placement,
-                  tuple(cluster.core_pool_of(h) for h in placement), routes)
+                         handoffs(spec, cluster, placement, workers, profile), pools)
+    return Layout(spec, cluster, profile, workers, placement, pools, routes)
 
 
 def check(spec: Scheme, workers: int, cluster: Cluster) -> None:

@@ -40,8 +40,9 @@ class FabricRoutes(Routes):
     """Routes over the devices, NICs and switches a cluster's ``Hardware`` describes."""
 
     def __init__(self, placement: tuple[int, ...], cluster: Cluster, shm: Transport,
-                 handoff_s: tuple[float, ...] | None = None):
-        super().__init__(placement, cluster.link, shm, handoff_s)
+                 handoff_s: tuple[float, ...] | None = None,
+                 pools: tuple[int, ...] | None = None):
+        super().__init__(placement, cluster.link, shm, handoff_s, pools)
         hw = cluster.hardware
         self.hardware = hw
         self.intra = hw.intra
@@ -128,9 +129,10 @@ class FabricRoutes(Routes):
 
 
 def make_routes(placement: tuple[int, ...], cluster: Cluster, shm: Transport,
-                handoff_s: tuple[float, ...] | None = None) -> Routes:
+                handoff_s: tuple[float, ...] | None = None,
+                pools: tuple[int, ...] | None = None) -> Routes:
     """Plain ``Routes`` for cores and one link per host; ``FabricRoutes`` where the
     cluster describes accelerators, NICs or a topology."""
     if cluster.hardware is None:
-        return Routes(placement, cluster.link, shm, handoff_s)
-    return FabricRoutes(placement, cluster, shm, handoff_s)
+        return Routes(placement, cluster.link, shm, handoff_s, pools)
+    return FabricRoutes(placement, cluster, shm, handoff_s, pools)

@@ -23,6 +23,8 @@ Imports: SimPy, simulator.contracts (cluster, profile), model.fluid.
 from __future__ import annotations
 
 import copy
+
+import copy
 import math
 
 import simpy
@@ -41,11 +43,41 @@ class Routes:
     ll128_routes = None  # and of its LL128 protocol
 
     def __init__(self, placement: tuple[int, ...], link: Link | None, shm: Transport,
-                 handoff_s: tuple[float, ...] | None = None):
+                 handoff_s: tuple[float, ...] | None = None,
+                 pools: tuple[int, ...] | None = None):
         self.placement = placement
         self.link = link
         self.shm = shm
         self.handoff_s = handoff_s or (0.0,) * len(placement)    # per receiving rank
+        self.pools = pools           # per rank, the pool of cores it runs on (None: unknown)
+        self._in_call: dict = {}
+
+    def in_call(self, ranks: tuple[int, ...]) -> Routes:
+        """These routes inside one allreduce of ``ranks``: a receiver whose core-mates are
+        all ranks of the call on its own host waits for no turn on its core. MPICH's wait
+        loop yields the core at every turn under ``MPI_THREAD_MULTIPLE`` (mpi4py's level:
+        ``MPID_Progress_wait`` calls ``MPID_THREAD_CS_YIELD``, which calls ``sched_yield``
+        when threads are on), so a core's ranks that all wait in the call hand it to each
+        other at once. A core-mate outside the call (computing, a server's loop) still
+        holds the core for its quantum (``timeslice``), and so do cores that several
+        hosts share (the emulated cluster's, whose validations measured the wait).
+        Remembered by the group's id."""
+        if self.pools is None or not any(self.handoff_s[r] for r in ranks):
+            return self
+        hit = self._in_call.get(id(ranks))
+        if hit is not None and hit[0] is ranks:
+            return hit[1]
+        members = set(ranks)
+        held: set = set()           # pools with a rank outside the call or on another host
+        for r, pool in enumerate(self.pools):
+            if r not in members or self.placement[r] != self.placement[ranks[0]]:
+                held.add(pool)
+        view = copy.copy(self)
+        view._in_call = {}
+        view.handoff_s = tuple(0.0 if r in members and self.pools[r] not in held else h
+                               for r, h in enumerate(self.handoff_s))
+        self._in_call[id(ranks)] = (ranks, view)
+        return view
 
     def params(self, src: int, dst: int) -> tuple[float, float]:
         """(alpha_s, beta_s_per_byte) of the path src -> dst."""

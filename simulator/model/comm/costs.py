@@ -48,6 +48,8 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
     ``root`` is the index in ``ranks`` of a gather's, scatter's or broadcast's root."""
     if len(ranks) <= 1:
         return 0.0
+    if kind == "allreduce":        # a core's ranks all in the call hand it over at once
+        routes = routes.in_call(ranks)
     if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128 protocol
         share = protocol_share(routes, ranks, algorithm)
         return _ring_s(ranks, n_bytes / share, low_latency(routes, algorithm)[1],

@@ -27,6 +27,7 @@ class MessageComm(Comm):
         self._sends: dict[tuple, tuple] = {}
         self._recvs: dict[tuple, simpy.Event] = {}
         self._ll: dict = {}     # the LL and LL128 protocols' views (``_ll_view``)
+        self._views: dict = {}  # views inside a call (``_in_call``), by their routes' id
 
     def transfer(self, src, dst, n_bytes):
         moved = self.network.transfer(src, dst, n_bytes)
@@ -86,6 +87,20 @@ class MessageComm(Comm):
             received.succeed()
         self.network.transfer(src, dst, n_bytes).callbacks.append(arrive)
 
+    def _in_call(self, ranks) -> MessageComm:
+        """This comm inside one allreduce of ``ranks`` (``Routes.in_call``: core-mates all
+        in the call hand the core over at once): the same network, flows and pending
+        messages."""
+        routes = self.routes.in_call(ranks)
+        if routes is self.routes:
+            return self
+        view = self._views.get(id(routes))
+        if view is None:
+            view = self._views[id(routes)] = copy.copy(self)
+            view.routes = routes
+            view.network = self.network.over(routes)
+        return view
+
     def _ll_view(self, algorithm: str, share: float) -> MessageComm:
         """This comm as NCCL's LL or LL128 protocol sends: the same network, flows and
         pending messages, each message after the protocol's latency; a call's reductions
@@ -116,7 +131,8 @@ class MessageComm(Comm):
             yield from collectives.ALLREDUCE["ring"](self._ll_view(algorithm, share), ranks, i,
                                                      n_bytes / share, tag)
         elif kind == "allreduce":
-            yield from collectives.ALLREDUCE[algorithm](self, ranks, i, n_bytes, tag)
+            yield from collectives.ALLREDUCE[algorithm](self._in_call(ranks), ranks, i,
+                                                        n_bytes, tag)
         elif kind == "gather":
             yield from collectives.gather(self, ranks, i, n_bytes, tag, root)
         elif kind == "scatter":
