@@ -10,7 +10,7 @@ import simpy
 
 from simulator.contracts.closed_forms import handoff_s
 from simulator.contracts.profile import Transport
-from simulator.model.comm import MessageComm, collectives
+from simulator.model.comm import MessageComm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder

@@ -23,8 +23,6 @@ Imports: SimPy, simulator.contracts (cluster, profile), model.fluid.
 from __future__ import annotations
 
 import copy
-
-import copy
 import math
 
 import simpy
@@ -59,16 +57,16 @@ class Routes:
         ``MPID_Progress_wait`` calls ``MPID_THREAD_CS_YIELD``, which calls ``sched_yield``
         when threads are on), so a core's ranks that all wait in the call hand it to each
         other at once. A core-mate outside the call (computing, a server's loop) still
-        holds the core for its quantum (``timeslice``), and so do cores that several
-        hosts share (the emulated cluster's, whose validations measured the wait).
-        Remembered by the group's id."""
+        holds the core for its quantum (``timeslice``), and so does every rank of a call
+        that spans hosts (measured on one host only; the emulated cluster's hosts share
+        their cores, and its validations measured the wait). Remembered by the group's id."""
         if self.pools is None or not any(self.handoff_s[r] for r in ranks):
             return self
         hit = self._in_call.get(id(ranks))
         if hit is not None and hit[0] is ranks:
             return hit[1]
         members = set(ranks)
-        held: set = set()           # pools with a rank outside the call or on another host
+        held: set = set()           # pools with a rank outside the call, or the call spans hosts
         for r, pool in enumerate(self.pools):
             if r not in members or self.placement[r] != self.placement[ranks[0]]:
                 held.add(pool)
