@@ -1,28 +1,33 @@
-"""How fast the simulator predicts: the goals of the README, and how the cost grows.
+"""How fast the simulator predicts: the goals of issue 39, and how the cost grows.
 
     python benchmarks/simulator_speed.py --out benchmarks/results/simulator-speed
 
-Measures, each as the median of ``--repeats`` runs (wall seconds; imports
-included where a command is timed as a user runs it):
+1. The goals, as ratios measured in one run on one machine, each command run as a user
+   types it (a new process, imports included), the commands alternating round by round and
+   each ratio taken between medians of ``--repeats`` rounds:
 
-1. ``python -m simulator.predict --workers 16`` (every scheme, the shipped
-   profile, the figure written) -- goal 2 s; and, in this process, the CPU
-   seconds (least of ``--repeats``) and SimPy events of its predictions per
-   scheme (one process, P = 1..16), the figures to compare engines by on a
-   shared machine;
-2. one scheme at P = 1024 over 256 hosts, one epoch (``--workers 1,1024``) --
-   goal 10 s; every scheme at P = 1, 2, 4 ... 1024 over 256 hosts -- goal 60 s;
-3. the message-level ring allreduce of 40 MB at P = 64 on a star network of
+   * the floor: importing the libraries ``simulator.predict`` uses and drawing its figure
+     (``output.plots.speedup_plot`` of the first command's rows);
+   * ``predict --workers 16`` (every scheme, hosts like the profile's) -- goal: 1.5 x the
+     floor;
+   * ``predict --workers 2^0..10`` (every scheme, hosts growing with P) -- goal: 3 x;
+   * ``predict --workers 16 --hosts 1`` (the profile's one host, oversubscribed above its
+     cores: per-core run queues), reported beside them;
+
+   and, in this process, the CPU seconds (least of ``--repeats``) and SimPy events of the
+   first command's predictions per scheme (one process), the figures to compare engines
+   by on a shared machine;
+2. the message-level ring allreduce of 40 MB at P = 64 on a star network of
    10 Gbit/s links and 20 us, against SimGrid's (``benchmarks/simgrid_ring.py``,
    run by the system Python when it has SimGrid's bindings), alternating;
-4. the cost against P of each engine (vectorised closed forms, SimPy with
+3. the cost against P of each engine (vectorised closed forms, SimPy with
    closed-form collectives, SimPy message by message: mpi_allreduce, 10
    iterations, 4 ranks per host) and against iterations, with events per
    second; a log-log figure ``speed.png`` and ``speed.csv``.
 
-The load average is printed before and after: on a machine busy with other
-work the figures are slower than the simulator is. ``--parts predict`` measures
-the first item only (a minute or so).
+The machine (CPU model, cores), the date and the load average before and after are
+printed: on a machine busy with other work the figures are slower than the simulator is.
+``--parts goals`` measures the first item only (a few minutes).
 """
 from __future__ import annotations
 
@@ -43,15 +48,57 @@ sys.path.insert(0, str(ROOT))
 from simulator.contracts.files import save_figure  # noqa: E402
 
 
-def timed_command(argv: list[str], repeats: int) -> float:
-    """Median wall seconds of a command as a user types it (a new process each time)."""
-    walls = []
-    with tempfile.TemporaryDirectory() as out:
+FLOOR = ("import json, sys, simulator.predict; from simulator.output.plots import preload, "
+         "speedup_plot; preload(); speedup_plot(json.load(open(sys.argv[1]))['predictions'], "
+         "sys.argv[2])")
+GOALS = (("predict --workers 16", ["--workers", "16"], 1.5),
+         ("predict --workers 2^0..10", ["--workers", "2^0..10"], 3.0),
+         ("predict --workers 16 --hosts 1 (one host, oversubscribed)",
+          ["--workers", "16", "--hosts", "1"], None))
+
+
+def wall_s(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def goals(repeats: int) -> list[str]:
+    """The floors and the commands, alternating round by round; medians and ratios."""
+    py = [sys.executable, "-m", "simulator.predict"]
+    with tempfile.TemporaryDirectory() as tmp:
+        first = Path(tmp, "first")
+        subprocess.run(py + ["--workers", "16", "--out", str(first)], cwd=ROOT, check=True,
+                       capture_output=True)                               # (warms the caches)
+        walls: dict[str, list[float]] = {}
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            subprocess.run(argv + ["--out", out], cwd=ROOT, check=True, capture_output=True)
-            walls.append(time.perf_counter() - t0)
-    return statistics.median(walls)
+            walls.setdefault("floor", []).append(wall_s(
+                [sys.executable, "-c", FLOOR, str(first / "predictions.json"),
+                 str(Path(tmp, "floor.png"))]))
+            for label, argv, _goal in GOALS:
+                walls.setdefault(label, []).append(wall_s(py + argv + ["--out", tmp]))
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    lines = [(f"floor: import predict's libraries and draw its figure: {med['floor']:.2f} s "
+              f"(medians of {repeats} rounds)")]
+    for label, _argv, goal in GOALS:
+        ratio = med[label] / med["floor"]
+        lines.append(f"{label}: {med[label]:.2f} s = {ratio:.2f} x the floor"
+                     + (f" (goal {goal:g} x: {'met' if ratio <= goal else 'NOT met'})"
+                        if goal else ""))
+    return lines
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"machine: {model}, {os.cpu_count()} cores; "
+            f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC")
 
 
 def per_scheme(repeats: int) -> list[str]:
@@ -61,21 +108,22 @@ def per_scheme(repeats: int) -> list[str]:
     from simulator.contracts.profile import load_default
     from simulator.contracts.workload import Workload
     from simulator.engine.run import simulate
+    from simulator.engine.sweep import points_of
     args = predict.build_parser().parse_args(["--workers", "16"])
     measured = load_default()
-    cluster = predict.make_cluster(args, measured)
-    mach, model, _file = describe.inputs(args, measured, "embedded", cluster)
+    setting = describe.resolve_cluster(args, measured, "embedded")
+    mach, model, _file = describe.inputs(args, measured, "embedded", setting.cluster)
     workload = Workload(model=model or predict.DEFAULT_MODEL,
                         batch_per_worker=args.batch_size or predict.DEFAULT_BATCH,
-                        dataset_samples=predict.DATASETS[args.dataset], epochs=args.epochs)
+                        dataset_samples=predict.DATASETS[predict.DEFAULT_DATASET],
+                        epochs=args.epochs)
     lines, total_s, total_events = ["CPU s and SimPy events per scheme, P = 1..16:"], 0.0, 0
     for cfg in predict.configs(args, predict.scheme_names(args)):
-        counts = [1] if cfg.name == "serial" else sorted(set(args.workers) | {1})
         best = float("inf")
         for _ in range(repeats):
             t0 = time.process_time()
-            events = sum(simulate(cfg, p, workload, cluster, mach.profile, args.seed).events
-                         for p in counts)
+            events = sum(simulate(cfg, p, workload, on, mach.profile, args.seed).events
+                         for p, on in points_of(cfg, args.workers, setting.cluster))
             best = min(best, time.process_time() - t0)
         total_s, total_events = total_s + best, total_events + events
         lines.append(f"  {cfg.name:15s} {best:6.3f} s {events:9,d} events")
@@ -200,23 +248,16 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="benchmarks/results/simulator-speed")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-p", type=int, default=1024, help="largest P of the scaling runs")
-    parser.add_argument("--parts", choices=("all", "predict"), default="all",
-                        help="predict: the README's command and its CPU per scheme only")
+    parser.add_argument("--parts", choices=("all", "goals"), default="all",
+                        help="goals: the goals' ratios and the CPU per scheme only")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    py = [sys.executable, "-m", "simulator.predict"]
-    lines = [f"machine: {os.cpu_count()} cores; load average before: "
-             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
-    lines.append(f"predict --workers 16 (every scheme, figure written): "
-                 f"{timed_command(py + ['--workers', '16'], args.repeats):.2f} s (goal 2 s)")
+    lines = [machine(), "load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg())]
+    lines += goals(args.repeats)
     lines += per_scheme(args.repeats)
-    if args.parts == "predict":
+    if args.parts == "goals":
         return _report(lines, out)
-    lines.append(f"predict --workers 1,1024 --hosts 256 --schemes mpi_allreduce: "
-                 f"{timed_command(py + ['--workers', '1,1024', '--hosts', '256', '--schemes', 'mpi_allreduce', '--no-plot'], args.repeats):.2f} s (goal 10 s)")
-    lines.append(f"predict --workers 2^0..10 --hosts 256 (every scheme): "
-                 f"{timed_command(py + ['--workers', '2^0..10', '--hosts', '256', '--no-plot'], max(1, args.repeats // 2)):.2f} s (goal 60 s)")
     lines += ring_comparison(args.repeats)
     lines += scaling(out, args.max_p)
     return _report(lines, out)
