@@ -160,6 +160,41 @@ def phantom_workloads(groups: dict, given) -> dict:
     return out
 
 
+WAIT_SLEEP_ENV = "PSGD_WAIT_SLEEP_S"     # real.dist.WAIT_SLEEP_ENV (simulator imports no real)
+
+
+def poll_delay_s(poll_s: float) -> float:
+    """How late a rank that waits in sleeping polls (``real.dist.wait``: ``Test``, then
+    sleeps doubling from 50 us up to ``poll_s``) sees a step of its collective end, on
+    average: once its wait has backed off, it polls every ``poll_s`` and the step ends
+    anywhere between two polls, so ``poll_s / 2``. Paid once per step of an MPI
+    collective: MPICH advances a non-blocking collective only inside the progress poll of
+    ``MPI_Test`` (``MPIR_Test_impl``, src/mpi/request/request_impl.c, calls
+    ``MPID_Progress_test``), so each step's next send waits for the rank's next poll."""
+    return poll_s / 2
+
+
+def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
+    """``profile`` for a record whose ranks waited in sleeping polls (its environment's
+    ``sleeping_waits``, phantom runs on the emulated cluster): MPI's collectives cost
+    ``poll_delay_s`` more per step; the profile itself for any other record."""
+    from dataclasses import replace
+    waits = (rec.get("environment") or {}).get("sleeping_waits") or {}
+    try:
+        poll_s = float(waits.get(WAIT_SLEEP_ENV) or 0.0)
+    except (TypeError, ValueError):
+        raise ConfigError(f"field environment.sleeping_waits.{WAIT_SLEEP_ENV} is "
+                          f"{waits.get(WAIT_SLEEP_ENV)!r}, not a number of seconds") from None
+    if poll_s <= 0:
+        return profile
+    delay = poll_delay_s(poll_s)
+    transports = tuple(
+        replace(t, collective_alpha_s={op: t.alpha_s + t.step_extra_s(op) + delay
+                                       for op in ("allreduce", "bcast", "gather", "scatter")})
+        if t.backend == "mpi" else t for t in profile.transports)
+    return replace(profile, transports=transports)
+
+
 def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
     """The machine of the record: the calibrated host, or the emulated cluster it names
     (its shaped rate; with ``link``, the calibrated payload share and latency of a link)."""
@@ -284,7 +319,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
         on = cluster or cluster_of(recs[0], link)
         try:
             model = model_workloads(profile, files, [workload.model])
-            mach = machine(profile, "", on, model)
+            mach = machine(polled_profile(profile, recs[0]), "", on, model)
             pred = simulate(scheme, workers, workload, on, mach.profile, seed)
         except ConfigError as e:
             if skipped is not None:

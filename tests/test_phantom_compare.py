@@ -152,3 +152,20 @@ def test_validate_phantom_refuses_bad_flags_in_one_line(tmp_path, capsys, extra,
     assert validate_phantom.main(["--out", str(tmp_path / "v"), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert named in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_sleeping_polls_add_half_the_poll_to_every_step_of_an_mpi_collective():
+    """A rank waiting in sleeping polls (real.dist.wait backed off to PSGD_WAIT_SLEEP_S)
+    sees a step end poll_s / 2 late on average, and MPICH advances the collective only in
+    its polls: MPI's per-step cost rises by poll_s / 2, gloo's (its own threads) does not."""
+    prof = make_profile(cores=2, model="cnn", collective_alpha_s={"allreduce": 3e-5})
+    rec = {"environment": {"sleeping_waits": {"PSGD_WAIT_SLEEP_S": "0.001"}}}
+    polled = compare.polled_profile(prof, rec)
+    for before, after in zip(prof.transports, polled.transports):
+        for op in ("allreduce", "gather"):
+            added = after.step_extra_s(op) - before.step_extra_s(op)
+            assert added == pytest.approx(5e-4 if before.backend == "mpi" else 0.0)
+    assert compare.polled_profile(prof, {"environment": {}}) is prof
+    with pytest.raises(ConfigError, match="sleeping_waits.PSGD_WAIT_SLEEP_S"):
+        compare.polled_profile(prof, {"environment": {"sleeping_waits":
+                                                      {"PSGD_WAIT_SLEEP_S": "soon"}}})
