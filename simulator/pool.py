@@ -2,7 +2,7 @@
 
 One sweep's error at a point mixes the model's bias with that sweep's noise:
 the measurement's own spread (2-3 repeats) and its calibration's. Repeating
-the whole loop (``simulator.validate``) on other days and pooling separates
+the whole loop (``pipelines.validate``) on other days and pooling separates
 them: an error that keeps its sign and size on every sweep is the model's; one
 that changes sign from sweep to sweep is noise. Per scheme and P this reports
 the mean signed error over the sweeps (the bias estimate), its range, and in
@@ -14,7 +14,7 @@ how many sweeps the prediction fell inside the measured 95% CI::
 Each folder holds the ``compare.csv`` of ``simulator.compare`` (as ``validate``
 leaves it). Writes ``pooled.csv`` and ``pooled.png`` (one panel per scheme:
 each sweep's signed error per P, their mean, the +-5% band) into ``--out``.
-Folders of ``simulator.validate_accuracy`` (one seed each) are pooled over their
+Folders of ``pipelines.validate_accuracy`` (one seed each) are pooled over their
 seeds instead (``simulator.pool_accuracy``): ``pooled_accuracy.csv`` and
 ``time-to-target.png``.
 
@@ -45,7 +45,7 @@ def read_sweep(folder: Path) -> pd.DataFrame:
     path = Path(folder) / "compare.csv"
     if not path.is_file():
         raise PoolError(f"{folder} has no compare.csv (run python -m simulator.compare "
-                        f"or simulator.validate there first)")
+                        f"or pipelines.validate there first)")
     optional = {k: v for k, v in NEEDED.items() if v.endswith("?")}
     try:
         head = read_table(path, {})

@@ -1,6 +1,6 @@
 """Time-to-accuracy validations pooled: one seed per validation, the mean over seeds.
 
-``simulator.validate_accuracy`` run on several days (one seed each, each calibrated
+``pipelines.validate_accuracy`` run on several days (one seed each, each calibrated
 on its own sweep) leaves one ``accuracy_validation.csv`` per folder. Pooling them
 gives what the time-to-accuracy goal is stated over: per scheme and P, the final
 test accuracy measured and predicted as means over the seeds (error in points), and
@@ -21,8 +21,7 @@ seeds holds their means, whose spread is a mean's.)
         docs/results/accuracy-3 --out docs/results/accuracy-pooled
 
 Imports: pandas, numpy, simulator.contracts (tables, files), simulator.model.schemes
-(the order of the schemes), simulator.validate_accuracy (the goals), simulator.output
-(plots).
+(the order of the schemes), simulator.output (plots).
 """
 from __future__ import annotations
 
@@ -34,9 +33,10 @@ import pandas as pd
 
 from simulator.contracts.tables import TableError, read_table
 from simulator.model.schemes import SCHEMES
-from simulator.validate_accuracy import GOAL_POINTS, GOAL_RELATIVE
 
 FILE = "accuracy_validation.csv"
+GOAL_POINTS = 1.0      # final accuracy within 1 point (pipelines.validate_accuracy's too)
+GOAL_RELATIVE = 0.10   # time to target within 10%
 REPEATS_MIN = 3        # runs of one validation predicted alike that count as repeats
 Z_95 = 1.96
 NEEDED = {"scheme": "text", "workers": "positive_count",
@@ -67,7 +67,7 @@ def read_validations(folders, labels) -> tuple[pd.DataFrame, float]:
         path = folder / FILE
         if not path.is_file():
             raise AccuracyPoolError(f"{folder} has no {FILE} (run python -m "
-                                    "simulator.validate_accuracy --out there first)")
+                                    "pipelines.validate_accuracy --out there first)")
         try:
             df = read_table(path, NEEDED)
         except TableError as e:
@@ -76,7 +76,7 @@ def read_validations(folders, labels) -> tuple[pd.DataFrame, float]:
         targets.add(target_of(folder))
     if None in targets:
         raise AccuracyPoolError("a validation folder has no report.md naming its target "
-                                "(the folders of simulator.validate_accuracy --out have one)")
+                                "(the folders of pipelines.validate_accuracy --out have one)")
     if len(targets) > 1:
         raise AccuracyPoolError(f"the validations aim at different targets "
                                 f"({', '.join(f'{t:g}' for t in sorted(targets))}); pool one target")

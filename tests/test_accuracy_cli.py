@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from simulator.contracts import record
-from simulator.validate_accuracy import compare, format_table
+from pipelines.validate_accuracy import compare, format_table
 from tests.conftest import mpi, py
 
 TINY = ["--dataset", "synthetic", "--model", "linear", "--train-size", "480",
@@ -208,7 +208,7 @@ def test_validation_runs_train_all_epochs():
     """The measured runs get no target (they would stop there); the replays report it."""
     from pathlib import Path
 
-    from simulator.validate_accuracy import build_parser, stage_commands
+    from pipelines.validate_accuracy import build_parser, stage_commands
     stages = dict(stage_commands(build_parser().parse_args(["--seeds", "1-2"]), Path("o")))
     assert list(stages) == ["sweep-seed-1", "sweep-seed-2", "calibrate", "replay"]
     assert "--target-accuracy" not in stages["sweep-seed-1"]
@@ -221,7 +221,7 @@ def test_validation_calibrates_on_its_own_runs_unless_given_a_profile(tmp_path):
     --calibrate-workers processes; --profile skips the calibration and is used as given."""
     from pathlib import Path
 
-    from simulator.validate_accuracy import build_parser, stage_commands
+    from pipelines.validate_accuracy import build_parser, stage_commands
     stages = dict(stage_commands(build_parser().parse_args(["--calibrate-workers", "3"]),
                                  Path("o")))
     cal = stages["calibrate"]
@@ -242,7 +242,7 @@ def test_validation_on_the_emulated_cluster_calibrates_its_link_and_predicts_on_
     runs are not the plain machine's), and the replay predicts on OUT/link.toml."""
     from pathlib import Path
 
-    from simulator.validate_accuracy import build_parser, on_cluster, stage_commands
+    from pipelines.validate_accuracy import build_parser, on_cluster, stage_commands
     args = build_parser().parse_args(["--cluster-rate", "200mbit", "--workers", "8-8",
                                       "--seeds", "1-2"])
     stages = dict(stage_commands(args, Path("o")))
@@ -264,7 +264,7 @@ def test_validation_on_the_emulated_cluster_calibrates_its_link_and_predicts_on_
      "link.toml does not exist"),
 ])
 def test_validation_cluster_rate_bad_input(tmp_path, capsys, argv, says):
-    from simulator.validate_accuracy import main
+    from pipelines.validate_accuracy import main
     assert main(argv + ["--out", str(tmp_path / "v")]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -273,7 +273,7 @@ def test_validation_cluster_rate_bad_input(tmp_path, capsys, argv, says):
 def test_validation_compares_training_time_of_the_last_points():
     """Besides accuracy and time to target: the training time of the curves' last points,
     mean over seeds, and its relative error (a scheme that reaches no target still has one)."""
-    from simulator.validate_accuracy import compare
+    from pipelines.validate_accuracy import compare
 
     def run(seed, end_s):
         return {"scheme": "psgd", "workers": 8, "seed": seed, "points": [
@@ -318,7 +318,7 @@ def test_report_commands_read_as_typed_and_skipped_stages_show_what_ran(tmp_path
     skipped this time shows the command that made its results (its log's first line)."""
     import sys
 
-    from simulator.validate_accuracy import report_commands
+    from pipelines.validate_accuracy import report_commands
     out = tmp_path / "v"
     out.mkdir()
     ran = [sys.executable, "-m", "real.sweep", "--timeout", "900", "--out", str(out / "runs")]
@@ -333,7 +333,7 @@ def test_report_commands_read_as_typed_and_skipped_stages_show_what_ran(tmp_path
 
 def test_report_commands_replace_the_folder_only_where_it_is_a_path(tmp_path, monkeypatch):
     """An OUT named like a flag's word ("out") is replaced in paths, never inside flags."""
-    from simulator.validate_accuracy import report_commands
+    from pipelines.validate_accuracy import report_commands
     monkeypatch.chdir(tmp_path)
     cmd = ["python", "-m", "simulator.replay", "--out", "out/predicted", "--eval-every", "80"]
     (line,) = report_commands([("replay", cmd)], set(), Path("out"))
@@ -374,7 +374,7 @@ def test_a_replay_made_with_other_torch_threads_is_not_taken_for_one_asked_with_
 
 
 def test_the_report_lists_each_measured_order_with_its_staleness_beside_the_predicted():
-    from simulator.validate_accuracy import order_run_lines, staleness
+    from pipelines.validate_accuracy import order_run_lines, staleness
     assert staleness([3, 3, 1, 5], 4) == (3.0, pytest.approx(2 ** 0.5), 0.5)
     ordered = [_row("ps_async", 4, 2, [0.1, 0.83], [0, 10])
                | {"run_accuracy": 0.8301, "staleness_run": (2.96, 0.85, 0.56),

@@ -1,4 +1,4 @@
-"""simulator.validate asks every stage about its flags before any stage runs.
+"""pipelines.validate asks every stage about its flags before any stage runs.
 
 ``--model resnet`` used to launch every sweep point (each failed); now the
 sweep's ``--dry-run`` refuses it first and validate relays that one line.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator import validate
+from pipelines import validate
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

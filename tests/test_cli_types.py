@@ -32,10 +32,10 @@ def parsers():
         pool,
         predict,
         replay,
-        validate,
-        validate_accuracy,
         validate_cluster,
     )
+
+    from pipelines import validate, validate_accuracy
     found = {"real.train": train.build_parser(), "real.sweep": sweep.build_parser(),
              "real.cluster": cluster._parser(), "calibrate": calibrate.build_parser(),
              "calibrate.probe": probe.build_parser(), "calibrate.fit": fit.build_parser(),
@@ -43,12 +43,12 @@ def parsers():
              "calibrate.sched_probe": sched_probe.build_parser(),
              "simulator.predict": predict.build_parser(),
              "simulator.compare": compare.build_parser(), "simulator.pool": pool.build_parser(),
-             "simulator.validate": validate.build_parser(),
+             "pipelines.validate": validate.build_parser(),
              "simulator.validate_cluster": validate_cluster.build_parser(),
              "simulator.bench": bench.build_parser(),
              "simulator.fit_timings": fit_timings.build_parser(),
              "simulator.replay": replay.build_parser(),
-             "simulator.validate_accuracy": validate_accuracy.build_parser(),
+             "pipelines.validate_accuracy": validate_accuracy.build_parser(),
              "calibrate.workload": workload.build_parser(),
              "real.replay": real_replay.build_parser()}
     for name, p in list(found.items()):         # subcommands (real.cluster up, ...)
@@ -105,8 +105,8 @@ def test_the_types_refuse_what_they_should(tmp_path):
 
 
 SCHEME_COMMANDS = ("real.train", "real.sweep", "simulator.predict", "simulator.replay",
-                   "simulator.validate", "simulator.validate_cluster",
-                   "simulator.validate_accuracy")
+                   "pipelines.validate", "simulator.validate_cluster",
+                   "pipelines.validate_accuracy")
 AVERAGING_COMMANDS = ("real.train", "simulator.predict", "simulator.replay")
 
 

@@ -98,7 +98,7 @@ def test_validate_reuses_runs_and_profile_and_says_so(tmp_path):
     write_records(tmp_path / "runs", prof)
     profiles.save(prof, tmp_path / "profile.json")
     (tmp_path / "sweep.log").write_text("$ python -m real.sweep --out runs-as-made\nok\n")
-    r = py("simulator.validate", "--workers", "1-4", "--out", str(tmp_path),
+    r = py("pipelines.validate", "--workers", "1-4", "--out", str(tmp_path),
            "--skip-sweep", "--skip-calibrate")
     assert r.returncode == 0, r.stderr
     report = (tmp_path / "report.md").read_text()

@@ -9,7 +9,7 @@ import sys
 from simulator import compare
 from simulator.contracts import profile as profiles
 from simulator.contracts import record
-from simulator.validate import wait_for_low_load
+from pipelines.validate import wait_for_low_load
 from tests.conftest import ROOT, py
 from tests.test_compare import true_profile, write_records
 
@@ -76,7 +76,7 @@ def test_validate_report_shows_the_calibration_quality(tmp_path):
         "quiet_wait": {"waits": [{"when": "before probing", "quiet": False, "waited_s": 120.0,
                                   "busy_cores": 1.4, "quiet_cores": 0.25}]},
         "probe_repeats": {"compute probe": 2}}))
-    r = py("simulator.validate", "--workers", "1-4", "--out", str(tmp_path),
+    r = py("pipelines.validate", "--workers", "1-4", "--out", str(tmp_path),
            "--skip-sweep", "--skip-calibrate")
     assert r.returncode == 0, r.stderr
     report = (tmp_path / "report.md").read_text()

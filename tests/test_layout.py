@@ -1,7 +1,11 @@
-"""The layout's rules, checked on the imports of every module (read with ``ast``, nothing run).
+"""The layout's rules, checked on the imports of every module and on the commands it
+starts (read with ``ast``, nothing run).
 
-* ``simulator/`` imports nothing from ``real/`` or ``calibrate/``, nor torch or mpi4py
-  (``simulator.replay`` runs ``real.replay`` as a subprocess instead);
+* ``simulator/`` imports nothing from ``real/`` or ``calibrate/``, nor torch or mpi4py,
+  and starts none of their commands (a ``-m`` module name in its code), except where
+  ``STARTS_ALLOWED`` says which and why;
+* ``pipelines/`` (the whole loop) sits above the three stages: none of them imports it or
+  starts its commands, except the old paths of its commands (``ALIASES``);
 * inside ``simulator/``: contracts <- model <- engine <- tools (the top-level
   commands and ``output``); no arrow runs back;
 * ``calibrate/`` reads only the simulator's contracts;
@@ -15,8 +19,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("simulator", "real", "calibrate")
+PACKAGES = ("simulator", "real", "calibrate", "pipelines")
 TORCH_ALLOWED: set[str] = set()               # simulator.replay trains through real.replay
+# simulator modules that still start a command of real or calibrate, and what is left
+STARTS_ALLOWED = {
+    # predict --target-accuracy and simulator.replay train along a predicted schedule
+    "simulator.accuracy": {"real.replay"},
+    # move to pipelines/ as validate and validate_accuracy did
+    "simulator.validate_cluster": {"real.sweep", "real.cluster", "calibrate",
+                                   "calibrate.link"},
+    "simulator.validate_phantom": {"real.sweep", "calibrate.link", "calibrate.workload"},
+}
+ALIASES = {"simulator.validate": "pipelines.validate",         # old paths, for a release
+           "simulator.validate_accuracy": "pipelines.validate_accuracy"}
 
 
 def module_name(path: Path) -> str:
@@ -69,6 +84,30 @@ def test_simulator_imports_no_training_stack(module):
     assert not bad, f"{module} imports {sorted(bad)}"
 
 
+def commands_started(path: Path) -> set[str]:
+    """Modules of the project ``path`` names as a whole string: what it starts with
+    ``python -m NAME`` (or runpy), as a subprocess's argument list spells it."""
+    folder = {m: ROOT / m.replace(".", "/") for m in MODULE_FILES}
+    names = {m for m, f in folder.items() if not f.is_dir() or (f / "__main__.py").exists()}
+    return {n.value for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("simulator")))
+def test_simulator_starts_no_command_of_the_other_stages(module):
+    started = {c for c in commands_started(MODULES[module])
+               if c.split(".")[0] in ("real", "calibrate", "pipelines")}
+    allowed = STARTS_ALLOWED.get(module, set()) | {ALIASES.get(module)}
+    assert started <= allowed, f"{module} starts {sorted(started - allowed)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES
+                                          if m.split(".")[0] in ("simulator", "real", "calibrate")))
+def test_no_stage_imports_the_pipelines(module):
+    up = {i for i in imports_of(MODULES[module]) if i.split(".")[0] == "pipelines"}
+    assert not up, f"{module} imports {sorted(up)}"
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("simulator.")))
 def test_simulator_layers_point_down(module):
     up = {i for i in GRAPH[module] if i.startswith("simulator.") and layer(i) > layer(module)}
@@ -118,3 +157,15 @@ def test_no_import_cycles():
 def test_every_module_says_what_it_holds_and_may_import(module):
     doc = ast.get_docstring(ast.parse(MODULES[module].read_text())) or ""
     assert doc and "Imports:" in doc, f"{module}: no docstring with an 'Imports:' sentence"
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_an_old_path_runs_its_pipeline(alias, monkeypatch, capsys):
+    """``python -m simulator.validate`` runs ``pipelines.validate`` (here: its --help)."""
+    import runpy
+    import sys
+    monkeypatch.setattr(sys, "argv", [alias, "--help"])
+    monkeypatch.delitem(sys.modules, ALIASES[alias], raising=False)   # as a fresh program
+    with pytest.raises(SystemExit) as e:
+        runpy.run_module(alias, run_name="__main__", alter_sys=True)
+    assert e.value.code == 0 and ALIASES[alias] in capsys.readouterr().out

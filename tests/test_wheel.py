@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("real", "calibrate", "simulator")
+STAGES = ("real", "calibrate", "simulator", "pipelines")
 pytestmark = pytest.mark.timeout(300)
 
 

@@ -1,0 +1,14 @@
+"""Pipelines: the commands that run the whole loop, above the three stages.
+
+A pipeline runs ``real`` (measure), ``calibrate`` (fit a profile) and ``simulator``
+(predict, compare) one after the other and reports predicted against measured on what the
+calibration did not see. It may import all three stages; none of them imports it, and the
+simulator starts none of their commands (``tests/test_layout.py``).
+
+* ``validate``: the hold-out validation on one host (sweep, calibrate on small P, compare);
+* ``validate_accuracy``: time to accuracy, measured and replayed along predicted schedules.
+
+The old module paths (``python -m simulator.validate``, ...) run these, for a release.
+
+Imports: nothing at load; its modules import real's, calibrate's and the simulator's.
+"""
