@@ -3,8 +3,9 @@ only ``pip install -e .``, gives a working ``simulator``, ``real`` and ``calibra
 
 The tree is copied to a folder of its own first (no ``build/`` left over from an earlier
 build can add what the tree lacks), built with the environment's setuptools, and the
-wheel's file list is checked against the tree's. ``.ci/run`` installs such a wheel in a
-fresh environment and runs ``python -m simulator.predict`` with it.
+wheel's file list is checked against the tree's. ``.ci/run`` builds such a wheel, lets pip
+resolve every dependency it declares, and runs ``python -m simulator.predict`` in a fresh
+environment holding the wheel and the simulator's libraries only (no torch or MPI).
 """
 from __future__ import annotations
 
