@@ -163,6 +163,13 @@ def host_groups(placement, ranks) -> tuple[list[list[int]], bool]:
     return groups, len({len(g) for g in groups}) == 1
 
 
+def host_and_roots(placement, ranks, i) -> tuple[list[int], list[int]]:
+    """The ranks on the host of ``ranks[i]`` (in rank order) and each host's first rank
+    (hosts by first rank): the two groups of a hierarchical collective."""
+    groups, _ = host_groups(placement, ranks)
+    return next(g for g in groups if ranks[i] in g), [g[0] for g in groups]
+
+
 class Network:
     """Point-to-point messages as flows over NICs and shared-memory endpoints."""
 

@@ -21,7 +21,7 @@ from simulator.contracts.closed_forms import (
     mpir_bcast_choice,
     mpir_reduce_choice,
 )
-from simulator.model.network import host_groups
+from simulator.model.network import host_and_roots
 
 
 def exchange(p2p, me: int, peer: int, n_bytes: float, tag):
@@ -178,10 +178,8 @@ def smp_allreduce(p2p, ranks, i, n_bytes, tag):
     roots (``node_roots_comm``, ordered by host), a broadcast from local rank 0. Each
     part is the MPIR level's own choice (the shared-memory release/gather ones need
     ``MPI_THREAD_SINGLE``, see ``release_gather_allreduce``)."""
-    groups, _ = host_groups(p2p.routes.placement, ranks)
     me = ranks[i]
-    local = next(g for g in groups if me in g)
-    roots = [g[0] for g in groups]
+    local, roots = host_and_roots(p2p.routes.placement, ranks, i)
     li = local.index(me)
     if len(local) > 1:
         yield from mpir_reduce(p2p, tuple(local), li, n_bytes, (tag, "reduce"))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from simulator.contracts.closed_forms import chain_chunks
 from simulator.model.comm import gloo, mpich
-from simulator.model.network import host_groups
+from simulator.model.network import host_and_roots
 
 
 def _chain(p2p, chain, j, n_bytes, tag, reduce: bool):
@@ -59,10 +59,8 @@ def _reduce_broadcast(p2p, ranks, i, n_bytes, tag, across):
     """Reduce in each host to its first rank; that rank copies the sum to host memory,
     runs ``across`` with the other hosts' first ranks on their CPUs, copies it back;
     then a broadcast in each host."""
-    groups, _ = host_groups(p2p.routes.placement, ranks)
     me = ranks[i]
-    local = next(g for g in groups if me in g)
-    roots = [g[0] for g in groups]
+    local, roots = host_and_roots(p2p.routes.placement, ranks, i)
     li = local.index(me)
     if len(local) > 1:
         yield from chain_reduce(p2p, tuple(local), li, n_bytes, (tag, "reduce"))
@@ -94,10 +92,8 @@ def reduce_broadcast_gloo(p2p, ranks, i, n_bytes, tag):
     host, and every GPU copies the sum back (``CudaLocalHostBroadcast``). The host's
     first rank stands for the process; it tells the others the sum is ready with an
     empty message over the devices' link."""
-    groups, _ = host_groups(p2p.routes.placement, ranks)
     me = ranks[i]
-    local = next(g for g in groups if me in g)
-    roots = [g[0] for g in groups]
+    local, roots = host_and_roots(p2p.routes.placement, ranks, i)
     yield p2p.stage(n_bytes)
     if me != local[0]:
         yield p2p.recv(me, local[0], (tag, "ready"))
