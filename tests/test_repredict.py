@@ -1,5 +1,8 @@
-"""benchmarks.repredict: the before/after table and its usage errors (no simulation)."""
+"""benchmarks.repredict and benchmarks.repredict_accuracy: the before/after tables and usage errors
+(no simulation)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -31,4 +34,31 @@ def test_bad_input_is_one_line_and_exit_code_2(argv, tmp_path, capsys):
     assert repredict.main(argv + ["--out", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error:" in err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_accuracy_check_table_gives_each_commits_error_against_the_measured_time():
+    from benchmarks import repredict_accuracy as ra
+    row = {"folder": ["a"], "scheme": ["ddp"], "workers": [8], "measured_s": [20.0],
+           "shipped_s": [16.0], "compute_s": [8.0], "comm_s": [6.0], "wait_s": [2.0]}
+    before = pd.DataFrame({**row, "predicted_s": [15.0]})
+    after = pd.DataFrame({**row, "predicted_s": [19.0]})
+    t = ra.against(before, after).iloc[0]
+    assert t["shipped"] == pytest.approx(-0.2) and t["before"] == pytest.approx(-0.25)
+    assert t["after"] == pytest.approx(-0.05)
+    assert t["comm+wait share after"] == pytest.approx(8 / 19)
+
+
+def test_accuracy_check_seeds_come_from_the_folders_report():
+    from benchmarks import repredict_accuracy as ra
+    assert ra.seeds_of(Path("docs/results/accuracy-cluster8")) == [1, 2]
+    assert ra.seeds_of(Path("docs/results/accuracy-cluster8-seed3")) == [3]
+
+
+def test_accuracy_check_refuses_a_folder_without_its_table(tmp_path, capsys):
+    from benchmarks import repredict_accuracy as ra
+    assert ra.main(["docs/results/cluster-1", "--profile", "docs/results/cluster-1/profile.json",
+                    "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "accuracy_validation.csv" in err
     assert not (tmp_path / "x.csv").exists()
