@@ -14,11 +14,11 @@ def test_the_model_has_the_readmes_shape():
 
 
 def test_the_points_as_pinned(tmp_path):
-    """Through one NIC per crossing (the model's channels share links): 4 to 11 points
+    """Through one NIC per crossing (the model's channels share links): 1 to 11 points
     pessimistic; with every NIC at once (hierarchical): 5 of 6 within 3 points."""
     flat, spread = multinode.rows("ring"), multinode.rows("hierarchical")
     assert len(flat) == len(spread) == 6
-    assert all(-12 < r["predicted"] - r["published"] < -4 for r in flat)
+    assert all(-12 < r["predicted"] - r["published"] < -1 for r in flat)
     assert sum(abs(r["predicted"] - r["published"]) <= 3 for r in spread) == 5
     assert multinode.main(["--out", str(tmp_path)]) == 0
     assert (tmp_path / "multinode.md").read_text().count("\n| ") == 12

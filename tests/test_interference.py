@@ -147,3 +147,47 @@ def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
     assert w.input_s_per_sample == pytest.approx(0.0025)
     assert model_cost(load_workload(save_workload(w, tmp_path / "b.toml"))
                       ).input_s_per_sample == pytest.approx(0.0025)
+
+
+def test_each_precision_slows_by_its_own_value():
+    """``compute_slowdown_<precision>`` where given, else ``compute_slowdown``; a run of
+    an amp model and one of an fp32 model are each their closed form at their value."""
+    hw = replace(_cluster(0.189).hardware, precision_slowdowns=(("fp32", 0.081),
+                                                                 ("amp", 0.176)))
+    assert (hw.slowdown_at("fp32"), hw.slowdown_at("amp"), hw.slowdown_at("tf32")) == (
+        0.081, 0.176, 0.189)
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    cluster = replace(_cluster(0.189), hardware=hw)
+    work = Workload(model="toy", batch_per_worker=32, iterations=3)
+    cfg = SchemeConfig("ddp", algorithm="ring", bucket_bytes=12_000_000)
+    for precision, slowdown in (("fp32", 0.081), ("amp", 0.176), ("tf32", 0.189)):
+        model = replace(prof.model("toy"), precision=precision)
+        run = simulate(cfg, 4, work, cluster, replace(prof, models=(model,)))
+        alone = simulate(cfg, 4, work, _cluster(slowdown), replace(prof, models=(model,)))
+        assert run.time_s == pytest.approx(alone.time_s, rel=1e-12)
+
+
+def test_the_presets_slowdowns_are_the_h200_measurement():
+    """Every preset's per-precision slowdown is the probe's 32-program figure of that
+    precision, and its source names the result file."""
+    import json
+
+    from simulator.contracts.cluster import PRESETS_DIR, load_preset, preset_names
+    from simulator.engine.machine import _cluster_rows
+    result = "benchmarks/gpu/results/h200-2026-11-27.json"
+    probe = json.loads((PRESETS_DIR.parents[2] / result).read_text())["precisions"]
+    checked = 0
+    for name in preset_names():
+        cluster = load_preset(name)
+        sources = dict(cluster.sources)
+        for precision, value in cluster.hardware.precision_slowdowns:
+            measured = probe[precision]["beside"]["reduce-32"]["compute_slowdown"]
+            assert value == pytest.approx(measured, abs=5e-4), (name, precision)
+            assert result in sources[f"nccl.compute_slowdown_{precision}"]
+            checked += 1
+        rows = {r["quantity"]: r for r in _cluster_rows(cluster)}
+        for precision, value in cluster.hardware.precision_slowdowns:
+            row = rows[f"cluster nccl.compute_slowdown_{precision}"]
+            assert float(row["value"]) == value and result in row["origin"]
+    assert checked >= 8

@@ -68,6 +68,9 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     release = "2.8.3"           # optional: the NCCL release the costs are read from
     compute_slowdown = 0.189    # optional: compute runs 18.9% slower while a collective
                                 # is in flight on its device (0: not modelled)
+    compute_slowdown_fp32 = 0.081   # optional: the same for a step in fp32 (also _tf32,
+                                    # _amp); a precision without its own key takes
+                                    # compute_slowdown
 
 Every value may be written as ``{ value = ..., source = "..." }``: presets
 (``simulator/data/presets/*.toml``, ``load_preset``) give each number its
@@ -102,7 +105,8 @@ SECTION_KEYS = {
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
              "ll_thread_threshold", "ll_max_bandwidth", "ll128_call_latency",
              "ll128_intra_latency", "ll128_link_latency", "ll128_bandwidth_share",
-             "ll128_max_bandwidth", "release", "compute_slowdown"),
+             "ll128_max_bandwidth", "release", "compute_slowdown", "compute_slowdown_fp32",
+             "compute_slowdown_tf32", "compute_slowdown_amp"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
 TOP_KEYS = ("name", "source")
@@ -239,6 +243,8 @@ class Hardware:
     compute_slowdown: float = 0.0     # compute runs 1 + this slower while a collective is
                                       # in flight on its device (NCCL's kernels take SMs
                                       # and memory bandwidth); 0: not modelled
+    precision_slowdowns: tuple[tuple[str, float], ...] = ()   # (precision, slowdown) where
+                                      # a precision has its own (compute_slowdown_<precision>)
     host_link: Link | None = None     # a device's copies to and from pinned host memory
 
     def __post_init__(self):
@@ -261,6 +267,8 @@ class Hardware:
         positive("channels", self.channels)
         positive("oversubscription", self.oversubscription)
         nonnegative("compute_slowdown", self.compute_slowdown)
+        for precision, value in self.precision_slowdowns:
+            nonnegative(f"compute_slowdown_{precision}", value)
         if self.topology not in TOPOLOGIES:
             raise ConfigError(f"unknown topology {self.topology!r} "
                               f"(choose from {', '.join(TOPOLOGIES)})")
@@ -268,6 +276,11 @@ class Hardware:
             positive("hosts_per_leaf", self.hosts_per_leaf)
         if self.call_latency_s < 0 or self.channel_bytes_per_s < 0:
             raise ConfigError("NCCL call latency and channel bandwidth must not be negative")
+
+    def slowdown_at(self, precision: str) -> float:
+        """How much slower compute in ``precision`` runs while a collective is in flight:
+        the precision's own ``compute_slowdown_<precision>``, else ``compute_slowdown``."""
+        return dict(self.precision_slowdowns).get(precision, self.compute_slowdown)
 
     def leaf_of(self, host: int) -> int:
         return host // self.hosts_per_leaf if self.topology == "two_tier" else 0
@@ -578,6 +591,9 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         release=str(r.get("nccl", "release", "")) if r.section("nccl") is not None else "",
         compute_slowdown=(r.number("nccl", "compute_slowdown")
                           if "compute_slowdown" in (r.section("nccl") or {}) else 0.0),
+        precision_slowdowns=tuple(
+            (p, r.number("nccl", f"compute_slowdown_{p}")) for p in ("fp32", "tf32", "amp")
+            if f"compute_slowdown_{p}" in (r.section("nccl") or {})),
         protocol=str(r.get("nccl", "protocol", "auto")),
         ll_threshold_bytes=r.parsed("nccl", "ll_threshold", parse_bytes, f"{LL_THRESHOLD_BYTES}B"),
         ll_thread_bytes=r.parsed("nccl", "ll_thread_threshold", parse_bytes, "0B"),

@@ -105,6 +105,7 @@ class ModelCost:
     layer_backward_shares: tuple[float, ...] = ()
     bytes_per_param: float = 4.0               # of a gradient element (float32)
     input_s_per_sample: float = 0.0            # host CPU core-seconds the input pipeline
+    precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
                                                # spends on a sample (0: not modelled)
 
     @property

@@ -582,7 +582,7 @@ def model_cost(w: ModelWorkload):
         tensor_param_counts=tuple(t.params for t in w.parameter_order()),
         layer_backward_shares=tuple(reversed(w.backward_shares())),
         bytes_per_param=w.grad_bytes / max(1, w.params),
-        input_s_per_sample=w.input_s_per_sample)
+        input_s_per_sample=w.input_s_per_sample, precision=w.precision)
 
 
 def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,

@@ -107,7 +107,8 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     if not spec.polls and cluster.device is None:   # sleeping ranks take cores for their
         comm.hosts = {w.rank: w.host for w in workers}  # calls' CPU (devices: none)
     extra = {}
-    slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
+    slowdown = (cluster.hardware.slowdown_at(plan.precision) if cluster.device is not None
+                else 0.0)
     if slowdown > 0 and spec.overlaps_backward:       # one compute slot per device
         extra["interference"] = Interference(env, slowdown)
         for w in workers:

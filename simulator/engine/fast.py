@@ -101,7 +101,8 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         speed = np.array([min(1.0, cluster.cores_per_host / (k * workload.threads_per_worker))
                           * profile.sharing_efficiency(int(k)) for k in counts])
         cost = lambda nb: coll("allreduce", ranks, nb, alg)  # noqa: E731
-        slowdown = cluster.hardware.compute_slowdown if cluster.device is not None else 0.0
+        slowdown = (cluster.hardware.slowdown_at(plan.precision) if cluster.device is not None
+                else 0.0)
         if slowdown > 0 and p > 1:        # NCCL slows the backward it overlaps
             run = ddp_slowed if spec.exchange == "buckets" else horovod_slowed
             parts = run(plan, steps, cost, speed, slowdown)

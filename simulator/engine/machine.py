@@ -241,6 +241,7 @@ def _value(cluster: Cluster, field: str) -> str:
                        "topology.oversubscription": hw.oversubscription})
         values.update({"nccl.protocol": hw.protocol, "nccl.release": hw.release or "-",
                        "nccl.compute_slowdown": hw.compute_slowdown})
+        values.update({f"nccl.compute_slowdown_{p}": v for p, v in hw.precision_slowdowns})
         for name, ll in (("ll", hw.ll), ("ll128", hw.ll128)):
             if ll is not None:
                 values.update({

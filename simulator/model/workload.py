@@ -50,6 +50,7 @@ class Plan:
     cycle_s: float = 0.005                 # horovod: background loop's cycle time
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
     first_buckets: tuple[tuple[int, float], ...] = ()   # ddp's first iteration (() = buckets)
+    precision: str = "fp32"                # the step's arithmetic (its slowdown beside NCCL)
 
     def worker_of(self, rank: int) -> int:
         """Which worker (0..P-1, its shard) ``rank`` is."""
