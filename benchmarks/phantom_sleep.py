@@ -89,7 +89,7 @@ def measure(sleeps: list[float], steps: int, plan=None, **way) -> dict:
 
 def cnn_workload(path: Path) -> Path:
     """The seed-000 CNN measured here at batch 64, one thread (calibrate.workload)."""
-    from calibrate import workload
+    from calibrate.probes import workload
     workload.main(["--model", "cnn", "--input-shape", "1,28,28", "--batch-size", "64",
                    "--out", str(path)])
     return path

@@ -17,6 +17,12 @@ Three stages, each a ``python -m`` command that reads only the files of the one 
 ``calibrate`` (``python -m calibrate``)
     the one documented command: probes and fit together, within a time budget.
 
+Layout: ``probes/`` measures (the probe parts, the link, a model's workload, the plan and
+its estimate, the raw files), ``fits/`` turns measurements into the profile (the fits,
+their quality, tables and plots). Each command keeps its path at the top (``probe``,
+``fit``, ``link``, ``workload``, ``estimate``, ``sched_probe``, ``poll_probe``: a few
+lines that call the module's ``main``).
+
 Imports: nothing itself. Its modules take from the simulator only ``simulator.contracts``
 (tests/test_layout.py), and from ``real`` what a probe needs to train or launch ranks
 (``real.models``, ``real.dist``, ``real.cluster``).

@@ -19,7 +19,7 @@ Timings taken while other jobs run are not this machine's: before probing, the
 command waits (up to ``--quiet-wait`` seconds) until other processes use less than
 a quarter core (``real.load.wait_for_quiet``), saying what it sees and how long it
 will wait; after fitting, every fit is checked against a stated bar
-(``calibrate.quality``), the probes behind fits that fail from noise are run again,
+(``calibrate.fits.quality``), the probes behind fits that fail from noise are run again,
 after another wait, up to ``--repeat-noisy`` times, and a profile still below the
 bar is not written unless ``--force`` (the refusal names the ``calibrate.fit``
 command that writes it from the kept measurements; a forced profile is marked below
@@ -47,10 +47,10 @@ from simulator.contracts.cli import Parser
 from simulator.contracts.profile import ProfileError
 from simulator.contracts.record import RecordError
 
-from . import plan as planmod
-from . import quality
-from .probe import add_plan_args, build_plan
-from .rawio import CalibrationError, write_json
+from calibrate.probes import plan as planmod
+from calibrate.fits import quality
+from calibrate.probes.probe import add_plan_args, build_plan
+from calibrate.probes.rawio import CalibrationError, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_FILES = ("comm_P*_*.csv", "comm_P*_*.json", "compute_*.csv", "*_meta.json", "sharing.csv",
@@ -158,7 +158,7 @@ def build_parser() -> Parser:
     p.add_argument("--repeat-noisy", type=int, default=2,
                    help="times to measure again the probes whose fits are below the bar")
     p.add_argument("--force", action="store_true",
-                   help="write the profile even if fits stay below the bar (calibrate.quality)")
+                   help="write the profile even if fits stay below the bar (calibrate.fits.quality)")
     add_plan_args(p)
     return p
 
@@ -177,7 +177,8 @@ def trimmed_plan(plan: planmod.ProbePlan, max_workers: int | None) -> planmod.Pr
 
 
 def calibrate(args, argv) -> dict[str, float]:
-    from . import estimate, fit
+    from calibrate.fits import fit
+    from calibrate.probes import estimate
     plan = trimmed_plan(build_plan(args), args.max_workers)
     workdir, out = Path(args.workdir).resolve(), Path(args.out)
     if out.suffix != ".json":
@@ -243,7 +244,7 @@ def say(line: str) -> None:
 
 def fit_until_good(args, argv, plan, steps, workdir: Path, waits: list[dict]):
     """Fit; while fits are below the bar, measure their probes again (after a quiet wait)."""
-    from . import fit
+    from calibrate.fits import fit
     command = ("python -m calibrate " + shlex.join(argv),)
     repeats: dict[str, int] = {}
     for attempt in range(args.repeat_noisy + 1):

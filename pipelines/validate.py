@@ -20,7 +20,7 @@ Calibration right after the sweep would measure the sweep's own load: before
 ``--quiet-load`` (default: a quarter of the cores), at most ``--quiet-wait``
 seconds, and the report says how long it waited and what the load was. The
 report also shows the calibration's quality (``OUT/calibration/quality.json``:
-each fit against the bar of ``calibrate.quality``) and how many disturbed runs
+each fit against the bar of ``calibrate.fits.quality``) and how many disturbed runs
 the comparison left out. A calibration below the bar stops the validation (its
 runs stay in OUT: ``--skip-sweep`` later, on a quiet machine) unless ``--force``.
 

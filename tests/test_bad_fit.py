@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from calibrate import fit
+from calibrate.fits import fit
 from tests.refusal import refused
 from tests.test_calibrate_cli import synthetic_workdir
 

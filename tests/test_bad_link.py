@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate import link
+from calibrate.probes import link
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate import probe
+from calibrate.probes import probe
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

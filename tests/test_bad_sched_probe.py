@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate import sched_probe
+from calibrate.probes import sched_probe
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

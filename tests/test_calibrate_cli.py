@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from calibrate import __main__ as cal_main
-from calibrate import fit, probe
+from calibrate.fits import fit
+from calibrate.probes import probe
 from simulator.contracts import profile as prof
 from simulator.contracts import record
 

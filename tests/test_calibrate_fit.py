@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibrate import fit_comm, fit_compute
-from calibrate.linefit import fit_line, fit_segments, predict_segments, segment_edges
+from calibrate.fits import fit_comm, fit_compute
+from calibrate.fits.linefit import fit_line, fit_segments, predict_segments, segment_edges
 
 SIZES = 4 * 4.0 ** np.arange(13)            # 4 B .. 64 MiB
 
@@ -114,7 +114,7 @@ def test_collective_is_max_over_ranks_then_median_over_reps():
 def test_a_measured_link_goes_into_the_profile(tmp_path):
     """``calibrate.fit --link``: the network calibrate.link measured links hosts like this one
     in a prediction (``simulator.describe.default_link``)."""
-    from calibrate.fit import with_network
+    from calibrate.fits.fit import with_network
     from simulator.contracts.profile import load_default
     f = tmp_path / "link.toml"
     f.write_text('[cluster]\nhosts = 2\ncores_per_host = 2\n'

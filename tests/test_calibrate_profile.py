@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from calibrate import fit
+from calibrate.fits import fit
 from simulator.contracts import profile as prof
 
 

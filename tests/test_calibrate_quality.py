@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate import __main__ as cal_main
-from calibrate import fit, quality
+from calibrate.fits import fit, quality
 from tests.test_calibrate_cli import synthetic_workdir
 
 
@@ -87,7 +87,7 @@ def test_noise_that_stays_is_refused_after_the_repeats(tmp_path, monkeypatch):
 def test_a_forced_profile_is_marked_and_every_prediction_says_so(tmp_path, capsys):
     """Issue 40, item 4: a profile written below its bar says so in the file, in fit --show
     (each weak fit marked) and in the header of every prediction that uses it."""
-    from calibrate.report import show
+    from calibrate.fits.report import show
     from simulator import predict
     from simulator.contracts import profile as prof
     synthetic_workdir(tmp_path, np.random.default_rng(0))
@@ -110,7 +110,7 @@ def test_a_forced_profile_is_marked_and_every_prediction_says_so(tmp_path, capsy
 
 
 def test_a_profile_that_passes_says_nothing_and_an_older_one_is_judged(tmp_path, capsys):
-    from calibrate.report import show
+    from calibrate.fits.report import show
     from simulator.contracts import profile as prof
     from simulator.contracts import quality as bar
     synthetic_workdir(tmp_path, np.random.default_rng(0))
@@ -144,7 +144,7 @@ def test_below_the_bar_names_the_command_that_refits_the_saved_data(tmp_path, ca
 def test_calibration_says_its_stages_and_time_up_front_and_its_wait(monkeypatch, capsys):
     """The expected time grows with the plan of a bigger machine; the wait for a quiet
     machine is said with the load it sees and how long it will wait."""
-    from calibrate import estimate, plan
+    from calibrate.probes import estimate, plan
     from real import load
     small, big = plan.full_plan(2), plan.full_plan(16)
 
@@ -170,7 +170,7 @@ def test_calibration_says_its_stages_and_time_up_front_and_its_wait(monkeypatch,
 def test_spread_above_the_limit_is_said_and_written(tmp_path, capsys):
     """Issue 40, item 6: a probe part whose repeats scatter (here by 60%) warns in one line
     and writes its spread into its meta file; a steady one says nothing."""
-    from calibrate import probe
+    from calibrate.probes import probe
     noisy_steps(tmp_path, 0.6)
     found = probe.part_spread(tmp_path / "compute_steps.csv", "compute", "compute probe")
     err = capsys.readouterr().err
@@ -182,7 +182,7 @@ def test_spread_above_the_limit_is_said_and_written(tmp_path, capsys):
 
 
 def test_a_workload_of_scattered_steps_warns_and_says_so_in_its_file(capsys):
-    from calibrate.workload import spread_verdict
+    from calibrate.probes.workload import spread_verdict
     said = spread_verdict(0.68, 20)
     assert said["spread_limit_cv"] == quality.SPREAD_LIMIT_CV
     assert said["spread_warning"].startswith("run-to-run spread 68% of 20 timed steps")

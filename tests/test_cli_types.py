@@ -21,7 +21,8 @@ PATH_DESTS = {"out", "workdir", "runs", "profile", "cluster", "link", "data_dir"
 
 def parsers():
     from calibrate import __main__ as calibrate
-    from calibrate import fit, link, probe, sched_probe, workload
+    from calibrate.fits import fit
+    from calibrate.probes import link, probe, sched_probe, workload
     from real import replay as real_replay
     from real import sweep, train
     from real.cluster import __main__ as cluster

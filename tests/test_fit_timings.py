@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from calibrate import fit as calibrate_fit
+from calibrate.fits import fit as calibrate_fit
 from simulator.contracts.checks import ConfigError
 from simulator.contracts.cluster import Cluster, Hardware, Link
 from simulator.fit_timings import Model, Timing, fit, main, read_timings

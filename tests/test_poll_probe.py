@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from calibrate.poll_probe import summarize, with_model
+from calibrate.probes.poll_probe import summarize, with_model
 from tests.conftest import ROOT
 
 
@@ -36,7 +36,7 @@ def test_two_ranks_run_and_report_every_field():
 
 @pytest.mark.parametrize("argv", [["--ranks", "1"], ["--bytes", "0"], ["--calls", "x"]])
 def test_bad_input_is_one_line_and_exit_2(argv, capsys):
-    from calibrate.poll_probe import main
+    from calibrate.probes.poll_probe import main
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2

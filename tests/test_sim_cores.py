@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import simpy
 
-from calibrate.sched_probe import balance_delay_s
+from calibrate.probes.sched_probe import balance_delay_s
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import ProfileError, from_dict, to_dict
 from simulator.contracts.workload import Workload

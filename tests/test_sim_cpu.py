@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from calibrate.fit_comm import cpu_fractions
+from calibrate.fits.fit_comm import cpu_fractions
 from simulator.contracts.closed_forms import ring_allreduce_s
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import ProfileError, Transport, from_dict, to_dict
@@ -109,7 +109,7 @@ def test_profile_keeps_cpu_fraction_and_refuses_a_bad_one():
 
 
 def test_allreduce_latency_per_step_from_training_runs():
-    from calibrate.fit_comm import run_allreduce_alpha
+    from calibrate.fits.fit_comm import run_allreduce_alpha
     t = Transport("gloo", A, B)
     counts = (100, 10, 5000)
     a_step = 7.5e-4

@@ -4,9 +4,9 @@ import json
 import pytest
 import simpy
 
-from calibrate.fit_comm import collective_alphas
-from calibrate.sched_probe import main as sched_check
-from calibrate.sched_probe import off_core_rows, quantum_s, synced_step_w
+from calibrate.fits.fit_comm import collective_alphas
+from calibrate.probes.sched_probe import main as sched_check
+from calibrate.probes.sched_probe import off_core_rows, quantum_s, synced_step_w
 from simulator.contracts.closed_forms import ring_allreduce_s, steps
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import ProfileError, from_dict, to_dict

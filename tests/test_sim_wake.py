@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import simpy
 
-from calibrate.sched_probe import _placements, balance_delays_s, wake_wait_s
+from calibrate.probes.sched_probe import _placements, balance_delays_s, wake_wait_s
 from simulator.contracts.cluster import Cluster
 from simulator.contracts.profile import ProfileError, from_dict, to_dict
 from simulator.contracts.workload import Workload
@@ -123,7 +123,7 @@ def test_placements_count_how_the_ranks_sat_on_the_cores():
 
 
 def test_wake_probe_times_two_gloo_ranks_training_on_one_core():
-    from calibrate.sched_probe import gloo_steps, wake_rows
+    from calibrate.probes.sched_probe import gloo_steps, wake_rows
     rows = wake_rows("linear", 16, repeats=10)
     assert len(rows) == 10 and all(r["later_s"] >= 0 for r in rows)
     assert 0 < wake_wait_s(rows) < 1.0

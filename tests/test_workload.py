@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from calibrate import workload as cw
+from calibrate.probes import workload as cw
 from simulator.contracts.checks import ConfigError
 from simulator.contracts.profile import load_default
 from simulator.contracts.workload import (

@@ -12,7 +12,7 @@ The bar (``BAR``), and why:
   slowdown of 1.95 at k = 2 on 2 cores over-predicted compute twice over).
 
 ``profile_checks`` judges a profile's own fits (any profile, an older one included);
-``calibrate.quality`` adds the communication fits it reports and decides what to
+``calibrate.fits.quality`` adds the communication fits it reports and decides what to
 measure again. A profile written below the bar (``--force``) says so in its
 provenance (``bar``, ``below_bar``); ``below_bar`` reads the mark, or judges a profile
 written before the mark existed, and ``used_by`` tells which of its weak fits a

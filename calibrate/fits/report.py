@@ -1,6 +1,6 @@
 """Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``.
 
-Imports: pandas, calibrate.fit_comm, simulator.contracts (profile, quality).
+Imports: pandas, calibrate.fits.fit_comm, simulator.contracts (profile, quality).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 from simulator.contracts import profile as prof
 from simulator.contracts import quality
 
-from .fit_comm import fit_table
+from calibrate.fits.fit_comm import fit_table
 
 
 def _cell(v, digits: int) -> str:

@@ -22,7 +22,7 @@ MPICH picks its allreduce algorithm from ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``
 read once at ``MPI_Init``: so one ``mpirun`` per algorithm, and the variable is
 set here before ``mpi4py.MPI`` is imported. Every row says which algorithm ran.
 
-Imports: mpi4py, numpy, torch, calibrate.plan, real.dist.
+Imports: mpi4py, numpy, torch, calibrate.probes.plan, real.dist.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from .plan import ALGORITHM_ENV, ProbePlan
+from calibrate.probes.plan import ALGORITHM_ENV, ProbePlan
 
 MPI_OPS = ("allreduce", "bcast", "gather", "scatter", "sendrecv")
 GLOO_OPS = ("allreduce", "bcast", "gather", "scatter", "sendrecv")

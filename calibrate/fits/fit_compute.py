@@ -23,7 +23,7 @@ import pandas as pd
 
 from simulator.contracts.profile import ModelCost, ServerCost, StepFit
 
-from .linefit import fit_line
+from calibrate.fits.linefit import fit_line
 
 
 def _medians(samples: pd.DataFrame) -> pd.Series:
@@ -64,7 +64,7 @@ def model_cost(name: str, shape: dict, steps: pd.DataFrame, evals: pd.DataFrame)
         if group["batch"].nunique() >= 2:
             fits.append(step_fit(group, int(threads)))
     if not fits:
-        from .rawio import CalibrationError
+        from calibrate.probes.rawio import CalibrationError
         raise CalibrationError(f"model {name}: no thread count has two batch sizes to fit a line")
     probed = mine.dropna(subset=["backward_s"]) if "backward_s" in mine else mine.iloc[:0]
     backward = float((probed["backward_s"] / probed["step_s"]).median()) if len(probed) else 0.6

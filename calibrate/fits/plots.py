@@ -1,6 +1,6 @@
 """Log-log plots of measured points and fitted lines: one panel per operation, one for compute.
 
-Imports: matplotlib, numpy, pandas, simulator.contracts.files, calibrate.linefit.
+Imports: matplotlib, numpy, pandas, simulator.contracts.files, calibrate.fits.linefit.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 
 from simulator.contracts.files import save_figure
 
-from .linefit import Line, predict_segments
+from calibrate.fits.linefit import Line, predict_segments
 
 OPS = ("allreduce", "bcast", "gather", "scatter", "sendrecv")
 

@@ -24,8 +24,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .plan import ProbePlan
-from .rawio import CalibrationError
+from calibrate.probes.plan import ProbePlan
+from calibrate.probes.rawio import CalibrationError
 
 INPUT_SHAPE = {"vgg11": (3, 32, 32)}      # the others read 28x28 grey images
 DEFAULT_SHAPE = (1, 28, 28)
@@ -150,7 +150,7 @@ def sharing_rows(plan: ProbePlan, k: int) -> list[dict]:
     (spawn would import torch k times) without inheriting this process's OpenMP pool.
     """
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "real.models", "calibrate.compute_probe"])
+    ctx.set_forkserver_preload(["torch", "real.models", "calibrate.probes.compute_probe"])
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     procs = [ctx.Process(target=_sharing_worker, daemon=True,
                          args=(i, k, plan.sharing_model, plan.sharing_batch, plan.warmup_steps,

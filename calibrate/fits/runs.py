@@ -24,7 +24,7 @@ The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at mos
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
 hold-out protocol calibrates on P <= K and predicts the rest.
 
-Imports: numpy, pandas, calibrate.rawio, simulator.contracts.record.
+Imports: numpy, pandas, calibrate.probes.rawio, simulator.contracts.record.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import pandas as pd
 
 from simulator.contracts import record
 
-from .rawio import CalibrationError
+from calibrate.probes.rawio import CalibrationError
 
 WARMUP_ITERATIONS = 3
 SHARING_SCHEMES = ("serial", "psgd", "hogwild")

@@ -5,14 +5,14 @@ single fields with flags. ``check_plan`` refuses what this machine cannot run
 (too many ranks, messages larger than a quarter of the free memory) before
 anything is started, so a bad request costs nothing and writes nothing.
 
-Imports: psutil, calibrate.rawio.
+Imports: psutil, calibrate.probes.rawio.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
 
-from .rawio import CalibrationError
+from calibrate.probes.rawio import CalibrationError
 
 ALL_MODELS = ("cnn", "ps_cnn", "linear", "mlp", "vgg11")
 MPI_ALGORITHMS = ("auto", "ring", "recursive_doubling", "reduce_scatter_allgather")

@@ -16,7 +16,7 @@ its 7 minutes, for ps_cnn lines of R² 0.91 from steps of 3.5% spread); ``refusa
 that writes it from the saved measurements anyway (``--force``: the profile is then
 marked below the bar, ``contracts.quality.marked``, and every prediction says so).
 
-Imports: simulator.contracts.quality (it reads a calibrate.fit.FitResult and its tables).
+Imports: simulator.contracts.quality (it reads a calibrate.fits.fit.FitResult and its tables).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ __all__ = ["BAR", "BAR_TEXT", "SPREAD_LIMIT_CV", "Check", "checks", "failing", "
 
 
 def checks(result, cores: int) -> list[Check]:
-    """Every fit of a ``calibrate.fit.FitResult`` against the bar."""
+    """Every fit of a ``calibrate.fits.fit.FitResult`` against the bar."""
     return profile_checks(result.profile, cores) + _comm_checks(result.comm_table)
 
 
