@@ -1,16 +1,27 @@
 """Max-min fair rates (``model.fluid``): the filling that visits each flow a few times gives
 the textbook progressive filling's rates to the last bit, whatever the flows' resources,
 weights (ACKs), caps (threads) and sharing losses; ``max_min_rates`` with its shortcuts (one
-resource: water-filling, its shares a rounding apart) within 1e-12; and the classic cases by
-hand."""
+resource: water-filling, its shares a rounding apart) within 1e-12; the filling on arrays
+(many flows) the same rates to the last bit, and the same ends of flows that come and go; and
+the classic cases by hand."""
 from __future__ import annotations
 
 import math
 
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.model.fluid import Flow, Resource, _filling, max_min_rates
+from simulator.model import fluid
+from simulator.model.fluid import (
+    Crossings,
+    Flow,
+    FluidShare,
+    Resource,
+    _filling,
+    _filling_arrays,
+    max_min_rates,
+)
 
 EPS = 1e-12
 
@@ -84,3 +95,48 @@ def test_an_incast_shares_the_receivers_link_and_a_cap_gives_way():
     flows.append(Flow(1.0, (senders[0],), 0.1, None))          # a capped flow beside
     max_min_rates(flows)
     assert [f.rate for f in flows] == [0.25] * 4 + [0.1]
+
+
+lossless_specs = st.lists(st.tuples(
+    st.lists(st.integers(0, 7), min_size=1, max_size=4),
+    st.one_of(st.none(), st.sampled_from([1.0, 0.0218, 0.5])),
+    st.sampled_from([math.inf, math.inf, 1e8, 1.5, 0.3]),
+    st.sampled_from([0.0, 0.0, 0.5, 1.0]),                            # start (s)
+    st.sampled_from([1.0, 3.0, 1e8])), min_size=2, max_size=60)      # amount
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(CAPACITIES, min_size=8, max_size=8), lossless_specs)
+def test_flows_on_arrays_end_when_they_do_on_objects(capacities, specs):
+    """The filling on arrays (``_filling_arrays``, its ``Crossings`` kept up to date as flows
+    start and end) gives the same rates to the last bit, and so flows end at the same
+    instants, as ``_filling`` on the flow objects."""
+    resources = [Resource(f"r{i}", c) for i, c in enumerate(capacities)]
+    flows = [Flow(amount, tuple(resources[i] for i in idx), cap, None,
+                  None if ack is None else (1.0,) + (ack,) * (len(idx) - 1))
+             for idx, ack, cap, _at, amount in specs]
+    _filling(flows)
+    expected = [f.rate for f in flows]
+    _filling_arrays(flows, Crossings(flows))
+    assert [f.rate for f in flows] == expected
+
+    def ends(arrays_from: int) -> list[float]:
+        fluid.ARRAYS_FROM = arrays_from
+        env = simpy.Environment()
+        share = FluidShare(env)
+        out = [math.nan] * len(specs)
+
+        def start(k, idx, ack, cap, at, amount):
+            yield env.timeout(at)
+            yield share.transfer(amount, tuple(resources[i] for i in idx), cap,
+                                 None if ack is None else (1.0,) + (ack,) * (len(idx) - 1))
+            out[k] = env.now
+        for k, spec in enumerate(specs):
+            env.process(start(k, *spec))
+        env.run()
+        return out
+    shipped = fluid.ARRAYS_FROM
+    try:
+        assert ends(2) == ends(10**9)
+    finally:
+        fluid.ARRAYS_FROM = shipped

@@ -11,16 +11,18 @@ by ``efficiency(n_flows)`` (measured processor-sharing losses).
 Whenever a flow starts or ends, every flow's remaining amount is advanced at
 its old rate, the rates are recomputed and the next completion is scheduled.
 Stale completion timers (any but the last one set) are ignored, so no process is
-ever interrupted. Congestion, incast and core sharing are not
+ever interrupted. With many flows (a server's incast at large P) the filling runs on
+arrays kept in step with the flows (``Crossings``): the same floats, fewer Python steps. Congestion, incast and core sharing are not
 written anywhere as formulas; they follow from this one mechanism.
 
-Imports: SimPy.
+Imports: numpy, SimPy.
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
+import numpy as np
 import simpy
 
 _EPS = 1e-12
@@ -54,15 +56,22 @@ class Flow:
         self.done = done
 
 
-def max_min_rates(flows: list[Flow]) -> None:
+def max_min_rates(flows: list[Flow], crossings: Crossings | None = None) -> None:
     """Set ``flow.rate`` for every flow by progressive filling (max-min fairness); a flow
-    uses ``weight`` units of a resource per unit of its rate (its ACKs: a small share)."""
+    uses ``weight`` units of a resource per unit of its rate (its ACKs: a small share).
+    ``crossings``: the flows as arrays, kept by the caller (else made here when there are
+    ``ARRAYS_FROM`` flows or more)."""
     first = flows[0].resources
     if len(first) == 1 and all(f.resources is first or f.resources == first for f in flows):
         _one_resource(flows, first[0])
         return
     if len(flows) == 1 and len(set(first)) == len(first):   # (most often: one message alone)
         _one_flow(flows[0])
+        return
+    if crossings is None and len(flows) >= ARRAYS_FROM:
+        crossings = Crossings(flows)
+    if crossings is not None and crossings.lossless:
+        _filling_arrays(flows, crossings)
         return
     _filling(flows)
 
@@ -124,15 +133,141 @@ def _filling(flows: list[Flow]) -> None:
                 flows[i].rate *= e
 
 
+ARRAYS_FROM = 32     # flows: from this many on, the filling runs on arrays (the same floats)
+
+
+class Crossings:
+    """The flows' crossings as arrays for ``_filling_arrays``, kept in step with the flows as
+    they start (``add``) and end (``keep``): row i holds flow i's resources (by index, 0
+    a padding that no flow crosses) and weights (0.0 on the padding), ``caps`` their caps.
+    ``lossless``: no resource seen has sharing losses (``efficiency``)."""
+
+    def __init__(self, flows: list[Flow]):
+        self._index: dict[Resource, int] = {}
+        self._capacities = [1.0]              # (the padding's: never full, never crossed)
+        self._capacity = None                 # as an array, once asked for
+        self._ids: dict[tuple, tuple] = {}    # a resources tuple -> its indices
+        self.lossless = True
+        self.width = max(len(f.resources) for f in flows)
+        self.res, self.weight, self.caps = self._rows(flows)
+        self._new: list[Flow] = []
+
+    def _ids_of(self, resources: tuple[Resource, ...]) -> tuple[int, ...]:
+        ids = self._ids.get(resources)
+        if ids is None:
+            out = []
+            for r in resources:
+                i = self._index.get(r)
+                if i is None:
+                    i = self._index[r] = len(self._capacities)
+                    self._capacities.append(r.capacity)
+                    self._capacity = None
+                    self.lossless = self.lossless and r.efficiency is None
+                out.append(i)
+            ids = self._ids[resources] = tuple(out)
+        return ids
+
+    def _rows(self, flows: list[Flow]):
+        res = np.zeros((len(flows), self.width), dtype=np.intp)
+        weight = np.zeros((len(flows), self.width))
+        for row, f in enumerate(flows):
+            ids = self._ids_of(f.resources)
+            res[row, :len(ids)] = ids
+            weight[row, :len(ids)] = f.weights
+        caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
+        return res, weight, caps
+
+    def add(self, flow: Flow) -> None:
+        self._new.append(flow)
+
+    def keep(self, kept: list[bool]) -> None:
+        """Only the flows marked True stay (the flows' order kept)."""
+        self._flush()
+        mask = np.array(kept, dtype=bool)
+        self.res, self.weight, self.caps = self.res[mask], self.weight[mask], self.caps[mask]
+
+    def arrays(self):
+        """(resources (F, K), weights (F, K), caps (F), capacity of each resource index)."""
+        self._flush()
+        if self._capacity is None:
+            self._capacity = np.array(self._capacities)
+        return self.res, self.weight, self.caps, self._capacity
+
+    def _flush(self) -> None:
+        if not self._new:
+            return
+        wider = max(len(f.resources) for f in self._new)
+        if wider > self.width:
+            pad = ((0, 0), (0, wider - self.width))
+            self.res, self.weight = np.pad(self.res, pad), np.pad(self.weight, pad)
+            self.width = wider
+        res, weight, caps = self._rows(self._new)
+        self._new = []
+        self.res = np.concatenate((self.res, res))
+        self.weight = np.concatenate((self.weight, weight))
+        self.caps = np.concatenate((self.caps, caps))
+
+
+def _filling_arrays(flows: list[Flow], crossings: Crossings) -> None:
+    """``_filling`` on arrays, for many flows (a server's incast at large P): the same
+    elementary operations on the same floats, so the same rates to the last bit
+    (``tests/test_fluid.py``). Each crossing (a flow through a resource, in the flows'
+    order) is one element; a resource's weights are summed and taken off in that order
+    (``np.add.at`` applies them one by one, in order); the cap left of every live resource
+    is updated each round as one product and one difference, as in ``_filling``; the least
+    ratio and the least cap are minima, whatever the order. Resources with sharing losses
+    are left to ``_filling``."""
+    res2d, weight2d, caps, capacity = crossings.arrays()
+    res, weight = res2d.ravel(), weight2d.ravel()
+    owner = np.arange(len(flows)).repeat(res2d.shape[1])        # the flow of each crossing
+    count = np.zeros(len(capacity))
+    np.add.at(count, res, weight)
+    cap_left = capacity.copy()
+    capped = caps < math.inf
+    has_cap = bool(capped.any())
+    frozen = np.zeros(len(flows), dtype=bool)
+    rate = np.zeros(len(flows))
+    live = count != 0                        # the resources some unfrozen flow crosses
+    left, level = len(flows), 0.0
+    while left:
+        n = count[live]
+        c = cap_left[live]
+        positive = n > _EPS
+        inc = float((c[positive] / n[positive]).min()) if positive.any() else math.inf
+        if has_cap:
+            inc = min(inc, float(caps[capped].min()) - level)
+        if math.isinf(inc):
+            raise RuntimeError("a flow crosses no finite capacity")
+        level += inc
+        c = c - inc * n
+        cap_left[live] = c
+        full = np.zeros(len(capacity), dtype=bool)
+        full[live] = positive & (c <= _EPS * capacity[live])
+        stop = np.zeros(len(flows), dtype=bool)
+        stop[owner[full[res]]] = True
+        if has_cap:
+            stop |= capped & (caps - level <= _EPS * caps)
+        stop &= ~frozen
+        frozen |= stop
+        rate[stop] = level
+        taken = stop[owner]
+        np.subtract.at(count, res[taken], weight[taken])
+        left -= int(stop.sum())
+        live &= count != 0
+        if has_cap:
+            capped &= ~frozen
+            has_cap = bool(capped.any())
+    for f, r in zip(flows, rate.tolist()):
+        f.rate = r
+
+
 def _one_flow(f: Flow) -> None:
     """One flow: the filling's first round, written out (the same floats), freezes it at
     its least capacity or its cap."""
     inc = math.inf                 # min(capacity / weight of each resource, cap - 0), in order
     for r, w in zip(f.resources, f.weights):
-        if r.capacity / w < inc:
-            inc = r.capacity / w
-    if f.cap - 0.0 < inc:
-        inc = f.cap - 0.0
+        inc = min(inc, r.capacity / w)
+    inc = min(inc, f.cap - 0.0)
     if math.isinf(inc):
         raise RuntimeError("a flow crosses no finite capacity")
     f.rate = 0.0 + inc
@@ -162,6 +297,7 @@ class FluidShare:
         self._updated_at = env.now
         self._timer = None                  # the completion timer for the rates now
         self._pending = False
+        self._crossings: Crossings | None = None   # the flows as arrays, while they are many
 
     def transfer(self, amount: float, resources: tuple[Resource, ...], cap: float = math.inf,
                  weights: tuple[float, ...] | None = None):
@@ -170,7 +306,10 @@ class FluidShare:
             done.succeed()
             return done
         self._advance()
-        self.flows.append(Flow(amount, resources, cap, done, weights))
+        flow = Flow(amount, resources, cap, done, weights)
+        self.flows.append(flow)
+        if self._crossings is not None:
+            self._crossings.add(flow)
         self._recompute_soon()
         return done
 
@@ -200,7 +339,11 @@ class FluidShare:
         self._timer = None
         if not self.flows:
             return
-        max_min_rates(self.flows)
+        if len(self.flows) < ARRAYS_FROM // 2:
+            self._crossings = None
+        elif self._crossings is None and len(self.flows) >= ARRAYS_FROM:
+            self._crossings = Crossings(self.flows)
+        max_min_rates(self.flows, self._crossings)
         dt = min(f.remaining / f.rate if f.rate > 0 else math.inf for f in self.flows)
         if math.isinf(dt):
             raise RuntimeError("flows with zero rate: a resource has no capacity")
@@ -218,6 +361,9 @@ class FluidShare:
         finished, self.flows, flows = [], [], self.flows
         for f, t in zip(flows, due):
             (finished if t <= tol or f.remaining <= 1e-9 * f.amount else self.flows).append(f)
+        if self._crossings is not None:
+            ended = set(map(id, finished))
+            self._crossings.keep([id(f) not in ended for f in flows])
         for f in finished:
             f.done.succeed()
         self._reschedule()
