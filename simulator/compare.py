@@ -195,16 +195,18 @@ def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
     return replace(profile, transports=transports)
 
 
-def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
+def cluster_of(rec: dict, link: LinkCalibration | None = None, buckets: bool = True) -> Cluster:
     """The machine of the record: the calibrated host, or the emulated cluster it names
-    (its shaped rate; with ``link``, the calibrated payload share and latency of a link)."""
+    (its shaped rate and, unless not ``buckets``, its shapers' token buckets; with
+    ``link``, the calibrated payload share and latency of a link)."""
     env = rec["environment"]
     emu = env.get("cluster")
     if not emu:
         return calibrated_cluster(_count(env, "cores", "environment", 1))
     if not isinstance(emu, dict) or not isinstance(emu.get("namespaces"), list):
         raise ConfigError("field environment.cluster is not an emulated cluster's description")
-    link = emulated_link(emu.get("bandwidth_bits_per_s", 0), emu.get("latency_s", 0.0), link)
+    link = emulated_link(emu.get("bandwidth_bits_per_s", 0), emu.get("latency_s", 0.0), link,
+                         emu.get("burst_bytes", 0) if buckets else 0)
     if phantom_model(rec):
         # a phantom rank's compute sleeps: each host stands for a machine of its own (a
         # faithful run's CPU was never short, real.testbed), one rank per host
@@ -216,17 +218,20 @@ def cluster_of(rec: dict, link: LinkCalibration | None = None) -> Cluster:
 
 
 def emulated_link(bits_per_s: float, latency_s: float = 0.0,
-                  link: LinkCalibration | None = None) -> Link:
-    """A link of the emulated cluster shaped at ``bits_per_s``: with a calibration
-    (``calibrate.link``), its payload share of that rate, latency, socket buffer, ACK
-    share and CPU per message and byte."""
-    bandwidth, buffer, acks, cpu = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0)
+                  link: LinkCalibration | None = None, burst_bytes: float = 0.0) -> Link:
+    """A link of the emulated cluster shaped at ``bits_per_s`` by token buckets of
+    ``burst_bytes`` (the record's ``real.cluster`` setting, on the wire): with a
+    calibration (``calibrate.link``), its payload share of that rate and of the burst,
+    latency, socket buffer, ACK share and CPU per message and byte."""
+    bandwidth, buffer, acks, cpu, share = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0), 1.0
     if link is not None:
-        bandwidth, latency_s = bandwidth * link.payload_efficiency, link.latency_s
+        share, latency_s = link.payload_efficiency, link.latency_s
+        bandwidth = bandwidth * share
         buffer, acks = link.socket_buffer_bytes, link.ack_share
         cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
     return Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency_s, socket_buffer_bytes=buffer,
-                ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1])
+                ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1],
+                burst_bytes=float(burst_bytes or 0) * share)
 
 
 def _key(rec: dict, link: LinkCalibration | None) -> tuple:
@@ -295,7 +300,8 @@ def usable_records(runs_dir, link: LinkCalibration | None = None, skipped: list 
 def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
             link: LinkCalibration | None = None, workloads=None,
             cluster: Cluster | None = None, include_disturbed: bool = False,
-            skipped: list | None = None, keep: tuple[str, ...] = ()) -> pd.DataFrame:
+            skipped: list | None = None, keep: tuple[str, ...] = (),
+            buckets: bool = True) -> pd.DataFrame:
     """One row per (configuration, P): measured mean ± CI, predicted, relative error.
 
     Records marked disturbed (or with another mark of ``record.left_out_reason``, such as
@@ -303,7 +309,8 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     how many, by mark, is in
     ``df.attrs["left_out"]`` (and the disturbed ones in ``df.attrs["disturbed_left_out"]``),
     the records compared in ``df.attrs["records"]``. Records (and groups the profile
-    cannot predict) left out otherwise go to ``skipped``.
+    cannot predict) left out otherwise go to ``skipped``. ``buckets=False`` predicts the
+    emulated cluster's links without their token buckets (what that mechanism moves).
     """
     from simulator.contracts.stats import mean_ci95
     from simulator.engine import simulate
@@ -316,7 +323,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
         per_epoch = [steady_epoch_s(r, scheme.name, workload.epochs) for r in recs]
         mean, ci = mean_ci95(per_epoch)
-        on = cluster or cluster_of(recs[0], link)
+        on = cluster or cluster_of(recs[0], link, buckets)
         try:
             model = model_workloads(profile, files, [workload.model])
             mach = machine(polled_profile(profile, recs[0]), "", on, model)

@@ -29,8 +29,9 @@ and the libraries, which is what this validates:
    ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
    workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png`` (compute, communication
    and waiting, measured beside predicted); the table ends with the held-out errors again
-   with each of the link calibration's mechanisms taken out (per-message CPU, socket
-   buffer, ACK share, payload share): what each one moves on these records.
+   with each of the link's mechanisms taken out (the calibration's per-message CPU,
+   socket buffer, ACK share, payload share; the shapers' token buckets): what each one
+   moves on these records.
 
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
@@ -304,11 +305,11 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     try:
         prof = profiles.load(profile_path)
         link = load_link_calibration(out / "link.toml")
-        if without:
+        if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
         df = compare(out / "runs", prof, link=link, workloads=[out / "workloads"],
-                     skipped=skipped, keep=("phantom",))
+                     skipped=skipped, keep=("phantom",), buckets=without != BUCKETS)
     except (profiles.ProfileError, ConfigError) as e:
         return None, str(e)
     for where, why in skipped:
@@ -324,6 +325,8 @@ WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
            "socket buffer": {"socket_buffer_bytes": 0.0},
            "ACK share": {"ack_share": 0.0},
            "payload share": {"payload_efficiency": 1.0}}
+BUCKETS = "token buckets"     # the shapers' bursts (the records' burst_bytes), taken out too
+MECHANISMS = (*WITHOUT, BUCKETS)
 
 
 def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
@@ -332,7 +335,7 @@ def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
     moves."""
     import pandas as pd
     rows = []
-    for name in ["", *WITHOUT]:
+    for name in ["", *MECHANISMS]:
         df, _ = compared(out, profile_path, calibrate_workers, name)
         if df is None:
             continue
@@ -343,7 +346,7 @@ def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
                          "scheme": scheme, "cell": f"{100 * err.median():.0f} / "
                                                    f"{100 * err.max():.0f}%"})
     table = pd.DataFrame(rows).pivot(index="link", columns="scheme", values="cell")
-    table = table.reindex(["as calibrated"] + [f"without {n}" for n in WITHOUT])
+    table = table.reindex(["as calibrated"] + [f"without {n}" for n in MECHANISMS])
     lines = ["| held-out median / worst | " + " | ".join(table.columns) + " |",
              "|---" * (len(table.columns) + 1) + "|"]
     lines += [f"| {i} | " + " | ".join(str(v) for v in r) + " |" for i, r in table.iterrows()]

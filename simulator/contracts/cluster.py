@@ -133,13 +133,19 @@ class Link:
     sends or receives over this link, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n``
     (TCP through the kernel in segments of the link's MTU; measured by ``calibrate.link``
     from the process time of gloo's ping-pong). 0: not measured (a sleeping rank's calls
-    then cost their transport's ``cpu_fraction`` of their local time)."""
+    then cost their transport's ``cpu_fraction`` of their local time).
+
+    ``burst_bytes``: the depth of a token bucket that shapes each direction of the link
+    (tc ``tbf``'s ``burst``, in payload bytes): after the direction idled for
+    ``burst_bytes / bandwidth`` that many bytes cross at once, and only the rest at the
+    rate (``model.network.TokenBuckets``). 0 (a NIC's line rate): none."""
     bandwidth_bytes_per_s: float
     latency_s: float
     socket_buffer_bytes: float = 0.0
     ack_share: float = 0.0              # reverse-direction capacity a payload byte's ACKs take
     cpu_s_per_message: float = 0.0
     cpu_s_per_byte: float = 0.0
+    burst_bytes: float = 0.0
 
     def __post_init__(self):
         positive("link bandwidth", self.bandwidth_bytes_per_s)
@@ -147,6 +153,7 @@ class Link:
         nonnegative("link socket_buffer_bytes", self.socket_buffer_bytes)
         nonnegative("link cpu_s_per_message", self.cpu_s_per_message)
         nonnegative("link cpu_s_per_byte", self.cpu_s_per_byte)
+        nonnegative("link burst_bytes", self.burst_bytes)
         if not 0.0 <= self.ack_share < 1.0:
             raise ConfigError(f"link ack_share must be in [0, 1) (got {self.ack_share!r})")
 

@@ -13,6 +13,12 @@ bytes/s), so a ring is contention free while a root receiving from many is not::
 
     t_msg(n) = alpha_s + beta_s_per_byte * n                  (alone on the endpoint)
 
+A shaped link (``Link.burst_bytes``: the emulated cluster's tc token buckets) lets the
+first bytes of a message through at once when its directions idled (``TokenBuckets``)::
+
+    t_msg(n) = latency_s + max(0, n - level) / bandwidth_bytes_per_s,
+    level = min(burst_bytes, bandwidth_bytes_per_s * idle_s)     (alone, each direction)
+
 Messages that share a resource share its capacity max-min fairly (``fluid``):
 an incast at a server and a congested NIC slow down by themselves. A message
 to a rank on an oversubscribed host also waits for the receiver's turn on a
@@ -170,6 +176,51 @@ def host_and_roots(placement, ranks, i) -> tuple[list[int], list[int]]:
     return next(g for g in groups if ranks[i] in g), [g[0] for g in groups]
 
 
+LINK_KEYS = ("nic_out", "nic_in")    # the resources a shaped link's token buckets meter
+
+
+class TokenBuckets:
+    """The token buckets of a shaped link's directions (tc ``tbf``, ``Link.burst_bytes``
+    deep): a direction that carries no message refills at its rate up to the depth; one
+    that carries messages is taken to send at its rate, tokens in as fast as they go out.
+    A message takes at once the least level of its path's directions (at most its own
+    size) from each of them; the rest moves at the rate. Two shapers in a row (the
+    sender's port out, the receiver's in) pass the burst once, as tbf does."""
+
+    def __init__(self, depth_bytes: float):
+        self.depth = depth_bytes
+        self.level: dict[tuple, float] = {}     # key -> bytes when last set
+        self.since: dict[tuple, float] = {}     # key -> when it was last set
+        self.busy: dict[tuple, int] = {}        # key -> messages at the rate on it now
+
+    def _now(self, key: tuple, capacity: float, now: float) -> float:
+        level = self.level.get(key, self.depth)
+        if self.busy.get(key, 0):
+            return level
+        return min(self.depth, level + capacity * (now - self.since.get(key, now)))
+
+    def take(self, keys: tuple, n_bytes: float, now: float) -> float:
+        """The bytes of a message of ``n_bytes`` over ``keys`` ((key, capacity) of its
+        link directions) that cross at once; takes them from every direction's bucket."""
+        if not keys:
+            return 0.0
+        levels = [self._now(k, c, now) for k, c in keys]
+        free = min(n_bytes, *levels)
+        for (k, _c), level in zip(keys, levels):
+            self.level[k], self.since[k] = level - free, now
+        return free
+
+    def start(self, keys: tuple) -> None:
+        for k, _c in keys:
+            self.busy[k] = self.busy.get(k, 0) + 1
+
+    def end(self, keys: tuple, now: float) -> None:
+        for k, _c in keys:
+            self.busy[k] -= 1
+            if not self.busy[k]:
+                self.since[k] = now          # idle from here: refills at the rate
+
+
 class Network:
     """Point-to-point messages as flows over NICs and shared-memory endpoints."""
 
@@ -180,6 +231,8 @@ class Network:
         self._resources: dict[tuple, Resource] = {}
         self._paths: dict[tuple, tuple] = {}     # (src, dst) -> _route(src, dst)
         self.bytes_sent = [0.0] * len(routes.placement)
+        burst = routes.link.burst_bytes if routes.link is not None else 0.0
+        self._buckets = TokenBuckets(burst) if burst > 0 else None
 
     def over(self, routes: Routes) -> Network:
         """This network (its flows and resources) with messages taking ``routes``'
@@ -194,15 +247,17 @@ class Network:
             r = self._resources[key] = Resource(f"{key[0]}{key[1]}", capacity)
         return r
 
-    def _route(self, src: int, dst: int) -> tuple[float, tuple, tuple | None]:
-        """(latency_s, resources, weights) of a message: its path, then the reverse
-        directions TCP's ACKs load, at ``ack_share`` of a payload byte (None: no ACKs)."""
+    def _route(self, src: int, dst: int) -> tuple[float, tuple, tuple | None, tuple]:
+        """(latency_s, resources, weights, metered) of a message: its path, then the reverse
+        directions TCP's ACKs load, at ``ack_share`` of a payload byte (None: no ACKs), and
+        the link directions on its path a token bucket meters ((key, capacity))."""
         latency_s, path = self.routes.path(src, dst)
         acks = self.routes.acks(src, dst)
         weights = ((1.0,) * len(path) + (self.routes.link.ack_share,) * len(acks)
                    if acks else None)
+        metered = tuple((k, c) for k, c in path if k[0] in LINK_KEYS) if self._buckets else ()
         return (latency_s + self.routes.handoff_s[dst],
-                tuple(self._resource(k, c) for k, c in path + acks), weights)
+                tuple(self._resource(k, c) for k, c in path + acks), weights, metered)
 
     def transfer(self, src: int, dst: int, n_bytes: float):
         """Event that fires when ``n_bytes`` from ``src`` have arrived at ``dst``."""
@@ -214,9 +269,14 @@ class Network:
         route = self._paths.get((src, dst))
         if route is None:                  # (the routes do not change: once per pair)
             route = self._paths[src, dst] = self._route(src, dst)
-        latency_s, path, weights = route
+        latency_s, path, weights, metered = route
+        if metered:
+            n_bytes -= self._buckets.take(metered, n_bytes, env.now)
         if path and n_bytes > 0:
             sent = self._fluid.transfer(n_bytes, path, self.routes.flow_cap or math.inf, weights)
+            if metered:
+                self._buckets.start(metered)
+                sent.callbacks.append(lambda _ev: self._buckets.end(metered, env.now))
         else:
             sent = env.timeout(0)
 

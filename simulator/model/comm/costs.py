@@ -39,7 +39,7 @@ from simulator.contracts.closed_forms import (
     gloo_ring_segments,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
-from simulator.model.network import Routes, host_groups, host_index_groups
+from simulator.model.network import LINK_KEYS, Routes, host_groups, host_index_groups
 
 
 def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
@@ -98,9 +98,10 @@ def _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root
     """Per-rank clocks through the steps; None as soon as a step is not in lock step."""
     ready = dict.fromkeys(ranks, 0.0)
     last_end = 0.0
+    buckets = StepBuckets.of(routes)
     for pairs, size, reduced, blocking in _steps(kind, algorithm, ranks, n_bytes, root, routes):
         last_end = _advance(ready, pairs, size, gamma_s_per_byte * reduced, blocking, routes,
-                            last_end)
+                            last_end, buckets)
         if last_end is None:
             return None
     return max(ready.values())
@@ -108,11 +109,56 @@ def _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root
 
 def _ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) -> float:
     """2(P-1) identical steps; a rank moves on when its left neighbour's chunk is in, so
-    the slowest hop sets every step's pace: ``2(P-1) * max hop + (P-1) * gamma * n / P``."""
+    the slowest hop sets every step's pace: ``2(P-1) * max hop + (P-1) * gamma * n / P``
+    (on a shaped link the first hops take the buckets' bursts: step by step)."""
     p = len(ranks)
     pairs = tuple((ranks[i], ranks[(i + 1) % p]) for i in range(p))
-    hop_s = max(message_times_s(pairs, n_bytes / p, routes))
-    return 2 * (p - 1) * hop_s + (p - 1) * gamma_s_per_byte * n_bytes / p
+    reduce_s = (p - 1) * gamma_s_per_byte * n_bytes / p
+    buckets = StepBuckets.of(routes)
+    if buckets is None:
+        return 2 * (p - 1) * max(message_times_s(pairs, n_bytes / p, routes)) + reduce_s
+    total = 0.0
+    for step in range(2 * (p - 1)):       # the link idles while the first P-1 add up
+        hop_s = max(message_times_s(pairs, n_bytes / p, routes, buckets))
+        buckets.advance(hop_s + (reduce_s / (p - 1) if step < p - 1 else 0.0))
+        total += hop_s
+    return total + reduce_s
+
+
+class StepBuckets:
+    """A shaped link's token buckets (``network.TokenBuckets``) through the steps of one
+    collective priced in closed form: full when the call starts (it follows compute,
+    which idles the link longer than a burst takes to refill: 2-7 ms on the emulated
+    cluster); a step that puts ``b`` bytes through a direction of capacity ``C`` whose
+    bucket holds ``L`` keeps it busy ``max(0, b - L) / C`` and lets ``min(b, L)`` through
+    at once; over the rest of the step the bucket refills at ``C``, up to its depth."""
+
+    def __init__(self, depth_bytes: float):
+        self.depth = depth_bytes
+        self.level: dict[tuple, float] = {}
+        self.capacity: dict[tuple, float] = {}
+        self.pending: dict[tuple, float] = {}     # this step's bytes per direction
+
+    @classmethod
+    def of(cls, routes: Routes) -> StepBuckets | None:
+        link = routes.link
+        return cls(link.burst_bytes) if link is not None and link.burst_bytes > 0 else None
+
+    def busy_s(self, key: tuple, capacity: float, n_bytes: float) -> float:
+        """How long ``n_bytes`` keep the resource busy this step (and note them)."""
+        if key[0] not in LINK_KEYS:
+            return n_bytes / capacity
+        self.capacity[key] = capacity
+        self.pending[key] = n_bytes
+        return max(0.0, n_bytes - self.level.get(key, self.depth)) / capacity
+
+    def advance(self, step_s: float) -> None:
+        """The step is over after ``step_s``: take its bytes, refill the idle time."""
+        for key, capacity in self.capacity.items():
+            level, sent = self.level.get(key, self.depth), self.pending.get(key, 0.0)
+            idle_s = step_s - max(0.0, sent - level) / capacity
+            self.level[key] = min(self.depth, max(0.0, level - sent) + capacity * idle_s)
+        self.pending = {}
 
 
 TREE_SIMULATED_UP_TO = 128      # ranks: larger trees are priced by their rounds
@@ -158,9 +204,11 @@ def gloo_ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) 
     return 2 * phase_s + m * seg * gamma_s_per_byte
 
 
-def message_times_s(pairs, size: float, routes: Routes) -> list[float]:
+def message_times_s(pairs, size: float, routes: Routes,
+                    buckets: StepBuckets | None = None) -> list[float]:
     """How long each message of one step takes when all of them move at once: its path's
-    latency, the receiver's hand-off, and its bytes at the busiest resource's share."""
+    latency, the receiver's hand-off, and its bytes at the busiest resource's share (on a
+    shaped link, less what its directions' ``buckets`` let through at once)."""
     load: dict = {}
     paths = []
     for src, dst in pairs:
@@ -173,13 +221,20 @@ def message_times_s(pairs, size: float, routes: Routes) -> list[float]:
         for key, _capacity in acks:
             load[key] = load.get(key, 0) + share
     floor = 1.0 / routes.flow_cap if routes.flow_cap else 0.0     # a message's own cap
+    if buckets is not None:
+        busy = {key: buckets.busy_s(key, cap, load[key] * size)
+                for _lat, resources in paths for key, cap in resources}
+        return [latency_s + max(max((busy[key] for key, _cap in resources), default=0.0),
+                                floor * size if resources else 0.0)
+                for latency_s, resources in paths]
     return [latency_s + size * max(max((load[key] / cap for key, cap in resources),
                                        default=0.0), floor if resources else 0.0)
             for latency_s, resources in paths]
 
 
 def _advance(ready: dict, pairs, size: float, reduce_s: float, blocking: bool,
-             routes: Routes, last_end: float) -> float | None:
+             routes: Routes, last_end: float, buckets: StepBuckets | None = None
+             ) -> float | None:
     """Per-rank clocks through one step: a message moves once its sender has it and its
     receiver is there (rendezvous); the receiver then adds it up; a blocking sender waits
     until it is delivered. Returns when the step's last message lands, or None if the
@@ -187,7 +242,7 @@ def _advance(ready: dict, pairs, size: float, reduce_s: float, blocking: bool,
     the previous step's have landed): then the loads it counted are not the real ones."""
     before = dict(ready)
     starts, end_s = set(), 0.0
-    for (src, dst), took_s in zip(pairs, message_times_s(pairs, size, routes)):
+    for (src, dst), took_s in zip(pairs, message_times_s(pairs, size, routes, buckets)):
         start = max(before[src], before[dst])
         starts.add(start)
         end = start + took_s
@@ -197,6 +252,8 @@ def _advance(ready: dict, pairs, size: float, reduce_s: float, blocking: bool,
             ready[src] = max(ready[src], end)
     if len(starts) > 1 or (starts and min(starts) < last_end * (1 - 1e-12)):
         return None
+    if buckets is not None and starts:
+        buckets.advance(end_s + reduce_s - min(starts))   # the link idles while it adds up
     return end_s
 
 
