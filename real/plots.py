@@ -1,7 +1,7 @@
 """Figures of measured runs: speedup against P (with the ideal line), accuracy against P, and
 test accuracy against training time per scheme.
 
-Imports: matplotlib, simulator.contracts.files, simulator.output.accuracy_plots.
+Imports: matplotlib, real.schemes, simulator.contracts.files, simulator.output.accuracy_plots.
 """
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simulator.contracts.files import save_figure  # noqa: E402
 
+from real.schemes import SCHEMES  # noqa: E402
+
 
 def speedup_plot(summary, path, title: str = "Measured speedup") -> Path:
     fig, ax = plt.subplots(figsize=(6, 4.2))
     p_max = int(summary["workers"].max())
     ax.plot([1, p_max], [1, p_max], "k--", lw=1, label="ideal")
     for alg, g in summary.groupby("algorithm"):
-        if len(g) < 2 and alg == "serial":
+        if len(g) < 2 and alg in SCHEMES and SCHEMES[alg].baseline:
             continue
         err = g["speedup"] * g["time_ci_s"] / g["time_s"]
         ax.errorbar(g["workers"], g["speedup"], yerr=err, marker="o", capsize=3, label=alg)

@@ -23,7 +23,7 @@ SGD is ``torch.optim.SGD``'s rule on flat vectors: ``buf = m * buf + g``
 the learning rate drops by ``lr_decay`` per epoch of the optimizer that
 applies the update (a parameter server's epoch counts its updates).
 
-Imports: torch, real.models, real.step.
+Imports: torch, real.models, real.schemes, real.step.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from collections import Counter
 import torch
 
 from real.models import flat_params, load_flat_params
+from real.schemes import SCHEMES
 from real.step import evaluate, flat_grads, forward_backward
 
 
@@ -102,8 +103,9 @@ class ReplayState:
             self.snapshots[self.version] = self.w.clone()
             self.peak_versions = max(self.peak_versions, len(self.snapshots) + 1)
         first = group[0]
-        key = first["worker"] if self.h.scheme == "hogwild" else "shared"
-        epoch = (first["applied"] // self.h.updates_per_epoch if self.h.scheme == "ps_async"
+        scheme = SCHEMES[self.h.scheme]
+        key = first["worker"] if scheme.optimizer_per_worker else "shared"
+        epoch = (first["applied"] // self.h.updates_per_epoch if scheme.epochs_by_updates
                  else first["epoch"])
         self._apply(self.w, grad, key, epoch)
         self.version += 1

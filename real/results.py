@@ -7,7 +7,8 @@ A point's time is the mean of its undisturbed runs (``real.load``); where every
 run of a point was disturbed, of those, and the table marks it. An efficiency
 above 1 never appears without a warning that says how it can happen.
 
-Imports: numpy, pandas, real.load (the disturbed-run summary), simulator.contracts (record, stats).
+Imports: numpy, pandas, real.load (the disturbed-run summary), real.schemes, simulator.contracts
+(record, stats).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pandas as pd
 
 from simulator.contracts import record
 from simulator.contracts.stats import mean_ci95
+
+from real import schemes
 
 COLUMNS = ("run_id", "algorithm", "compute", "workers", "repeat", "status", "failure", "model",
            "dataset", "batch_size", "epochs", "threads_per_rank", "cores", "train_wall_s", "epoch_s",
@@ -142,7 +145,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     s = pd.DataFrame(out)
     if s.empty:
         return s
-    serial = s[(s["algorithm"] == "serial") & (s["workers"] == 1)]["time_s"]
+    baselines = [a for a in s["algorithm"].unique()
+                 if a in schemes.SCHEMES and schemes.SCHEMES[a].baseline]
+    serial = s[s["algorithm"].isin(baselines) & (s["workers"] == 1)]["time_s"]
 
     def baseline(alg):
         own = s[(s["algorithm"] == alg) & (s["workers"] == 1)]["time_s"]

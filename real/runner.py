@@ -44,7 +44,7 @@ def run(args) -> int:
     startup_s = time.time() - psutil.Process().create_time()
     hb = Heartbeat.from_env()                 # the recorder of real.supervise, if any
     cvars = {}
-    if args.algorithm == "mpi_allreduce":     # before MPI_Init, i.e. before detect_launch
+    if schemes.SCHEMES[args.algorithm].picks_mpi_allreduce:   # before MPI_Init: detect_launch
         cvars = select_mpi_allreduce(args.mpi_allreduce)
     listen_locally()                          # before MPI_Init too: MPICH reads it there
     waits = sleeping_waits() if (getattr(args, "compute", "real") == "phantom"

@@ -21,6 +21,21 @@ def test_real_and_simulated_schemes_agree(name):
     assert sim.server_rank(4) == (0 if real.server else None)
     assert (real.launch == "single") == sim.single_worker
     assert (real.launch == "own") == sim.single_host
+    assert real.lock_step == sim.lock_step
+
+
+def test_what_the_stages_ask_a_real_scheme():
+    """The properties real and calibrate ask instead of a name: the speedup's baseline,
+    MPICH's allreduce flag, gloo's per-tensor allreduce runs, a replay's optimizers, and
+    which runs measure core sharing (no rank waits between its steps)."""
+    s = real_schemes.SCHEMES
+    assert [n for n in s if s[n].baseline] == ["serial"]
+    assert [n for n in s if s[n].picks_mpi_allreduce] == ["mpi_allreduce"]
+    assert [n for n in s if s[n].allreduces_each_tensor] == ["allreduce"]
+    assert [n for n in s if s[n].optimizer_per_worker] == ["hogwild"]
+    assert [n for n in s if s[n].epochs_by_updates] == ["ps_async"]
+    assert [n for n in s if not s[n].waits_between_steps(0)] == ["serial", "psgd", "hogwild"]
+    assert s["psgd"].waits_between_steps(10) and s["async_avg"].waits_between_steps(0)
 
 
 def test_every_simulated_scheme_sends_a_known_exchange():

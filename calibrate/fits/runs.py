@@ -7,8 +7,8 @@ per rank and iteration; its ``config`` the model and batch size; its
 * no oversubscription (``ranks_per_host * threads <= cores``): the steps are
   samples of ``t_step(batch)`` at that thread count, like the probe's;
 * more single-thread ranks than cores, in a scheme where every rank computes
-  all the time (``SHARING_SCHEMES``: no rank sits waiting in a server loop or a
-  per-step collective): the steps measure core sharing with ``k =
+  all the time (``real.schemes.Scheme.waits_between_steps`` false: no rank sits
+  waiting in a server loop or a per-step collective): the steps measure core sharing with ``k =
   ranks_per_host`` (turned into a slowdown against the thread-1 fit later).
   A parameter server's rank, or ranks waiting in gloo or MPI, would make k
   count processes that do not compute.
@@ -24,7 +24,7 @@ The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at mos
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
 hold-out protocol calibrates on P <= K and predicts the rest.
 
-Imports: numpy, pandas, calibrate.probes.rawio, simulator.contracts.record.
+Imports: numpy, pandas, calibrate.probes.rawio, real.schemes, simulator.contracts.record.
 """
 from __future__ import annotations
 
@@ -36,10 +36,11 @@ import pandas as pd
 
 from simulator.contracts import record
 
+from real.schemes import SCHEMES
+
 from calibrate.probes.rawio import CalibrationError
 
 WARMUP_ITERATIONS = 3
-SHARING_SCHEMES = ("serial", "psgd", "hogwild")
 MAX_SAMPLES_PER_RUN = 60
 
 
@@ -80,7 +81,8 @@ def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
 
 
 def _computes_all_the_time(facts: dict) -> bool:
-    return facts["algorithm"] in SHARING_SCHEMES and not facts["average_every"]
+    scheme = SCHEMES.get(facts["algorithm"])
+    return scheme is not None and not scheme.waits_between_steps(facts["average_every"])
 
 
 def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
@@ -101,7 +103,8 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
                               "step_s": it["compute_s"].to_numpy(float)})
         if facts["ranks_per_host"] * facts["threads"] <= facts["cores"]:
             steps.append(frame.assign(threads=facts["threads"]))
-            if facts["algorithm"] == "allreduce" and facts["workers"] >= 2 and "comm_s" in it:
+            scheme = SCHEMES.get(facts["algorithm"])
+            if scheme and scheme.allreduces_each_tensor and facts["workers"] >= 2 and "comm_s" in it:
                 comm.append(pd.DataFrame({"model": facts["model"], "workers": facts["workers"],
                                           "comm_s": it["comm_s"].to_numpy(float)}))
         elif facts["threads"] == 1 and _computes_all_the_time(facts):

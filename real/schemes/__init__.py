@@ -30,6 +30,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+PERIODIC = ("average", "holder")    # exchanges every K steps (--average-every; 0: at the end)
+
 
 @dataclass(frozen=True)
 class Scheme:
@@ -44,6 +46,7 @@ class Scheme:
     ends_with_done: bool = False # each worker's last message is a "done" to the server
     every_worker_evaluates: bool = False   # each worker's weights are a model (psgd)
     gloo_on_cuda: bool = False   # gloo runs it on CUDA tensors (its all_reduce; DDP uses only that)
+    lock_step: bool = True       # every rank meets every iteration (simulator's Scheme.lock_step)
 
     @property
     def rank_based(self) -> bool:
@@ -66,6 +69,45 @@ class Scheme:
         ``real.phantom``): the schemes whose ranks talk, that is the rank-based ones."""
         return self.rank_based
 
+    @property
+    def baseline(self) -> bool:
+        """The P = 1 baseline of every scheme's speedup that has no P = 1 run of its own."""
+        return self.single_process
+
+    @property
+    def picks_mpi_allreduce(self) -> bool:
+        """``--mpi-allreduce`` picks MPICH's algorithm for its step's one allreduce of the
+        flat gradient (set before MPI_Init)."""
+        return self.exchange == "flat"
+
+    @property
+    def allreduces_each_tensor(self) -> bool:
+        """Its step is one gloo allreduce per gradient tensor: a run's ``comm_s`` times
+        gloo's ring steps inside training (``calibrate.fits.fit_comm.run_allreduce_alpha``)."""
+        return self.exchange == "per_tensor"
+
+    @property
+    def optimizer_per_worker(self) -> bool:
+        """Each worker updates the shared weights with its own optimizer (its momentum
+        buffer, its epochs): hogwild's processes on one model in memory."""
+        return self.own_processes
+
+    @property
+    def epochs_by_updates(self) -> bool:
+        """Its optimizer's epoch counts the updates it applied: a parameter server that
+        applies each worker's gradient as it comes (not in lock step)."""
+        return self.server and not self.lock_step
+
+    def waits_between_steps(self, every: int) -> bool:
+        """A rank waits for others between its steps: the exchange of every step, or of
+        every K (``every``; the scheme's default K where 0). Not so without messages (one
+        process; a model shared in memory) or averaging once at the end (K = 0)."""
+        if self.exchange in ("none", "shared"):
+            return False
+        if self.exchange in PERIODIC:
+            return bool(every or self.default_every)
+        return True
+
     def ranks(self, workers: int) -> int:
         """Processes to launch for ``workers`` training workers."""
         return workers + (1 if self.server else 0)
@@ -78,15 +120,16 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("serial", "single", global_batch=True),
     Scheme("psgd", "ranks", "comm", exchange="average", every_worker_evaluates=True),
-    Scheme("async_avg", "ranks", "mpi", exchange="holder", default_every=10),
-    Scheme("hogwild", "own", exchange="shared"),
+    Scheme("async_avg", "ranks", "mpi", exchange="holder", default_every=10, lock_step=False),
+    Scheme("hogwild", "own", exchange="shared", lock_step=False),
     Scheme("gather_scatter", "ranks", "torch", global_batch=True, exchange="gather_scatter"),
     Scheme("allreduce", "ranks", "torch", global_batch=True, exchange="per_tensor",
            gloo_on_cuda=True),
     Scheme("ddp", "ranks", "torch", global_batch=True, exchange="buckets", gloo_on_cuda=True),
     Scheme("mpi_allreduce", "ranks", "mpi", global_batch=True, exchange="flat"),
     Scheme("ps_sync", "ranks", "mpi", global_batch=True, exchange="push_pull", server=True),
-    Scheme("ps_async", "ranks", "mpi", exchange="push_pull", server=True, ends_with_done=True),
+    Scheme("ps_async", "ranks", "mpi", exchange="push_pull", server=True, ends_with_done=True,
+           lock_step=False),
 )}
 # views of the properties, by name
 RANK_BASED = tuple(n for n, s in SCHEMES.items() if s.rank_based)
