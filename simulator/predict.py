@@ -52,7 +52,9 @@ EPILOG = """columns of --full and predictions.csv:
   speedup    against the baseline, the fastest scheme at P0 = --baseline (1: the fastest
              single worker): its epoch_s / epoch_s; efficiency = speedup * P0 / P
   compute_s, comm_s, wait_s   per worker over the run: own work, time in communication,
-             time blocked until the slowest rank (or the server) is there
+             time blocked until the slowest rank (or the server) is there; horovod's
+             wait_s is a step's time after its backward with no allreduce of its own in
+             flight: the background loop's cycle (--cycle-ms), waiting for the next tick
   stale      mean staleness: updates applied between a worker's read of the weights and
              the update of its own gradient (asynchronous schemes)
   eng        which engine made the row: fast (vectorised closed form) or des (SimPy events)

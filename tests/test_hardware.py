@@ -24,7 +24,7 @@ from simulator.contracts.workload import Workload, load_workload
 from simulator.engine import simulate
 from simulator.engine.machine import machine, scaled_cost
 from simulator.model.config import SchemeConfig
-from simulator.model.schemes.fusion import cycles, fuse
+from simulator.model.schemes.fusion import cycles, fuse, next_tick
 from simulator.testing import make_profile
 
 P100 = Device("Tesla P100 PCIe", 9.3e12)
@@ -171,6 +171,25 @@ def test_horovod_fast_path_is_the_simpy_model(p, hosts):
             for e in ("fast", "des")]
     assert runs[0].engine == "fast" and runs[1].engine == "des"
     assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-9)
+    assert runs[0].wait_s == pytest.approx(runs[1].wait_s, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["fast", "des"])
+def test_horovods_cycle_is_waiting(engine):
+    """At P = 1 a step is its compute and then the wait for the background loop's next
+    tick: ``next_tick(t_backward_end) - t_backward_end``, shown as wait (no column lost)."""
+    prof = gpu_profile()
+    work = Workload(model="toy", batch_per_worker=16, iterations=3)
+    r = simulate(SchemeConfig("horovod", algorithm="ring", engine=engine, cycle_s=0.0035), 1,
+                 work, gpu_cluster(hosts=1), prof)
+    step = r.compute_s / 3
+    t, wait = 0.0, 0.0
+    for _ in range(3):
+        t += step
+        wait += next_tick(t, 0.0035) - t
+        t = next_tick(t, 0.0035)
+    assert wait > 0 and r.wait_s == pytest.approx(wait, rel=1e-9)
+    assert r.time_s == pytest.approx(r.compute_s + r.wait_s, rel=1e-9)
 
 
 def test_horovod_overlaps_the_backward():

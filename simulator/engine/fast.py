@@ -34,7 +34,7 @@ from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.network import nccl_order
-from simulator.model.schemes.fusion import cycles
+from simulator.model.schemes.fusion import cycles, uncovered_s
 
 
 def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
@@ -210,19 +210,21 @@ def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
     cum = np.cumsum([sh for _, sh in plan.layers])
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
-    start, comm_s = 0.0, 0.0
+    start, comm_s, wait = 0.0, 0.0, np.zeros(busy.shape[0])
     for i in range(busy.shape[1]):
         backward_at = start + busy[:, i] * (1 - bf)
         ready_all = (backward_at[:, None] + busy[:, i, None] * bf * cum[None, :]).max(axis=0)
-        end = start
+        end, spans = start, []
         for tick, buffers in cycles(list(ready_all), sizes, plan.cycle_period_s,
                                     plan.fusion_bytes):
             for size in buffers:
                 if size not in cost:
                     cost[size] = allreduce_s(size)
-                end = max(end, tick) + cost[size]
+                spans.append((max(end, tick), max(end, tick) + cost[size]))
+                end = spans[-1][1]
                 comm_s += cost[size]
+        wait += uncovered_s(start + busy[:, i], end, spans)       # the cycle's wait
         start = max(end, float((start + busy[:, i]).max()))
     workers = busy.shape[0]
     comm = np.full(workers, comm_s if workers > 1 else 0.0)
-    return start, busy.sum(axis=1), comm, np.zeros(workers)
+    return start, busy.sum(axis=1), comm, wait

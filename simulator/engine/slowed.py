@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.model.hardware.interference import progress_end_array
-from simulator.model.schemes.fusion import fuse, next_tick
+from simulator.model.schemes.fusion import fuse, next_tick, uncovered_s
 
 
 def ddp_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
@@ -108,6 +108,7 @@ def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slow
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
     start, comm_s, compute = 0.0, 0.0, np.zeros(busy.shape[0])
+    wait = np.zeros(busy.shape[0])
     for i in range(busy.shape[1]):
         t0 = start + busy[:, i] * (1 - bf)                               # backward starts
         work = busy[:, i] * bf
@@ -128,6 +129,7 @@ def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slow
             j = m
         backward_end = clock.time_of(clock.f(t0) + work)
         compute += backward_end - start
+        wait += uncovered_s(backward_end, stream_end, zip(clock.a, clock.b))   # the cycle's
         start = max(stream_end, float(backward_end.max()))
     workers = busy.shape[0]
-    return start, compute, np.full(workers, comm_s if workers > 1 else 0.0), np.zeros(workers)
+    return start, compute, np.full(workers, comm_s if workers > 1 else 0.0), wait

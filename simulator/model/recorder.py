@@ -2,7 +2,9 @@
 
 ``compute`` is a rank's own work (forward, backward, update, server service);
 ``wait`` is time blocked until the slowest rank reaches a collective (or until
-a server replies); ``comm`` is the rest of the time spent in communication.
+a server replies; for Horovod, named ``cycle``, until its background loop's next
+tick takes the gradients, ``schemes.fusion``); ``comm`` is the rest of the time
+spent in communication.
 With ``trace=True`` every interval is also kept as a Chrome-trace event
 (``chrome://tracing``: ``ph = "X"``, microseconds, pid = host, tid = rank).
 With a ``ScheduleLog`` the scheme loops' updates, averagings, mixes and

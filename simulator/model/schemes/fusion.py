@@ -85,6 +85,7 @@ class Fusion:
         self.queues = {w.rank: simpy.Store(env) for w in setup.workers}
         self.started: dict[int, list[tuple[float, float]]] = {}
         self.reduced: dict[tuple[int, int], simpy.Event] = {}
+        self.busy: dict[int, list[tuple[float, float]]] = {}   # rank -> its stream's spans
 
     def reduced_event(self, rank: int, it: int) -> simpy.Event:
         key = (rank, it)
@@ -146,12 +147,36 @@ class Fusion:
             it, size, last = yield self.queues[rank].get()
             if interference is not None:            # in flight from its launch to its end
                 interference.comm_started(rank)
+            began = self.env.now
             yield from comm.allreduce(rank, plan.worker_ranks, size, plan.gradient_algorithm)
+            self.busy.setdefault(rank, []).append((began, self.env.now))
             if interference is not None:
                 interference.comm_ended(rank)
             if last:
                 self.reduced_event(rank, it).succeed()
                 done += 1
+
+
+    def cycle_wait(self, rank: int, t0: float, t1: float) -> None:
+        """Record as ``wait`` (named ``cycle``) the part of ``[t0, t1)`` a rank spent
+        blocked for its gradients with no allreduce of its own in flight: waiting for the
+        background loop's next tick (and for the other ranks to be ready)."""
+        rec, t = self.setup.recorder, t0
+        for a, b in self.busy.pop(rank, []):
+            if b > t and a < t1:
+                rec.add(rank, "wait", t, min(a, t1), "cycle")
+                t = max(t, b)
+        rec.add(rank, "wait", t, t1, "cycle")
+
+
+def uncovered_s(t0, t1: float, spans):
+    """For each start in ``t0`` (an array), the time of ``[t0, t1)`` outside the disjoint
+    ``spans`` [(a, b), ...]: ``Fusion.cycle_wait``'s total, for the fast paths."""
+    import numpy as np
+    t0 = np.asarray(t0, dtype=float)
+    covered = sum((np.clip(np.minimum(b, t1) - np.maximum(a, t0), 0.0, None)
+                   for a, b in spans), np.zeros_like(t0))
+    return np.maximum(t1 - t0, 0.0) - covered
 
 
 def start_horovod(env, setup: Setup):
@@ -172,5 +197,7 @@ def horovod_rank(env, worker, fusion: Fusion, setup: Setup):
         yield worker.compute(step_s * bf)
         rec.add(me, "compute", t0, env.now, "step")
         rec.step_done(me, env.now)
+        backward_end = env.now
         yield fusion.reduced_event(me, i)                # the update waits for the gradients
+        fusion.cycle_wait(me, backward_end, env.now)
         stepped(env, me, rec, i)                         # (the serial step, for a replay)
