@@ -20,7 +20,7 @@ A message alone (``solo``) is measured too: TCP's start on an idle connection
 adds to the rate's time. The cluster is built per queue and removed after
 (``python -m real.cluster down --prefix incast`` cleans up after a kill).
 
-Imports: real.cluster (lifecycle), simulator.contracts.units.
+Imports: real.cluster (lifecycle), contracts.units.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from real.cluster.lifecycle import emulated_cluster  # noqa: E402
-from simulator.contracts.units import parse_bandwidth  # noqa: E402
+from contracts.units import parse_bandwidth  # noqa: E402
 
 PORT = 5555
 PAYLOAD = 0.95             # TCP payload share of the shaped rate (calibrate.link measures it)

@@ -33,11 +33,11 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.compare import model_workloads, workload_files
-from simulator.contracts import cli
-from simulator.contracts import profile as profiles
-from simulator.contracts.cluster import Cluster, Link, calibrated_cluster, load_link_calibration
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.workload import Workload
+import cli
+from contracts import profile as profiles
+from contracts.cluster import Cluster, Link, calibrated_cluster, load_link_calibration
+from contracts.files import atomic_write_text
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig

@@ -37,11 +37,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.contracts import cli
-from simulator.contracts import profile as profiles
-from simulator.contracts.cluster import load_cluster
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.workload import Workload
+import cli
+from contracts import profile as profiles
+from contracts.cluster import load_cluster
+from contracts.files import atomic_write_text
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES

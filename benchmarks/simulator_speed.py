@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.contracts.files import save_figure  # noqa: E402
+from contracts.files import save_figure  # noqa: E402
 
 
 FLOOR = ("import json, sys, simulator.predict; from simulator.output.plots import preload, "
@@ -105,8 +105,8 @@ def per_scheme(repeats: int) -> list[str]:
     """CPU seconds (least of ``repeats``) and events of each scheme's predictions in
     ``predict --workers 16`` (its schemes, P, cluster and profile), in this process."""
     from simulator import describe, predict
-    from simulator.contracts.profile import load_default
-    from simulator.contracts.workload import Workload
+    from contracts.profile import load_default
+    from contracts.workload import Workload
     from simulator.engine.run import simulate
     from simulator.engine.sweep import points_of
     args = predict.build_parser().parse_args(["--workers", "16"])
@@ -135,8 +135,8 @@ def ring_ours_s(p: int, n_bytes: float) -> tuple[float, float, int]:
     """(simulated s, wall s, events) of the message-level ring allreduce."""
     import simpy
 
-    from simulator.contracts.cluster import Link
-    from simulator.contracts.profile import Transport
+    from contracts.cluster import Link
+    from contracts.profile import Transport
     from simulator.model.comm import MessageComm
     from simulator.model.network import Routes
     from simulator.model.recorder import Recorder
@@ -183,7 +183,7 @@ def ring_comparison(repeats: int) -> list[str]:
 def scaling(out: Path, max_p: int) -> list[str]:
     """Wall time against P per engine, and against iterations; events per second."""
     from simulator import Cluster, Link, SchemeConfig, Workload, simulate
-    from simulator.contracts.profile import load_default
+    from contracts.profile import load_default
     prof = load_default()
     engines = {"vectorised closed forms": dict(engine="fast", fidelity="analytic"),
                "SimPy, closed-form collectives": dict(engine="des", fidelity="analytic"),

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.contracts import record  # noqa: E402
+from contracts import record  # noqa: E402
 
 
 def run(argv: list[str], log) -> int:

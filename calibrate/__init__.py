@@ -13,7 +13,7 @@ Three stages, each a ``python -m`` command that reads only the files of the one 
     ``t_step = a + b * batch`` per thread count, Hockney ``t = alpha + beta * n``
     per collective with size segments, the per-byte reduction cost ``gamma``,
     the processor-sharing slowdown; written as one versioned profile
-    (``simulator.contracts.profile``) with provenance and uncertainties.
+    (``contracts.profile``) with provenance and uncertainties.
 ``calibrate`` (``python -m calibrate``)
     the one documented command: probes and fit together, within a time budget.
 
@@ -23,7 +23,8 @@ their quality, tables and plots). Each command keeps its path at the top (``prob
 ``fit``, ``link``, ``workload``, ``estimate``, ``sched_probe``, ``poll_probe``: a few
 lines that call the module's ``main``).
 
-Imports: nothing itself. Its modules take from the simulator only ``simulator.contracts``
-(tests/test_layout.py), and from ``real`` what a probe needs to train or launch ranks
-(``real.models``, ``real.dist``, ``real.cluster``).
+Imports: nothing itself. Its modules take ``contracts`` and ``cli``, from the simulator only
+the closed forms of the collectives (``fits.fit_comm``, ``probes.poll_probe``), and from
+``real`` what a probe needs to train or launch ranks (``real.models``, ``real.dist``,
+``real.cluster``); tests/test_layout.py names each crossing.
 """

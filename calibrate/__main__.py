@@ -26,7 +26,7 @@ command that writes it from the kept measurements; a forced profile is marked be
 the bar, and every prediction from it says so). ``quality.json`` in the workdir
 holds every check, the waits and the repeats.
 
-Imports: calibrate (estimate, fit, plan, probe, quality, rawio), real.load, simulator.contracts
+Imports: calibrate (estimate, fit, plan, probe, quality, rawio), real.load, contracts
 (cli, profile, record); the probes run as commands of their own in subprocesses.
 """
 from __future__ import annotations
@@ -42,10 +42,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from real.dist import isolated
-from simulator.contracts import cli
-from simulator.contracts.cli import Parser
-from simulator.contracts.profile import ProfileError
-from simulator.contracts.record import RecordError
+import cli
+from cli import Parser
+from contracts.profile import ProfileError
+from contracts.record import RecordError
 
 from calibrate.probes import plan as planmod
 from calibrate.fits import quality
@@ -184,7 +184,7 @@ def calibrate(args, argv) -> dict[str, float]:
     if out.suffix != ".json":
         raise CalibrationError(f"--out {out} must end in .json")
     if args.runs:
-        from simulator.contracts.record import find_runs
+        from contracts.record import find_runs
         if not find_runs(args.runs):     # refuse now, not after the probes
             raise CalibrationError(f"--runs {args.runs} holds no run record (no */record.json)")
     if args.quiet_wait < 0 or args.repeat_noisy < 0:

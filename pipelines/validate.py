@@ -24,7 +24,7 @@ each fit against the bar of ``calibrate.fits.quality``) and how many disturbed r
 the comparison left out. A calibration below the bar stops the validation (its
 runs stay in OUT: ``--skip-sweep`` later, on a quiet machine) unless ``--force``.
 
-Imports: tqdm, simulator.contracts (cli, profile); the stages run as the project's commands
+Imports: tqdm, cli, contracts.profile; the stages run as the project's commands
 in subprocesses, so it imports neither ``real`` nor ``calibrate``.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from simulator.contracts import cli
-from simulator.contracts.cli import Parser, choice_list, positive_int, print_out, usage_error
+import cli
+from cli import Parser, choice_list, positive_int, print_out, usage_error
 
 PROG = "python -m pipelines.validate"
 MAIN_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync",
@@ -130,7 +130,7 @@ def preflight(args, out: Path) -> str | None:
     elif not (out / "runs").is_dir():
         return f"--skip-sweep: {out / 'runs'} does not exist (run without --skip-sweep first)"
     if args.skip_calibrate:
-        from simulator.contracts import profile as profiles
+        from contracts import profile as profiles
         try:
             profiles.load(out / "profile.json")
         except profiles.ProfileError as e:
@@ -198,7 +198,7 @@ def quality_section(out: Path) -> list[str]:
 
 def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: str,
                  reused: list[str] = (), load_note: str = "") -> Path:
-    from simulator.contracts import profile as profiles
+    from contracts import profile as profiles
     prof = profiles.load(out / "profile.json")
     figures = sorted(p.name for p in out.glob("compare-*.png"))
     table = compare_log.split("wrote ")[0].strip()

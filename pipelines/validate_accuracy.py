@@ -41,8 +41,8 @@ the project's own command, logged in ``OUT/<stage>.log``;
 ``--skip-sweep`` / ``--skip-calibrate`` / ``--skip-replay`` reuse what OUT holds.
 
 Imports: numpy, pandas, simulator.accuracy (the replay of a measured order),
-simulator.contracts.cli, simulator.contracts.curve, simulator.contracts.checks,
-simulator.contracts.files, simulator.contracts.record, simulator.contracts.schedule,
+cli, contracts.curve, contracts.checks,
+contracts.files, contracts.record, contracts.schedule,
 simulator.measured_schedule, simulator.model.schemes, simulator.output.accuracy_plots,
 simulator.pool_accuracy (the goals), pipelines.validate (the calibration stage, the wait
 for a quiet machine), simulator.validate_cluster (the emulated cluster's rate and lifetime).
@@ -59,11 +59,12 @@ from pathlib import Path
 import numpy as np
 
 from simulator.accuracy import ReplaySettings, run_replay
-from simulator.contracts import cli, record
-from simulator.contracts import curve as curves
-from simulator.contracts import schedule as schedules
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cli import (
+from contracts import record
+import cli
+from contracts import curve as curves
+from contracts import schedule as schedules
+from contracts.checks import ConfigError
+from cli import (
     Parser,
     accuracy,
     choice_list,
@@ -72,7 +73,7 @@ from simulator.contracts.cli import (
     usage_error,
     worker_counts,
 )
-from simulator.contracts.files import atomic_write_text
+from contracts.files import atomic_write_text
 from simulator.measured_schedule import SCHEME as ORDERED_SCHEME
 from simulator.measured_schedule import MeasuredError
 from simulator.measured_schedule import measured as measured_schedule

@@ -4,7 +4,7 @@
 ``real.sweep`` many worker counts and repeats; ``real.schemes`` holds each
 scheme's loop, ``real.cluster`` the emulated cluster of network namespaces.
 
-Imports: nothing itself. Its modules may import torch, mpi4py and ``simulator.contracts``
+Imports: nothing itself. Its modules may import torch, mpi4py and ``contracts``
 (the run-record schema, CLI conventions), never the simulator's model, engine or commands,
 nor ``calibrate``.
 """

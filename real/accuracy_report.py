@@ -7,8 +7,8 @@ reached in E epochs"); ``report`` writes ``OUT/time_to_target.csv`` and
 ``OUT/accuracy-time.png`` (accuracy against wall time, one panel per
 scheme, one line per P) and returns the table as text.
 
-Imports: pandas, real.plots, simulator.contracts.curve, simulator.contracts.files,
-simulator.contracts.record.
+Imports: pandas, real.plots, contracts.curve, contracts.files,
+contracts.record.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.contracts import curve as curves_mod
-from simulator.contracts import record
-from simulator.contracts.files import atomic_write_text
+from contracts import curve as curves_mod
+from contracts import record
+from contracts.files import atomic_write_text
 
 
 def curves(runs_dir: str | os.PathLike, only: set[str] | None = None) -> list[dict]:

@@ -25,7 +25,7 @@ schemes carry the decision on their own messages (a broadcast where all
 ranks meet each epoch, a flag in the parameter server's and the holder's
 replies, a shared event for hogwild's processes).
 
-Imports: numpy, torch, real.models, real.step, simulator.contracts.curve.
+Imports: numpy, torch, real.models, real.step, contracts.curve.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from real import schemes
-from simulator.contracts.curve import describe_time, time_to_target
+from contracts.curve import describe_time, time_to_target
 
 EVALUATED = {"serial": "common weights", "gather_scatter": "common weights",
              "allreduce": "common weights", "ddp": "common weights",

@@ -28,7 +28,7 @@ code and the last iteration it reached, and lists what the others noticed;
 (``OUT/.RUN_ID.faults/rank<r>.rows``): the iterations the run completed.
 Rank 0's recorder holds ``OUT/.RUN_ID.faults/lock`` while it lives, so a
 sweep can wait for the record before it reads it (``wait_for_recorder``).
-Imports: the standard library and ``simulator.contracts`` (record, files).
+Imports: the standard library and ``contracts`` (record, files).
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ import socket
 import time
 from pathlib import Path
 
-from simulator.contracts import record
-from simulator.contracts.files import atomic_write_text
+from contracts import record
+from contracts.files import atomic_write_text
 
 ORDER = ("died", "hung", "failed", "noticed", "ended", "terminated", "interrupted")
 PEER_WORDS = ("a peer rank died or hung",)

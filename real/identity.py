@@ -1,15 +1,15 @@
 """A run's identity on the measuring side: the settings that change its result.
 
-``simulator.contracts.record.RESULT_SETTINGS`` lists them; this module fills them
+``contracts.record.RESULT_SETTINGS`` lists them; this module fills them
 from ``real.train``'s flags (the dataset resolved to the model's own when not
 given), so that ``real.train`` writes them into every record and ``real.sweep``
 computes, before a point runs, the digest its record will carry.
 
-Imports: real.models (the models' own datasets), simulator.contracts.record.
+Imports: real.models (the models' own datasets), contracts.record.
 """
 from __future__ import annotations
 
-from simulator.contracts import record
+from contracts import record
 
 
 def run_settings(args, workers: int, cluster: dict | None = None) -> dict:

@@ -18,7 +18,7 @@ included, share ``/proc/sys/kernel/random/boot_id``):
 A run is **disturbed** when on some machine ``served < DISTURBED_SHARE *
 expected_served`` and ``others_cores >= OTHERS_MIN_CORES``: its ranks got clearly
 less CPU than they asked for, and other processes used it. The record keeps every
-figure (``load`` in ``simulator.contracts.record``), also each rank's CPU% against
+figure (``load`` in ``contracts.record``), also each rank's CPU% against
 its threads. CPU% alone cannot tell a disturbed rank from one that waits for a
 message; the run-queue wait can.
 

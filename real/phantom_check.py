@@ -25,8 +25,7 @@ Output: a table on stdout, ``OUT/phantom_check.csv`` (one row per scheme),
 ``OUT/runs/`` (every record) and ``OUT/workload/`` (every measurement; the phantom's
 is named in the table's header).
 
-Imports: pandas, real (schemes, sweep), simulator.contracts (cli, files, record, stats,
-workload); calibrate.workload runs as a subprocess.
+Imports: pandas, real (schemes, sweep), cli, contracts (files, record, stats, workload); calibrate.workload runs as a subprocess.
 """
 from __future__ import annotations
 
@@ -38,7 +37,8 @@ import time
 from pathlib import Path
 
 from real import schemes
-from simulator.contracts import cli, record
+from contracts import record
+import cli
 
 PROG = "python -m real.phantom_check"
 AGREEMENT = 0.05                 # the issue's bar: within 5% beyond the compute's spread
@@ -114,8 +114,8 @@ def measure_workload(args, out: Path) -> tuple[Path, float]:
     step differs by up to 25% between processes on the 2-core VM (docs/phantom.md)."""
     import subprocess
 
-    from simulator.contracts.stats import mean_ci95
-    from simulator.contracts.workload import load_workload
+    from contracts.stats import mean_ci95
+    from contracts.workload import load_workload
     folder = out / "workload"
     folder.mkdir(parents=True, exist_ok=True)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -212,7 +212,7 @@ def verdicts(times: dict, schemes_: list[str], workers: list[int],
 
 
 def verdict(times: dict, alg: str, workers: int, workload_spread: float) -> dict:
-    from simulator.contracts.stats import mean_ci95
+    from contracts.stats import mean_ci95
     runs = {m: times.get((alg, workers, m), []) for m in MODES}
     kept = {m: [t for t, bad in runs[m] if not bad] for m in MODES}
     left = sum(bad for m in MODES for _, bad in runs[m])
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     rows = verdicts(times, args.schemes, args.workers, spread)
     import pandas as pd
 
-    from simulator.contracts.files import atomic_write_text
+    from contracts.files import atomic_write_text
     atomic_write_text(out / "phantom_check.csv", pd.DataFrame(rows).to_csv(index=False))
     cli.print_out(f"phantom against real, P = {', '.join(map(str, args.workers))} on one host"
                   f"{', a core a rank' if args.bind_to_core else ''}, "

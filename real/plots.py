@@ -1,7 +1,7 @@
 """Figures of measured runs: speedup against P (with the ideal line), accuracy against P, and
 test accuracy against training time per scheme.
 
-Imports: matplotlib, real.schemes, simulator.contracts.files, simulator.output.accuracy_plots.
+Imports: matplotlib, real.schemes, contracts.files, simulator.output.accuracy_plots.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from simulator.contracts.files import save_figure  # noqa: E402
+from contracts.files import save_figure  # noqa: E402
 
 from real.schemes import SCHEMES  # noqa: E402
 

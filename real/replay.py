@@ -2,13 +2,13 @@
 
     python -m real.replay --schedule OUT/schedules/psgd-P4-s1.jsonl --out OUT/replays/psgd-P4-s1
 
-The schedule (``simulator.contracts.schedule``) says which worker applied the
+The schedule (``contracts.schedule``) says which worker applied the
 gradient of which batch, computed on which version of the weights, to which
 version, and when weights were averaged or mixed. The replay applies exactly
 those updates, in that order, on the data of ``real.train`` (``real.batches``)
 and evaluates the model a user would get at each evaluation point. Its curve
 is predicted accuracy against *simulated* time (``replay.json``,
-``simulator.contracts.curve``).
+``contracts.curve``).
 
 Cost: one forward and backward per update (the parts of a synchronous step
 in one pass over their global batch), so about one serial run of the same
@@ -17,7 +17,7 @@ still has to read them: at most one per worker in flight (reported as
 ``peak_versions_held``).
 
 Imports: torch, real.batches, real.data, real.models, real.replay_state,
-simulator.contracts.cli, simulator.contracts.curve, simulator.contracts.schedule.
+cli, contracts.curve, contracts.schedule.
 """
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ import torch
 
 from real.batches import BatchOrder, BatchOrderError
 from real.replay_state import ReplayState
-from simulator.contracts import cli, curve
-from simulator.contracts import schedule as schedules
+from contracts import curve
+import cli
+from contracts import schedule as schedules
 
 PROG = "python -m real.replay"
 RESULT_FILE = "replay.json"

@@ -7,7 +7,7 @@ A point's time is the mean of its undisturbed runs (``real.load``); where every
 run of a point was disturbed, of those, and the table marks it. An efficiency
 above 1 never appears without a warning that says how it can happen.
 
-Imports: numpy, pandas, real.load (the disturbed-run summary), real.schemes, simulator.contracts
+Imports: numpy, pandas, real.load (the disturbed-run summary), real.schemes, contracts
 (record, stats).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.contracts import record
-from simulator.contracts.stats import mean_ci95
+from contracts import record
+from contracts.stats import mean_ci95
 
 from real import schemes
 
@@ -72,7 +72,7 @@ def _row_of(run_dir: Path) -> dict:
 
 def _digests(rec: dict) -> dict:
     """The run's settings digest, and the one its table shares (scheme, P and threads aside;
-    ``simulator.contracts.record``)."""
+    ``contracts.record``)."""
     from .identity import record_digest
     return {"digest": record_digest(rec),
             "table_digest": record_digest(rec, record.PER_POINT_SETTINGS)}

@@ -6,7 +6,7 @@ models on every rank, time the training apart from start-up and data loading,
 gather every rank's timings and write the record (rank 0).
 
 Imports: mpi4py, psutil, torch, tqdm, real (context, data, devices, dist, environment,
-launchers, load, models, schemes, step, timing), simulator.contracts (cli, record).
+launchers, load, models, schemes, step, timing), cli, contracts.record.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import time
 import traceback
 
 from real import schemes
-from simulator.contracts import record
-from simulator.contracts.cli import launched_rank, usage_error
+from contracts import record
+from cli import launched_rank, usage_error
 
 from .devices import backend_of, device_problem, select_device
 from .dist import (

@@ -33,7 +33,7 @@ R as it goes, ``Heartbeat.rows``; a rank killed outright loses at most its
 last ``real.timing.STREAM_EVERY_S``); a usage error (exit code 2) writes nothing. C dies with R
 (``PR_SET_PDEATHSIG``), so no rank outlives its recorder. ``PSGD_SUPERVISE=0``
 turns the wrapper off (the rank then runs as W itself, as before).
-Imports: the standard library; ``real.failures`` and ``simulator.contracts.cli``
+Imports: the standard library; ``real.failures`` and ``cli``
 in the recorder only (W and C's ``Heartbeat`` stay light: no torch, no MPI).
 """
 from __future__ import annotations
@@ -216,7 +216,7 @@ class Recorder:
     """R: starts C, watches it, and leaves the rank's note (rank 0: the run's record)."""
 
     def __init__(self, argv: list[str], opts: argparse.Namespace, w_pid: int):
-        from simulator.contracts.cli import launched_rank
+        from cli import launched_rank
         self.argv, self.opts, self.w_pid = argv, opts, w_pid
         self.rank = launched_rank()
         self.run_id: str | None = opts.run_id

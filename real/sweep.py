@@ -11,7 +11,7 @@ recorded with its cause and the sweep goes on. Results: ``OUT/results.csv``
 ``real.train`` unchanged.
 
 A point's record is reused only when it completed with the settings this sweep
-would give it (its digest, ``simulator.contracts.record.RESULT_SETTINGS``); one that
+would give it (its digest, ``contracts.record.RESULT_SETTINGS``); one that
 failed is run again, and says so. A folder that holds runs of other settings is
 refused before anything runs, in one line: ``--resume`` runs this sweep's points there
 (those of other settings anew, replacing them; other runs stay and are left out of
@@ -42,7 +42,7 @@ record says so; Ctrl-C stops the running point the same way, records it as
 interrupted and ends the sweep with exit code 130.
 
 Imports: tqdm, real (accuracy_report, cluster, load, plots, results, schemes, sweep_launch),
-simulator.contracts (cli, record); each run is ``real.train`` in a subprocess.
+cli, contracts.record; each run is ``real.train`` in a subprocess.
 """
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ from real.data import DATASETS
 from real.dist import isolated
 from real.models import MODELS
 from real.sweep_launch import threads_flag
-from simulator.contracts import cli, record
+from contracts import record
+import cli
 
 PROG = "python -m real.sweep"
 

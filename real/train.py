@@ -13,7 +13,7 @@ iterations, evaluates the final model and writes ``OUT/RUN_ID/``. The record
 holds test accuracy against training time (``results.curve``, points every
 ``--eval-every`` iterations and at every epoch end, see ``real.curve``).
 
-Imports: real (data, dist, launchers, models, runner, schemes), simulator.contracts.cli.
+Imports: real (data, dist, launchers, models, runner, schemes), cli.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 import sys
 
 from real import schemes
-from simulator.contracts import cli
+import cli
 
 DEFAULT_TIMEOUT_S = 120.0
 RANKS_PER_CORE = 4                  # more processes or threads than this per core: a typo
@@ -117,7 +117,7 @@ def add_compute_arguments(p) -> None:
                         "no data loaded and no accuracy measured")
     g.add_argument("--workload", default=None, type=cli.input_file, metavar="FILE",
                    help="with --compute phantom: the workload TOML file (python -m "
-                        "calibrate.workload, or by hand: simulator/contracts/workload.py); "
+                        "calibrate.workload, or by hand: contracts/workload.py); "
                         "the run's model is the file's")
     g.add_argument("--time-scale", default=1.0, type=time_scale, metavar="S",
                    help="with --compute phantom: every compute time is multiplied by S (time "
@@ -143,7 +143,7 @@ def time_scale(text: str) -> float:
 def compute_problem(args, argv) -> str | None:
     """Why the compute flags do not go together, or None; loads the phantom's workload,
     which sets ``args.model`` to the file's model and ``args.workload_sha256`` to its digest
-    (a result setting: ``simulator.contracts.record.RESULT_SETTINGS``)."""
+    (a result setting: ``contracts.record.RESULT_SETTINGS``)."""
     if args.compute == "real":
         for flag, given in (("--workload", args.workload is not None),
                             ("--time-scale", args.time_scale != 1.0)):
@@ -215,7 +215,7 @@ def data_size_problem(args, ranks_here: int | None = None) -> str | None:
     """Why the training data would not fit in this machine's memory, or None: every rank on
     the host (``ranks_here``; default: as launched) holds the whole set as float32
     (hogwild's processes share one copy)."""
-    from simulator.contracts.checks import ConfigError, fits_in_memory
+    from contracts.checks import ConfigError, fits_in_memory
 
     from .data import sample_shape
     from .models import DEFAULT_DATASET

@@ -19,7 +19,7 @@ took. Two counts per rank:
     (``_sync_module_states``; gloo/broadcast.cc);
   - MPICH moves messages between ranks of one host through shared memory: only
     peers on other hosts count. An Allreduce across hosts (one rank a host) is
-    MPICH's algorithm (``simulator.contracts.closed_forms.choose_allreduce`` for
+    MPICH's algorithm (``simulator.model.comm.closed_forms.choose_allreduce`` for
     ``auto``): recursive doubling (log2 p n) or reduce-scatter + allgather
     (2 (p - 1) / p n), p the largest power of two in P, with MPICH's fold of
     the other P - p ranks (an even rank below 2 (P - p) sends its n to the
@@ -32,15 +32,15 @@ A flat buffer (mpi_allreduce, gather_scatter, the parameter server, psgd's and
 async_avg's weights) is ``torch.cat`` of the tensors: one dtype, the widest
 (``flat_bytes``). The parameter server's messages carry a 16-byte header.
 
-Imports: real.schemes (no scheme module), simulator.contracts (closed_forms, workload).
+Imports: real.schemes (no scheme module), contracts.workload, simulator.model.comm.closed_forms.
 """
 from __future__ import annotations
 
 import math
 
 from real.schemes import SCHEMES
-from simulator.contracts.closed_forms import choose_allreduce
-from simulator.contracts.workload import DTYPE_BYTES
+from simulator.model.comm.closed_forms import choose_allreduce
+from contracts.workload import DTYPE_BYTES
 
 PS_HEADER_BYTES = 16                 # [version, done] as int64 (real.schemes.ps)
 

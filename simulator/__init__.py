@@ -1,9 +1,9 @@
 """Predict data-parallel SGD on P workers: a SimPy model of hosts, cores, links and schemes.
 
-The package has four floors; arrows point down only (``tests/test_layout.py``):
+The package has three floors over the top-level ``contracts`` (the files the stages
+exchange: run record, profile, workload, cluster, units); arrows point down only
+(``tests/test_layout.py``):
 
-* ``contracts/``: the files stages exchange (run record, profile, workload,
-  cluster) and the conventions every command shares (units, checks, CLI, atomic files);
 * ``model/``: what is simulated: workload, hardware, communication, schemes;
 * ``engine/``: runs the model (``simulate``: SimPy, or a vectorised fast path);
 * the commands at this level (``predict``, ``compare``, ``validate``,
@@ -16,26 +16,25 @@ From Python::
     r.epoch_s, r.compute_s, r.comm_s, r.wait_s
 
 or from the shell: ``python -m simulator.predict --workers 16``. The names are
-exported lazily, so ``import simulator.contracts.profile`` (used by
-``calibrate``) stays light. Nothing here imports torch or mpi4py.
+exported lazily, so ``import simulator`` stays light. Nothing here imports torch or mpi4py.
 
-Imports: nothing at load; each exported name is imported from ``contracts``, ``model`` or
-``engine`` when first used.
+Imports: nothing at load; each exported name is imported from ``contracts``, ``simulator.model``
+or ``simulator.engine`` when first used.
 """
 from __future__ import annotations
 
 _EXPORTS = {
-    "simulate": "engine.run", "Result": "engine.result", "sweep": "engine.sweep",
+    "simulate": ".engine.run", "Result": ".engine.result", "sweep": ".engine.sweep",
     "Workload": "contracts.workload", "Cluster": "contracts.cluster", "Link": "contracts.cluster",
     "load_cluster": "contracts.cluster", "ConfigError": "contracts.checks",
-    "SchemeConfig": "model.config", "Heterogeneity": "model.config", "SCHEMES": "model.schemes",
+    "SchemeConfig": ".model.config", "Heterogeneity": ".model.config", "SCHEMES": ".model.schemes",
 }
 
 
 def __getattr__(name: str):
     if name in _EXPORTS:
         import importlib
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
     raise AttributeError(f"module 'simulator' has no attribute {name!r}")
 
 

@@ -16,8 +16,8 @@ them all: the others take its accuracies at their own evaluation times
 (``retimed``). A replay whose result is already in OUT for the same schedule
 and settings is not run again, so an interrupted campaign resumes.
 
-Imports: numpy, simulator.contracts.checks, simulator.contracts.cli,
-simulator.contracts.curve, simulator.contracts.schedule, simulator.contracts.workload,
+Imports: numpy, contracts.checks, cli,
+contracts.curve, contracts.schedule, contracts.workload,
 simulator.engine.schedule, simulator.model.config, simulator.model.schemes.
 """
 from __future__ import annotations
@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.contracts import cli
-from simulator.contracts import curve as curves
-from simulator.contracts import schedule as schedules
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.workload import Workload
+import cli
+from contracts import curve as curves
+from contracts import schedule as schedules
+from contracts.checks import ConfigError
+from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.model.config import Heterogeneity, SchemeConfig
 
@@ -250,7 +250,7 @@ def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het,
     Says first how many training runs it makes and about how long they take (each about
     ``single_run_s``, a single worker's predicted run), then each as it starts; with
     ``args.dry_run`` lists them and trains none."""
-    from simulator.contracts.units import format_duration
+    from contracts.units import format_duration
     target = args.target_accuracy
     out = Path(args.out) / "accuracy"
     plan = replay_plan(cfgs, args.workers, cluster, getattr(args, "baseline", 1))

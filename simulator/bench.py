@@ -4,7 +4,7 @@ Reports SimPy events per second of the message-level and analytic models on
 a mid-size run, and the wall time of 1,000 iterations of synchronous
 allreduce at P = 1024 (the fast path that ``engine="auto"`` picks there).
 
-Imports: simulator.contracts (cli, cluster, profile, workload), simulator.engine,
+Imports: cli, contracts (cluster, profile, workload), simulator.engine,
 simulator.model.config.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 import time
 
-from simulator.contracts.cli import ONE_WORKER_HELP, Parser, int_in, one_worker_count, usage_error
-from simulator.contracts.cluster import Cluster, Link
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import Workload
+from cli import ONE_WORKER_HELP, Parser, int_in, one_worker_count, usage_error
+from contracts.cluster import Cluster, Link
+from contracts.profile import load_default
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES

@@ -22,7 +22,7 @@ shaped rate, sharing the machine's cores (``Cluster.shared_cores``); with
 the calibrated latency and sees the calibrated payload share of the rate. A figure per scheme shows measured speedup with error bars,
 the predicted curve and the ideal line, and below it the relative error.
 
-Every model is predicted from a workload file (``simulator.contracts.workload``):
+Every model is predicted from a workload file (``contracts.workload``):
 the files given with ``--workloads`` (by the model name in them), else the
 profile's own model written as one (``workload_of_cost``): the built-in models
 take the same path as a user's. ``--cluster`` describes the hosts of every
@@ -33,7 +33,7 @@ Phantom runs (``real.phantom``: their compute slept, which takes no core) and
 records marked *disturbed* (other processes took CPU the run asked for) or
 *testbed-bound* (the machine, not the system it stands for, set the pace:
 ``real.testbed``; the marks and the rule are
-``simulator.contracts.record.left_out_reason``) are left out, and the output says how
+``contracts.record.left_out_reason``) are left out, and the output says how
 many of how many, by mark; ``--include-disturbed`` and ``--include-testbed-bound``
 keep them.
 What is left is compared (exit 0); a folder where nothing is left is a usage error
@@ -47,7 +47,7 @@ friends); one that cannot be used is left out and named on stderr with the
 reason (a damaged iterations file by its line). A folder with no usable record
 is a usage error.
 
-Imports: numpy, pandas, simulator.contracts, simulator.engine, simulator.model.config,
+Imports: numpy, pandas, contracts, simulator.engine, simulator.model.config,
 simulator.output.compare_plot.
 """
 from __future__ import annotations
@@ -58,11 +58,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.contracts import cli
-from simulator.contracts import profile as profiles
-from simulator.contracts import record
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import (
+import cli
+from contracts import profile as profiles
+from contracts import record
+from contracts.checks import ConfigError
+from contracts.cluster import (
     Cluster,
     Link,
     LinkCalibration,
@@ -70,7 +70,7 @@ from simulator.contracts.cluster import (
     load_cluster,
     load_link_calibration,
 )
-from simulator.contracts.workload import Workload
+from contracts.workload import Workload
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.stalls import stall_figures
@@ -137,7 +137,7 @@ def phantom_workloads(groups: dict, given) -> dict:
     ``given`` (``--workloads``) that does; ConfigError naming the file when none does."""
     import hashlib
 
-    from simulator.contracts.workload import load_workload, slept
+    from contracts.workload import load_workload, slept
     digests = {}
     for item in given or ():
         item = Path(item)
@@ -242,7 +242,7 @@ def _key(rec: dict, link: LinkCalibration | None) -> tuple:
 
 def workload_files(paths) -> dict:
     """Model name -> (ModelWorkload, path) of the files and folders given."""
-    from simulator.contracts.workload import load_workload
+    from contracts.workload import load_workload
     found = {}
     for item in paths or ():
         item = Path(item)
@@ -255,7 +255,7 @@ def workload_files(paths) -> dict:
 
 def model_workloads(profile: profiles.Profile, files: dict, names) -> list[tuple]:
     """The workload of every model named: its file, else the profile's model as one."""
-    from simulator.contracts.workload import workload_of_cost
+    from contracts.workload import workload_of_cost
     out = []
     for name in sorted(set(names)):
         if name in files:
@@ -312,7 +312,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     cannot predict) left out otherwise go to ``skipped``. ``buckets=False`` predicts the
     emulated cluster's links without their token buckets (what that mechanism moves).
     """
-    from simulator.contracts.stats import mean_ci95
+    from contracts.stats import mean_ci95
     from simulator.engine import simulate
     seen = set(profile.provenance.workers_seen)
     files = workload_files(workloads)
@@ -523,7 +523,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from simulator.contracts.cli import print_out, usage_error
+    from cli import print_out, usage_error
     skipped: list = []
     try:
         prof = profiles.load(args.profile) if args.profile else profiles.load_default()
@@ -546,7 +546,7 @@ def main(argv=None) -> int:
     for where, why in skipped:
         print(f"compare: skipped {where}: {why}", file=sys.stderr)
     paths = write_outputs(df, Path(args.out or args.runs))     # files first: `| head` keeps them
-    from simulator.contracts.quality import warning
+    from contracts.quality import warning
     weak = dict.fromkeys(warning(prof, m) for m in sorted(set(df["model"])))
     notes = [n for n in (disturbed_note(df), df.attrs.get("settings", ""), *weak) if n]
     print_out(format_table(df), "", format_errors(error_summary(df)), *notes)

@@ -3,9 +3,9 @@
 Shared by ``predict`` and ``compare``:
 
 * ``--workload FILE``: a workload file (``python -m calibrate.workload`` or a
-  few numbers by hand; ``simulator.contracts.workload``) -- the model to predict;
+  few numbers by hand; ``contracts.workload``) -- the model to predict;
 * ``--preset NAME`` or ``--cluster FILE``: hosts, their cores or accelerators,
-  the link inside a host, NICs and topology (``simulator.contracts.cluster``).
+  the link inside a host, NICs and topology (``contracts.cluster``).
   A preset, and a cluster file with accelerators, describe the *kind* of host:
   the cluster grows with P (``ceil(P / devices or cores)`` hosts) unless
   ``--hosts`` fixes it;
@@ -14,14 +14,14 @@ Shared by ``predict`` and ``compare``:
 
 ``inputs(args, profile, origin, cluster)`` returns the ``Machine`` (the profile
 to simulate with and the provenance of its numbers) and the model's name.
-Imports: ``simulator.contracts``, ``engine.machine``, ``model.config`` (a tool).
+Imports: ``contracts``, ``engine.machine``, ``model.config`` (a tool).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import (
+from contracts.checks import ConfigError
+from contracts.cluster import (
     PROTOCOLS,
     Cluster,
     GrowingCluster,
@@ -30,7 +30,7 @@ from simulator.contracts.cluster import (
     load_preset,
     preset_names,
 )
-from simulator.contracts.workload import PRECISIONS, at_precision, load_workload
+from contracts.workload import PRECISIONS, at_precision, load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
 
@@ -199,7 +199,7 @@ def default_link(args, profile, origin: str) -> tuple[Link, tuple, str]:
 
 
 def _link_words(link: Link) -> str:
-    from simulator.contracts.units import format_duration, format_rate
+    from contracts.units import format_duration, format_rate
     return (f"{format_rate(link.bandwidth_bytes_per_s)} of payload per host and direction, "
             f"{format_duration(link.latency_s)} one-way")
 
@@ -225,7 +225,7 @@ FILE_FLAGS = (("--cores-per-host", "cores_per_host", "cluster.cores_per_host"),
 def _flags_over_file(base: Cluster, args, what: str) -> tuple[Cluster, list[str]]:
     """``base`` with the values the flags give in place of the file's, and a note for each
     that differs from the file's own."""
-    from simulator.contracts.units import format_duration, format_rate
+    from contracts.units import format_duration, format_rate
     notes, sources = [], dict(base.sources)
     shown = {"bandwidth": lambda v: format_rate(v), "latency": format_duration}
     for flag, attr, field in FILE_FLAGS:

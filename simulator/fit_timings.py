@@ -24,7 +24,7 @@ apart from them; and a 95% interval from the residuals' spread that spans
 more than a factor of two is reported as not determined. ``--out DIR`` writes
 the fitted cluster (``cluster.toml``, each fitted value with its source) and
 workload (``workload.toml``).
-Imports: ``simulator.contracts``, ``simulator.engine``, ``model.config`` (a tool), scipy.
+Imports: ``contracts``, ``simulator.engine``, ``model.config`` (a tool), scipy.
 """
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.contracts import cli
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, Hardware, Link, load_cluster, load_preset
-from simulator.contracts.profile import Profile, ProfileError, load, load_default
-from simulator.contracts.workload import Workload, load_workload
+import cli
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, Hardware, Link, load_cluster, load_preset
+from contracts.profile import Profile, ProfileError, load, load_default
+from contracts.workload import Workload, load_workload
 from simulator.engine.machine import machine
 from simulator.engine.run import simulate
 from simulator.model.config import SchemeConfig
@@ -248,9 +248,9 @@ def report(f: Fit, timings: list[Timing]) -> str:
 
 def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Path]:
     """The fitted cluster and workload, each fitted value with its source."""
-    from simulator.contracts.files import atomic_write_text
-    from simulator.contracts.tomlw import dumps
-    from simulator.contracts.units import duration_text, rate_text
+    from contracts.files import atomic_write_text
+    from contracts.tomlw import dumps
+    from contracts.units import duration_text, rate_text
     cluster, prof = model.setup(f.fitted)
     src = f"fitted by {PROG} {timings_path}"
 
@@ -277,7 +277,7 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
         data["nccl"] = {"call_latency": val(duration_text(hw.call_latency_s), "call_latency"),
                         "channels": hw.channels} | _nccl_kept(hw)
     paths = [atomic_write_text(out / "cluster.toml", dumps(data))]
-    from simulator.contracts.workload import save_workload, workload_of_cost
+    from contracts.workload import save_workload, workload_of_cost
     w = workload_of_cost(prof.model(model.model), device=cluster.device.name
                          if cluster.device else "cpu", batch_size=model.batch,
                          provenance={"source": "fitted", "command": src})
@@ -288,7 +288,7 @@ def write_fitted(f: Fit, model: Model, out: Path, timings_path: str) -> list[Pat
 def _nccl_kept(hw) -> dict:
     """The starting point's NCCL values that no fit moves: the channel cap, the protocol
     (with its size rule's threshold), the LL and LL128 protocols' costs, the release."""
-    from simulator.contracts.units import duration_text, rate_text
+    from contracts.units import duration_text, rate_text
     kept = {"protocol": hw.protocol}
     if hw.channel_bytes_per_s:
         kept["channel_bandwidth"] = rate_text(hw.channel_bytes_per_s)

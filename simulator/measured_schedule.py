@@ -23,16 +23,16 @@ epoch k div E, on its own shard). The output says where it came from in
 Bad input (not a ps_async run, a record without ``push_order``, a schedule of
 another scheme, P or model): one line on stderr, exit code 2.
 
-Imports: simulator.contracts (cli, record, schedule).
+Imports: cli, contracts (record, schedule).
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import replace
 
-from simulator.contracts import cli
-from simulator.contracts import record as records
-from simulator.contracts import schedule as schedules
+import cli
+from contracts import record as records
+from contracts import schedule as schedules
 
 PROG = "python -m simulator.measured_schedule"
 SCHEME = "ps_async"

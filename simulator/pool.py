@@ -18,7 +18,7 @@ Folders of ``pipelines.validate_accuracy`` (one seed each) are pooled over their
 seeds instead (``simulator.pool_accuracy``): ``pooled_accuracy.csv`` and
 ``time-to-target.png``.
 
-Imports: matplotlib, pandas, simulator.contracts (cli, files, tables).
+Imports: matplotlib, pandas, cli, contracts (files, tables).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.contracts import cli
-from simulator.contracts.tables import TableError, read_table
+import cli
+from contracts.tables import TableError, read_table
 
 PROG = "python -m simulator.pool"
 NEEDED = {"scheme": "text", "workers": "positive_count", "measured_s": "positive",
@@ -130,7 +130,7 @@ def pool_plot(rows: pd.DataFrame, pooled: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from simulator.contracts.files import save_figure
+    from contracts.files import save_figure
     schemes = sorted(set(pooled["scheme"]))
     sweeps = list(dict.fromkeys(rows["sweep"]))
     cols = min(3, len(schemes))
@@ -177,7 +177,7 @@ def build_parser():
 def pool_accuracy_main(args, labels) -> int:
     """The accuracy validations of ``args.sweeps``, pooled over their seeds."""
     from simulator import pool_accuracy as pa
-    from simulator.contracts.cli import print_out, usage_error
+    from cli import print_out, usage_error
     try:
         rows, target = pa.read_validations(args.sweeps, labels or
                                            [Path(f).name for f in args.sweeps])
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from simulator.contracts.cli import usage_error
+    from cli import usage_error
     labels = [x.strip() for x in args.labels.split(",")] if args.labels is not None else None
     if labels is not None and len(labels) != len(args.sweeps):
         return usage_error(PROG, f"--labels names {len(labels)} sweep(s) for "
@@ -218,11 +218,11 @@ def main(argv=None) -> int:
     pooled = pool(rows)
     written = []
     if args.out:                  # files first: a reader piping the tables into head keeps them
-        from simulator.contracts.files import atomic_write_text
+        from contracts.files import atomic_write_text
         out = Path(args.out)
         written = [atomic_write_text(out / "pooled.csv", pooled.to_csv(index=False)),
                    pool_plot(rows, pooled, out / "pooled.png")]
-    from simulator.contracts.cli import print_out
+    from cli import print_out
     print_out(format_tables(pooled, summary(pooled), len(args.sweeps)))
     if written:
         print(f"\nwrote {', '.join(map(str, written))}", file=sys.stderr)

@@ -20,7 +20,7 @@ seeds holds their means, whose spread is a mean's.)
     python -m simulator.pool docs/results/accuracy-1 docs/results/accuracy-2 \\
         docs/results/accuracy-3 --out docs/results/accuracy-pooled
 
-Imports: pandas, numpy, simulator.contracts (tables, files), simulator.model.schemes
+Imports: pandas, numpy, contracts (tables, files), simulator.model.schemes
 (the order of the schemes), simulator.output (plots).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.contracts.tables import TableError, read_table
+from contracts.tables import TableError, read_table
 from simulator.model.schemes import SCHEMES
 
 FILE = "accuracy_validation.csv"
@@ -191,7 +191,7 @@ def format_table(pooled: pd.DataFrame, n: int, target: float, held_out_above: in
 
 
 def write_outputs(pooled: pd.DataFrame, target: float, out: Path) -> list[Path]:
-    from simulator.contracts.files import atomic_write_text
+    from contracts.files import atomic_write_text
     from simulator.output.accuracy_plots import time_to_target_plot
 
     def side(which):

@@ -9,7 +9,7 @@ each flag that won over a file), the time per epoch per scheme at a few P in hum
 (``--full``: every row) and writes ``speedup.png``, ``predictions.csv`` and ``.json`` (seconds
 in named columns) to ``--out``. Bad input: one line on stderr, exit code 2.
 
-Imports: tqdm, simulator.contracts, simulator.engine (run, sweep), simulator.model (config,
+Imports: tqdm, contracts, simulator.engine (run, sweep), simulator.model (config,
 schemes), simulator.output (header, plots, tables).
 """
 from __future__ import annotations
@@ -21,19 +21,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 from simulator import accuracy, describe
-from simulator.contracts import cli
-from simulator.contracts import profile as profile_mod
-from simulator.contracts import quality
-from simulator.contracts.checks import ConfigError, fits_in_memory
-from simulator.contracts.cluster import (
+import cli
+from contracts import profile as profile_mod
+from contracts import quality
+from contracts.checks import ConfigError, fits_in_memory
+from contracts.cluster import (
     MAX_CORES_PER_HOST,
     MAX_HOSTS,
     PLACEMENTS,
     Cluster,
     GrowingCluster,
 )
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.workload import Workload
+from contracts.files import atomic_write_text
+from contracts.workload import Workload
 from simulator.engine.machine import provenance_line, resolve_backend
 from simulator.engine.placement import check
 from simulator.engine.run import simulate

@@ -8,14 +8,14 @@ A hand-made placeholder so that ``python -m simulator.predict`` works before
 Parameter counts are those of ``real/models.py`` (1x28x28 input, 10 classes;
 vgg11 for 3x32x32), one entry per parameter tensor (weights, then bias).
 
-Imports: simulator.contracts.profile.
+Imports: contracts.profile.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from simulator.contracts.profile import (
+from contracts.profile import (
     ModelCost,
     Profile,
     Provenance,

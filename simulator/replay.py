@@ -16,9 +16,9 @@ The cluster is described as for ``simulator.predict`` (default: hosts like the
 profile's, growing with P; ``--hosts 1``: the machine it was measured on, as the
 one-host validations replay). Bad input: one line on stderr, exit code 2.
 
-Imports: pandas, tqdm, simulator.accuracy, simulator.contracts.checks,
-simulator.contracts.cli, simulator.contracts.cluster, simulator.contracts.files,
-simulator.contracts.profile, simulator.contracts.workload, simulator.model.config,
+Imports: pandas, tqdm, simulator.accuracy, contracts.checks,
+cli, contracts.cluster, contracts.files,
+contracts.profile, contracts.workload, simulator.model.config,
 simulator.model.schemes, simulator.output.accuracy_plots, simulator.predict.
 """
 from __future__ import annotations
@@ -28,11 +28,11 @@ import sys
 from pathlib import Path
 
 from simulator import accuracy
-from simulator.contracts import cli
-from simulator.contracts import profile as profile_mod
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.workload import Workload
+import cli
+from contracts import profile as profile_mod
+from contracts.checks import ConfigError
+from contracts.files import atomic_write_text
+from contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.predict import (

@@ -5,11 +5,11 @@ model ``toy`` of round numbers); keyword arguments change any of it: every
 number chosen, nothing measured. ``trace()`` runs a collective's generators
 and records who sent how many bytes to whom, in order (``sends_of``).
 
-Imports: simulator.contracts.profile (and SimPy, for ``Tracer``).
+Imports: contracts.profile (and SimPy, for ``Tracer``).
 """
 from __future__ import annotations
 
-from simulator.contracts.profile import (
+from contracts.profile import (
     ModelCost,
     Profile,
     Provenance,

@@ -30,7 +30,7 @@ The regime of issue 21 (every rank-based scheme, three rates, P up to 16)::
 ``--skip-runs`` redoes only step 3 from what ``OUT`` holds. The stages run as
 commands of their own (``real``, ``calibrate``), so this tool imports neither.
 
-Imports: simulator.compare, simulator.contracts (cli, cluster, profile, units),
+Imports: simulator.compare, cli, contracts (cluster, profile, units),
 simulator.output.cluster_report.
 """
 from __future__ import annotations
@@ -43,9 +43,9 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from simulator.contracts import cli
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.units import parse_bandwidth
+import cli
+from contracts.files import atomic_write_text
+from contracts.units import parse_bandwidth
 
 PROG = "python -m simulator.validate_cluster"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def preflight(args, out: Path) -> str | None:
     """Why a stage would refuse its flags, asked before the cluster comes up: real.sweep
     checks the scheme's command (model, sizes) with ``--dry-run``; a given profile loads."""
     if args.profile:
-        from simulator.contracts import profile as profiles
+        from contracts import profile as profiles
         try:
             profiles.load(args.profile)
         except profiles.ProfileError as e:
@@ -247,9 +247,9 @@ def _within(path: Path, out: Path) -> str:
 def report(out: Path, profile_path: Path, link_toml: Path, calibrated_bits_per_s: float,
            figure_copy: str | None = None) -> int:
     from simulator.compare import compare
-    from simulator.contracts import profile as profiles
-    from simulator.contracts.checks import ConfigError
-    from simulator.contracts.cluster import load_link_calibration
+    from contracts import profile as profiles
+    from contracts.checks import ConfigError
+    from contracts.cluster import load_link_calibration
     from simulator.output.cluster_report import (
         breakdown_figure,
         error_table,

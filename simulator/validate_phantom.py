@@ -38,7 +38,7 @@ passed (the cluster torn down, exit 0); the same command again resumes where it 
 (points already measured are reused, ``real.sweep``'s settings digest). ``--skip-runs``
 redoes only step 4.
 
-Imports: simulator.compare, simulator.contracts, simulator.engine, simulator.output,
+Imports: simulator.compare, contracts, simulator.engine, simulator.output,
 simulator.validate_cluster (its stages).
 """
 from __future__ import annotations
@@ -51,8 +51,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simulator import validate_cluster as vc
-from simulator.contracts import cli
-from simulator.contracts.files import atomic_write_text
+import cli
+from contracts.files import atomic_write_text
 
 PROG = "python -m simulator.validate_phantom"
 SCHEMES = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
@@ -149,7 +149,7 @@ def prepare_workloads(args, out: Path) -> list[Phantom]:
 
 def batch_of(wl: Phantom) -> int:
     """The batch a workload was measured at: its sleeps are the measured times there."""
-    from simulator.contracts.workload import load_workload
+    from contracts.workload import load_workload
     return load_workload(wl.file).batch_size
 
 
@@ -183,8 +183,8 @@ def predicted_run_s(scheme: str, p: int, wl: Phantom, rate: str, steps: int, pro
     """The simulator's time for one run of the point (its steps, not start-up), on the
     cluster the sweep runs it on: what ``--max-run-s`` is held against."""
     from simulator.compare import emulated_link
-    from simulator.contracts.cluster import Cluster
-    from simulator.contracts.workload import Workload, load_workload, slept
+    from contracts.cluster import Cluster
+    from contracts.workload import Workload, load_workload, slept
     from simulator.engine import simulate
     from simulator.engine.machine import machine
     from simulator.model.config import SchemeConfig
@@ -218,7 +218,7 @@ def sweep_point(args, out: Path, wl: Phantom, rate: str, p: int, schemes: list[s
 def faithless(runs: Path, scheme: str, p: int) -> str | None:
     """Why ``scheme`` at P = ``p`` has no faithful completed run in ``runs`` (the first
     testbed-bound run's reason, or that none completed), or None when it has one."""
-    from simulator.contracts import record
+    from contracts import record
     from simulator.compare import workers_of
     why = None
     for d in record.find_runs(runs):
@@ -243,7 +243,7 @@ def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profi
            deadline: float) -> None:
     """The cluster up at ``rate``; the link calibrated there if it is ``--calibrate-at``;
     then every workload's P in turn, each scheme until it stops."""
-    from simulator.contracts.cluster import load_link_calibration
+    from contracts.cluster import load_link_calibration
     link_toml = out / "link.toml"
     with vc.cluster_up(max(args.workers) + 1, rate, out / "logs" / f"cluster-{rate_tag(rate)}.log",
                        PROG):
@@ -273,7 +273,7 @@ def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profi
 
 def campaign(args, out: Path) -> tuple[Path, bool]:
     """Steps 1-3; (the profile, whether every point was run or stopped)."""
-    from simulator.contracts import profile as profiles
+    from contracts import profile as profiles
     deadline = time.monotonic() + (args.budget * 60 if args.budget else float("inf"))
     out.mkdir(parents=True, exist_ok=True)
     args.model, args.batch_size = "cnn", 32           # what calibrate --quick times
@@ -298,9 +298,9 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     with the calibrated link, less the mechanism ``without`` names: ``WITHOUT``), with the
     held-out flags; (rows, the link) or a usage line."""
     from simulator.compare import compare
-    from simulator.contracts import profile as profiles
-    from simulator.contracts.checks import ConfigError
-    from simulator.contracts.cluster import load_link_calibration
+    from contracts import profile as profiles
+    from contracts.checks import ConfigError
+    from contracts.cluster import load_link_calibration
     from simulator.output.cluster_report import with_flags
     try:
         prof = profiles.load(profile_path)

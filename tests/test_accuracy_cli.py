@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.contracts import record
+from contracts import record
 from pipelines.validate_accuracy import compare, format_table
 from tests.conftest import mpi, py
 
@@ -122,7 +122,7 @@ def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
 
     from real.data import load_dataset
     from real.replay import replay
-    from simulator.contracts.workload import Workload
+    from contracts.workload import Workload
     from simulator.engine.schedule import simulate_schedule
     r = mpi(2, "real.train", "--algorithm", alg, "--run-id", "r", "--out", str(tmp_path),
             "--dataset", "synthetic", "--model", "cnn", "--train-size", "256", "--test-size",
@@ -147,7 +147,7 @@ def test_replay_of_a_measured_push_order_reproduces_a_real_ps_async_run_with_dro
 
     from real.data import load_dataset
     from real.replay import replay
-    from simulator.contracts.workload import Workload
+    from contracts.workload import Workload
     from simulator.engine.schedule import simulate_schedule
     from simulator.measured_schedule import measured as measured_schedule
     r = mpi(3, "real.train", "--algorithm", "ps_async", "--run-id", "r", "--out", str(tmp_path),
@@ -299,7 +299,7 @@ def test_summary_of_held_out_points():
 def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
     """The commands of docs/accuracy.md beyond P = 5: a described cluster, rates with units."""
     from simulator import replay
-    from simulator.contracts import profile as profiles
+    from contracts import profile as profiles
     from simulator.predict import make_cluster
     args = replay.build_parser().parse_args(
         ["--ranks-per-host", "4", "--cores-per-host", "4", "--bandwidth", "10gbit",

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from simulator import compare
-from simulator.contracts import record
+from contracts import record
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from simulator import predict
-from simulator.contracts.profile import load_default, save, to_dict
+from contracts.profile import load_default, save, to_dict
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from real import results, sweep
-from simulator.contracts import record
+from contracts import record
 from tests.refusal import refused, refused_cli
 
 pytestmark = pytest.mark.timeout(60)

@@ -51,7 +51,7 @@ def test_bad_out_and_reused_stages(tmp_path, capsys):
 
 def test_a_stage_that_refuses_says_why(tmp_path, capsys):
     """Reusing an empty runs folder: compare refuses, and validate says what it said."""
-    from simulator.contracts.profile import load_default, save
+    from contracts.profile import load_default, save
     (tmp_path / "v" / "runs").mkdir(parents=True)
     save(load_default(), tmp_path / "v" / "profile.json")
     line = refused(validate.main, ["--out", tmp_path / "v", "--skip-sweep", "--skip-calibrate"],

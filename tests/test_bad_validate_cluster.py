@@ -50,7 +50,7 @@ def test_bad_paths(tmp_path, capsys):
 
 
 def test_skip_runs_with_nothing_to_compare(tmp_path, capsys):
-    from simulator.contracts.profile import load_default, save
+    from contracts.profile import load_default, save
     out = tmp_path / "c"
     out.mkdir()
     save(load_default(), out / "profile.json")

@@ -12,8 +12,8 @@ import pytest
 from calibrate import __main__ as cal_main
 from calibrate.fits import fit
 from calibrate.probes import probe
-from simulator.contracts import profile as prof
-from simulator.contracts import record
+from contracts import profile as prof
+from contracts import record
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"host": "h", "cores": 2, "created_utc": "2026-01-01T00:00:00+00:00",

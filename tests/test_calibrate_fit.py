@@ -115,7 +115,7 @@ def test_a_measured_link_goes_into_the_profile(tmp_path):
     """``calibrate.fit --link``: the network calibrate.link measured links hosts like this one
     in a prediction (``simulator.describe.default_link``)."""
     from calibrate.fits.fit import with_network
-    from simulator.contracts.profile import load_default
+    from contracts.profile import load_default
     f = tmp_path / "link.toml"
     f.write_text('[cluster]\nhosts = 2\ncores_per_host = 2\n'
                  '[link]\nbandwidth = "1gbit"\nlatency = "30us"\n')

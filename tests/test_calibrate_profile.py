@@ -4,7 +4,7 @@ import json
 import pytest
 
 from calibrate.fits import fit
-from simulator.contracts import profile as prof
+from contracts import profile as prof
 
 
 def make_profile() -> prof.Profile:

@@ -89,7 +89,7 @@ def test_a_forced_profile_is_marked_and_every_prediction_says_so(tmp_path, capsy
     (each weak fit marked) and in the header of every prediction that uses it."""
     from calibrate.fits.report import show
     from simulator import predict
-    from simulator.contracts import profile as prof
+    from contracts import profile as prof
     synthetic_workdir(tmp_path, np.random.default_rng(0))
     noisy_steps(tmp_path, 0.6)
     out = tmp_path / "p.json"
@@ -111,8 +111,8 @@ def test_a_forced_profile_is_marked_and_every_prediction_says_so(tmp_path, capsy
 
 def test_a_profile_that_passes_says_nothing_and_an_older_one_is_judged(tmp_path, capsys):
     from calibrate.fits.report import show
-    from simulator.contracts import profile as prof
-    from simulator.contracts import quality as bar
+    from contracts import profile as prof
+    from contracts import quality as bar
     synthetic_workdir(tmp_path, np.random.default_rng(0))
     out = tmp_path / "p.json"
     assert fit.main(["--workdir", str(tmp_path), "--out", str(out), "--no-plot"]) == 0

@@ -1,7 +1,7 @@
 """Every command takes its values through the shared checked types: a new flag gets them too.
 
 Read from each command's parser (nothing runs): every parser is a
-``contracts.cli.Parser`` (a bare ``type=float`` or ``int`` is then checked:
+``cli.Parser`` (a bare ``type=float`` or ``int`` is then checked:
 finite, whole); a flag with a numeric default converts with a type (never as
 raw text); a flag that names a file or folder is checked by one of the path
 types (``output_folder``, ``output_file``, ``input_file``, ``input_folder``).
@@ -12,7 +12,7 @@ import argparse
 
 import pytest
 
-from simulator.contracts import cli
+import cli
 
 PATH_TYPES = {"output_folder", "output_file", "input_file", "input_folder"}
 PATH_DESTS = {"out", "workdir", "runs", "profile", "cluster", "link", "data_dir",
@@ -74,7 +74,7 @@ def flags(parser):
 @pytest.mark.parametrize("name", list(PARSERS))
 def test_every_parser_checks_bare_numbers(name):
     p = PARSERS[name]
-    assert isinstance(p, cli.Parser), f"{name} does not use contracts.cli.Parser"
+    assert isinstance(p, cli.Parser), f"{name} does not use cli.Parser"
     assert p._registry_get("type", float, None) is cli.finite_float
     assert p._registry_get("type", int, None) is cli.whole_number
 

@@ -15,7 +15,7 @@ import tomllib
 
 from real import cluster as rc
 from real.cluster.netns import list_namespaces
-from simulator.contracts import record
+from contracts import record
 from tests.cluster_helpers import REPO_ROOT, ROOT_TESTS, env, namespaces_cleaned
 
 PREFIX = "psgdruns"
@@ -81,7 +81,7 @@ def test_a_phantom_run_at_another_rate_is_predicted_within_5_percent(tmp_path):
                                "--out", str(toml), "--no-gloo", "--repeats", "3"],
                               env=env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
-    from simulator.contracts.cluster import load_cluster, load_link_calibration
+    from contracts.cluster import load_cluster, load_link_calibration
     c = load_cluster(toml)
     assert c.hosts == 2 and c.shared_cores
     assert c.link.bandwidth_bytes_per_s * 8 == pytest.approx(200e6, rel=0.15)
@@ -107,7 +107,7 @@ def test_a_phantom_run_at_another_rate_is_predicted_within_5_percent(tmp_path):
     rec = record.read(runs / "e2e")
     assert not rec.get("testbed_bound"), rec["testbed"]["reasons"]
     from simulator.compare import compare
-    from simulator.contracts import profile as profiles
+    from contracts import profile as profiles
     # a run disturbed by other work is kept: its time is the sleeps' and the network's
     row, = compare(runs, profiles.load_default(), link=cal, workloads=[work.parent],
                    include_disturbed=True, keep=("phantom",)).itertuples()

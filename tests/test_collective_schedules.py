@@ -4,7 +4,7 @@ Each test runs one algorithm's generators under ``simulator.testing.trace`` (eve
 message takes a second, whatever its size) and pins what each rank sends, in the
 order it sends it, at P = 8 on 2 hosts of 4 ranks and at a P that is not a power
 of two; the docstrings say which file and function of the library fix the order.
-The message model then takes the closed forms of ``contracts.closed_forms`` where
+The message model then takes the closed forms of ``simulator.model.comm.closed_forms`` where
 nothing contends.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simulator.contracts import closed_forms as cf
-from simulator.contracts.cluster import Link
-from simulator.contracts.profile import Transport
+from simulator.model.comm import closed_forms as cf
+from contracts.cluster import Link
+from contracts.profile import Transport
 from simulator.model.comm import MessageComm, collectives, gloo, mpich, nccl
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
@@ -259,8 +259,8 @@ def test_an_nccl_ring_over_round_robin_ranks_is_the_packed_ring():
     """Ranks dealt round robin over 2 hosts: NCCL still rings host by host, so the run
     takes what the packed placement takes (a ring in rank order would cross the
     network at every hop)."""
-    from simulator.contracts.cluster import Cluster, Device, Hardware
-    from simulator.contracts.workload import Workload
+    from contracts.cluster import Cluster, Device, Hardware
+    from contracts.workload import Workload
     from simulator.engine import simulate
     from simulator.model.config import SchemeConfig
     from simulator.testing import make_profile
@@ -282,7 +282,7 @@ PCIE, NVLINK = Link(10e9, 0.0), Link(100e9, 1e-6)
 
 
 def gpu_hosts(hosts, local, host_link=PCIE, intra=NVLINK):
-    from simulator.contracts.cluster import Cluster, Device, Hardware
+    from contracts.cluster import Cluster, Device, Hardware
     return Cluster(hosts=hosts, cores_per_host=local, placement="packed",
                    link=Link(1.25e9, 10e-6) if hosts > 1 else None,
                    hardware=Hardware(device=Device("gpu", 1e13), intra=intra,
@@ -326,8 +326,8 @@ def run_on(routes, transport, ranks, n_bytes) -> float:
 
 
 def test_gloo_on_gpus_is_refused_without_the_copy_rate_or_for_horovod():
-    from simulator.contracts.checks import ConfigError
-    from simulator.contracts.workload import Workload
+    from contracts.checks import ConfigError
+    from contracts.workload import Workload
     from simulator.engine import simulate
     from simulator.model.config import SchemeConfig
     from simulator.testing import make_profile
@@ -389,8 +389,8 @@ def test_horovods_hierarchy_is_its_closed_form_without_contention(hosts, local, 
 def test_the_hierarchies_are_selected_as_their_users_selected_them():
     """--allreduce-algorithm reduce_broadcast: Horovod's with nccl, Caffe2's with gloo;
     refused without accelerator hosts or the copy's rate."""
-    from simulator.contracts.checks import ConfigError
-    from simulator.contracts.workload import Workload
+    from contracts.checks import ConfigError
+    from contracts.workload import Workload
     from simulator.engine import simulate
     from simulator.model.config import SchemeConfig
     from simulator.testing import make_profile

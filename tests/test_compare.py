@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from simulator import compare
-from simulator.contracts import profile as profiles
-from simulator.contracts import record
-from simulator.contracts.cluster import calibrated_cluster
-from simulator.contracts.workload import Workload
+from contracts import profile as profiles
+from contracts import record
+from contracts.cluster import calibrated_cluster
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.testing import make_profile
@@ -111,7 +111,7 @@ def test_validate_reuses_runs_and_profile_and_says_so(tmp_path):
 def test_compare_predicts_from_workload_files(tmp_path):
     """The profile's model as a workload file gives the same predictions as the profile;
     a workload file of another speed moves them; the column says which was used."""
-    from simulator.contracts.workload import save_workload, workload_of_cost
+    from contracts.workload import save_workload, workload_of_cost
     prof = true_profile()
     runs = tmp_path / "runs"
     write_records(runs, prof)

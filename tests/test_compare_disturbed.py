@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from simulator import compare
-from simulator.contracts import profile as profiles
-from simulator.contracts import record
+from contracts import profile as profiles
+from contracts import record
 from pipelines.validate import wait_for_low_load
 from tests.conftest import ROOT, py
 from tests.test_compare import true_profile, write_records

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.contracts.profile import ModelCost, StepFit
-from simulator.contracts.workload import Workload
+from contracts.profile import ModelCost, StepFit
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.workload import ddp_buckets, ddp_first_buckets, ready_tensors

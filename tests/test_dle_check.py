@@ -6,7 +6,7 @@ import torch
 
 from benchmarks.dle import check
 from benchmarks.horovod import models
-from simulator.contracts.workload import load_workload
+from contracts.workload import load_workload
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from real import sweep
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import MPIRUN, ROOT, run_cmd
 
 TIMEOUT_S = 10

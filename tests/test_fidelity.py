@@ -5,7 +5,7 @@ endpoint its messages cross; ``comm.collectives`` sends the same messages
 over the simulated links. For every algorithm, random clusters (hosts,
 ranks per host, placement, bandwidth, latency, bytes) must give the same
 time within 2%, and where every rank has its own host and path the closed
-forms of ``contracts.closed_forms`` exactly.
+forms of ``simulator.model.comm.closed_forms`` exactly.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.contracts import closed_forms as cf
-from simulator.contracts.cluster import ACK_SHARE, Cluster, Hardware, Link
-from simulator.contracts.profile import Transport
-from simulator.contracts.workload import Workload
+from simulator.model.comm import closed_forms as cf
+from contracts.cluster import ACK_SHARE, Cluster, Hardware, Link
+from contracts.profile import Transport
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.comm import MessageComm
 from simulator.model.comm.costs import collective_time_s

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from calibrate.fits import fit as calibrate_fit
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, Hardware, Link
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, Hardware, Link
 from simulator.fit_timings import Model, Timing, fit, main, read_timings
 from simulator.testing import make_profile
 
@@ -58,7 +58,7 @@ def test_what_the_timings_cannot_pin_down_is_said():
 def test_the_command_reads_a_csv_and_writes_fitted_files(tmp_path, capsys):
     model = cpu_model(("compute", "latency", "bandwidth"))
     prof_path = tmp_path / "profile.json"
-    from simulator.contracts.profile import save
+    from contracts.profile import save
     save(model.profile, prof_path)
     cluster = tmp_path / "cluster.toml"
     cluster.write_text('[cluster]\nhosts = 4\ncores_per_host = 8\nplacement = "packed"\n'
@@ -72,7 +72,7 @@ def test_the_command_reads_a_csv_and_writes_fitted_files(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "bandwidth" in out and "yes" in out
-    from simulator.contracts.cluster import load_cluster
+    from contracts.cluster import load_cluster
     fitted = load_cluster(tmp_path / "fitted" / "cluster.toml")
     assert fitted.link.bandwidth_bytes_per_s == pytest.approx(0.5e9, rel=0.02)
     assert any("fitted by" in source for _, source in fitted.sources)

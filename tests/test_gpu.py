@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import mpi, py, run_cmd
 
 HAS_CUDA = torch.cuda.is_available()

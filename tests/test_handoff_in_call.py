@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simulator.contracts.closed_forms import handoff_s
-from simulator.contracts.profile import Transport
+from simulator.model.comm.closed_forms import handoff_s
+from contracts.profile import Transport
 from simulator.model.comm import MessageComm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.network import Routes

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import predict
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import (
+from contracts.checks import ConfigError
+from contracts.cluster import (
     PRESETS_DIR,
     Cluster,
     Device,
@@ -20,7 +20,7 @@ from simulator.contracts.cluster import (
     load_preset,
     preset_names,
 )
-from simulator.contracts.workload import Workload, load_workload
+from contracts.workload import Workload, load_workload
 from simulator.engine import simulate
 from simulator.engine.machine import machine, scaled_cost
 from simulator.model.config import SchemeConfig

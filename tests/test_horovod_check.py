@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from benchmarks.horovod import check, models
-from simulator.contracts.workload import load_workload
+from contracts.workload import load_workload
 
 
 @pytest.mark.parametrize("factory,params", [(models.vgg16, 138_357_544),

@@ -12,7 +12,7 @@ import pytest
 
 from real import train
 from real.identity import record_settings, run_settings
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import py
 
 BASE = ["--algorithm", "psgd", "--model", "linear", "--dataset", "synthetic",

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.contracts.cluster import Cluster, Device, Hardware, Link
-from simulator.contracts.workload import Workload
+from contracts.cluster import Cluster, Device, Hardware, Link
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.engine.machine import on_hardware
 from simulator.model.comm.choice import call_latency_s, resolve_algorithm
@@ -139,7 +139,7 @@ def test_the_input_pipeline_bounds_a_hosts_steps():
 
 
 def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
-    from simulator.contracts.workload import load_workload, model_cost, save_workload
+    from contracts.workload import load_workload, model_cost, save_workload
     f = tmp_path / "w.toml"
     f.write_text('[model]\nname = "m"\nparams = 10\n[measured]\ndevice = "A100 SXM4"\n'
                  'batch_size = 8\nstep = "10ms"\ninput_per_sample = "2.5ms"\n')
@@ -173,7 +173,7 @@ def test_the_presets_slowdowns_are_the_h200_measurement():
     precision, and its source names the result file."""
     import json
 
-    from simulator.contracts.cluster import PRESETS_DIR, load_preset, preset_names
+    from contracts.cluster import PRESETS_DIR, load_preset, preset_names
     from simulator.engine.machine import _cluster_rows
     result = "benchmarks/gpu/results/h200-2026-11-27.json"
     probe = json.loads((PRESETS_DIR.parents[2] / result).read_text())["precisions"]

@@ -9,7 +9,7 @@ import pytest
 
 from real import launchers as ln
 from real.dist import free_port
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import MPIRUN, ROOT, py, run_cmd
 
 SRUN_TASK = {"SLURM_JOB_ID": "4711", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "8",

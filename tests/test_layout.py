@@ -1,14 +1,19 @@
 """The layout's rules, checked on the imports of every module and on the commands it
 starts (read with ``ast``, nothing run).
 
-* ``simulator/`` imports nothing from ``real/`` or ``calibrate/``, nor torch or mpi4py,
-  and starts none of their commands (a ``-m`` module name in its code), except where
-  ``STARTS_ALLOWED`` says which and why;
+* ``contracts/`` (the files the stages exchange, and units) imports no other part of the
+  project; ``cli/`` (the command-line conventions) only ``contracts``;
+* ``real/``, ``calibrate/`` and ``simulator/`` sit side by side over them: none imports
+  another's modules except where ``CROSSINGS`` names the pair and why;
+* ``simulator/`` imports neither torch nor mpi4py, and starts no command of the other
+  stages (a ``-m`` module name in its code), except where ``STARTS_ALLOWED`` says which
+  and why;
 * ``pipelines/`` (the whole loop) sits above the three stages: none of them imports it or
   starts its commands, except the old paths of its commands (``ALIASES``);
-* inside ``simulator/``: contracts <- model <- engine <- tools (the top-level
-  commands and ``output``); no arrow runs back;
-* ``calibrate/`` reads only the simulator's contracts;
+* inside ``simulator/``: model <- engine <- tools (the top-level commands and
+  ``output``); no arrow runs back;
+* nothing imports ``simulator.contracts``, the old path of ``contracts`` kept for code
+  outside the repository;
 * no module imports, directly or through others, a module that imports it.
 """
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("simulator", "real", "calibrate", "pipelines")
+PACKAGES = ("contracts", "cli", "simulator", "real", "calibrate", "pipelines")
+STAGES = ("real", "calibrate", "simulator")
 TORCH_ALLOWED: set[str] = set()               # simulator.replay trains through real.replay
 # simulator modules that still start a command of real or calibrate, and what is left
 STARTS_ALLOWED = {
@@ -32,6 +38,18 @@ STARTS_ALLOWED = {
 }
 ALIASES = {"simulator.validate": "pipelines.validate",         # old paths, for a release
            "simulator.validate_accuracy": "pipelines.validate_accuracy"}
+# a stage's module (or a whole stage) that imports another stage's: (importer, imported) and why
+CROSSINGS = {
+    ("calibrate", "real"): "a probe runs real's code: the models it times, process groups "
+                           "and mpirun to measure a link, the wait for a quiet machine",
+    ("calibrate.fits.fit_comm", "simulator.model.comm.closed_forms"):
+        "fits alpha and beta by the model's equations of the collectives",
+    ("calibrate.probes.poll_probe", "simulator.model.comm.closed_forms"):
+        "checks the hand-off wait it measures against the model's form",
+    ("real.wire", "simulator.model.comm.closed_forms"):
+        "names the allreduce MPICH chooses (choose_allreduce), as the model prices it",
+    ("real.plots", "simulator.output.accuracy_plots"): "draws a run's accuracy as predict does",
+}
 
 
 def module_name(path: Path) -> str:
@@ -70,7 +88,7 @@ GRAPH = {m: {i for i in imports_of(p) if i in MODULES and i != m} for m, p in MO
 
 def layer(module: str) -> int:
     """contracts 0, model 1, engine 2, everything else in simulator (tools, output) 3."""
-    for name, rank in (("simulator.contracts", 0), ("simulator.model", 1), ("simulator.engine", 2)):
+    for name, rank in (("contracts", 0), ("simulator.model", 1), ("simulator.engine", 2)):
         if module == name or module.startswith(name + "."):
             return rank
     return 3
@@ -114,12 +132,36 @@ def test_simulator_layers_point_down(module):
     assert not up, f"{module} (layer {layer(module)}) imports higher layers {sorted(up)}"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("calibrate")))
-def test_calibrate_reads_only_the_contracts(module):
-    bad = {i for i in imports_of(MODULES[module])
-           if i.startswith("simulator") and not i.startswith("simulator.contracts")
-           and i != "simulator"}
-    assert not bad, f"{module} imports {sorted(bad)}"
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] in STAGES))
+def test_the_stages_sit_side_by_side(module):
+    stage = module.split(".")[0]
+    crossing = {i for i in GRAPH[module] if i.split(".")[0] in STAGES and i.split(".")[0] != stage
+                and not any(within(module, a) and within(i, b) for a, b in CROSSINGS)}
+    assert not crossing, f"{module} imports another stage's {sorted(crossing)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] in ("contracts", "cli")))
+def test_contracts_and_cli_sit_below_the_stages(module):
+    allowed = {"contracts"} if module.startswith("cli") else set()
+    up = {i for i in GRAPH[module] if i.split(".")[0] not in allowed | {module.split(".")[0]}}
+    assert not up, f"{module} imports {sorted(up)}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_nothing_imports_the_old_path_of_the_contracts(module):
+    old = {i for i in imports_of(MODULES[module]) if within(i, "simulator.contracts")}
+    assert not old, f"{module} imports {sorted(old)}: import contracts, cli or simulator.model"
+
+
+def test_the_crossings_are_still_there():
+    """An exception that no import needs any more is struck from ``CROSSINGS``."""
+    stale = [(a, b) for a, b in CROSSINGS
+             if not any(within(m, a) and any(within(i, b) for i in GRAPH[m]) for m in GRAPH)]
+    assert not stale, f"no module crosses {stale} any more: remove it from CROSSINGS"
 
 
 def test_no_import_cycles():

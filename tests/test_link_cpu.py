@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from simulator import Cluster, Link, SchemeConfig, Workload, simulate
-from simulator.contracts.cluster import load_cluster
-from simulator.contracts.profile import Transport
+from contracts.cluster import load_cluster
+from contracts.profile import Transport
 from simulator.model.comm import call_cpu_s
 
 GLOO = Transport("gloo", alpha_s=1e-4, beta_s_per_byte=1e-9, cpu_fraction=0.67)

@@ -13,7 +13,7 @@ import pytest
 from real import load, results
 from real.sweep import build_parser
 from real.sweep_launch import thread_note, threads_for
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import py
 
 

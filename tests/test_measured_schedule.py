@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from simulator.contracts import schedule as schedules
-from simulator.contracts.workload import Workload
+from contracts import schedule as schedules
+from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.measured_schedule import MeasuredError, measured
 from tests.conftest import py

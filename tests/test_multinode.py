@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from real import cluster as rc
-from simulator.contracts import record
+from contracts import record
 from tests.cluster_helpers import REPO_ROOT, ROOT_TESTS, env, namespaces_cleaned
 
 PREFIX = "psgdmn"

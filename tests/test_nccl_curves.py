@@ -7,8 +7,8 @@ curve away from its table fails. The sizes outside 10% and why are in docs/valid
 import pytest
 
 from benchmarks.nccl.curves import compare, load_table, one_host, predicted_s, tables
-from simulator.contracts.cluster import LowLatency
-from simulator.contracts.closed_forms import ring_allreduce_s
+from contracts.cluster import LowLatency
+from simulator.model.comm.closed_forms import ring_allreduce_s
 
 pytestmark = pytest.mark.timeout(120)
 TABLES = {t.name: t for t in tables()}

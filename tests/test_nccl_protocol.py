@@ -8,11 +8,11 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.contracts import closed_forms as cf
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, Device, Hardware, Link, LowLatency, load_cluster
-from simulator.contracts.profile import Transport
-from simulator.contracts.workload import Workload
+from simulator.model.comm import closed_forms as cf
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, Device, Hardware, Link, LowLatency, load_cluster
+from contracts.profile import Transport
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.comm import MessageComm
 from simulator.model.comm.choice import resolve_algorithm
@@ -248,8 +248,8 @@ def test_a_cluster_file_names_a_release_rule(tmp_path):
 def test_a_fitted_cluster_keeps_the_ll_protocol(tmp_path):
     """``calibrate.fit`` moves the Simple latencies; the protocol and the LL costs of the
     starting point reach the fitted cluster file unchanged."""
-    from simulator.contracts.cluster import load_preset
-    from simulator.contracts.tomlw import dumps
+    from contracts.cluster import load_preset
+    from contracts.tomlw import dumps
     from simulator.fit_timings import _nccl_kept
     hw = load_preset("pascal-pcie-25gbe").hardware
     f = tmp_path / "c.toml"
@@ -260,8 +260,8 @@ def test_a_fitted_cluster_keeps_the_ll_protocol(tmp_path):
 
 @pytest.mark.parametrize("protocol", ["nccl-2.2", "nccl-2.3"])
 def test_a_fitted_cluster_keeps_a_release_rule(tmp_path, protocol):
-    from simulator.contracts.cluster import load_preset
-    from simulator.contracts.tomlw import dumps
+    from contracts.cluster import load_preset
+    from contracts.tomlw import dumps
     from simulator.fit_timings import _nccl_kept
     hw = replace(load_preset("pascal-pcie-25gbe").hardware, protocol=protocol,
                  ll_threshold_bytes=65536.0)

@@ -7,9 +7,9 @@ import hashlib
 import pytest
 
 from simulator import compare
-from simulator.contracts import record
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.workload import load_workload, slept, workload_from_dict
+from contracts import record
+from contracts.checks import ConfigError
+from contracts.workload import load_workload, slept, workload_from_dict
 from simulator.testing import make_profile
 
 WORKLOAD = """
@@ -116,7 +116,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     from pathlib import Path
 
     from simulator import validate_phantom
-    from simulator.contracts import profile as profiles
+    from contracts import profile as profiles
     out = tmp_path / "v"
     (out / "workloads").mkdir(parents=True)
     f = out / "workloads" / "w.toml"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from simulator import predict
-from simulator.contracts.workload import (
+from contracts.workload import (
     WorkloadError,
     at_precision,
     load_workload,

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from simulator import predict
-from simulator.contracts.profile import NetworkLink, load_default, save
+from contracts.profile import NetworkLink, load_default, save
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,8 +20,8 @@ from real.models import build_model, flat_params, load_flat_params
 from real.replay import replay
 from real.replay_state import ReplayState
 from real.step import Shard, flat_grads, forward_backward, sgd_step
-from simulator.contracts import schedule as schedules
-from simulator.contracts.workload import Workload
+from contracts import schedule as schedules
+from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.model.config import SchemeConfig
 from tests.conftest import py

@@ -10,9 +10,9 @@ from itertools import pairwise
 
 import pytest
 
-from simulator.contracts import schedule as schedules
-from simulator.contracts.curve import describe_time, time_to_target
-from simulator.contracts.workload import Workload
+from contracts import schedule as schedules
+from contracts.curve import describe_time, time_to_target
+from contracts.workload import Workload
 from simulator.engine.run import simulate
 from simulator.engine.schedule import simulate_schedule
 from simulator.model.config import SchemeConfig

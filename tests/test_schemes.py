@@ -17,8 +17,8 @@ import pytest
 from real import schemes
 from real.data import load_dataset
 from real.replay import replay
-from simulator.contracts import record
-from simulator.contracts.workload import Workload
+from contracts import record
+from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.measured_schedule import measured
 from tests.conftest import BIN, mpi, py, run_cmd

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from simulator import predict
-from simulator.contracts.profile import save
+from contracts.profile import save
 from simulator.testing import make_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_command_line_as_a_user_runs_it(tmp_path):
     ("2^0..4", [1, 2, 4, 8, 16]), ("1,4-5,2^3..4", [1, 4, 5, 8, 16]), ("3^1..2", [3, 9]),
 ])
 def test_worker_lists_as_users_write_them(text, counts):
-    from simulator.contracts.cli import worker_counts
+    from cli import worker_counts
     assert worker_counts(text) == counts
 
 
@@ -183,7 +183,7 @@ def test_every_command_reads_worker_counts_alike(module):
 
 
 def test_seeds_are_numbers_not_worker_counts():
-    from simulator.contracts.cli import number_list, worker_counts, workers_flag
+    from cli import number_list, worker_counts, workers_flag
     assert number_list("3") == [3] and number_list("1-3") == [1, 2, 3]
     for counts in ([8], [2, 3, 4], [1, 8, 64]):
         assert worker_counts(workers_flag(counts)) == counts

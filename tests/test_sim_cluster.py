@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from simulator.compare import cluster_of
-from simulator.contracts import closed_forms as cf
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, Link, load_cluster
-from simulator.contracts.workload import Workload
+from simulator.model.comm import closed_forms as cf
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, Link, load_cluster
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.testing import make_profile

@@ -6,9 +6,9 @@ import pytest
 import simpy
 
 from calibrate.probes.sched_probe import balance_delay_s
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import ProfileError, from_dict, to_dict
-from simulator.contracts.workload import Workload
+from contracts.cluster import Cluster
+from contracts.profile import ProfileError, from_dict, to_dict
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.hardware.cores import CoreHost

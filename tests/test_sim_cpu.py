@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from calibrate.fits.fit_comm import cpu_fractions
-from simulator.contracts.closed_forms import ring_allreduce_s
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import ProfileError, Transport, from_dict, to_dict
-from simulator.contracts.workload import Workload
+from simulator.model.comm.closed_forms import ring_allreduce_s
+from contracts.cluster import Cluster
+from contracts.profile import ProfileError, Transport, from_dict, to_dict
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.engine.placement import handoffs
 from simulator.engine.run import resolve_scheme

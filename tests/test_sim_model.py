@@ -6,11 +6,11 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.contracts import closed_forms as cf
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, Link
-from simulator.contracts.profile import Transport
-from simulator.contracts.workload import Workload
+from simulator.model.comm import closed_forms as cf
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, Link
+from contracts.profile import Transport
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.comm import MessageComm
 from simulator.model.config import Heterogeneity, SchemeConfig

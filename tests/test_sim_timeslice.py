@@ -7,10 +7,10 @@ import simpy
 from calibrate.fits.fit_comm import collective_alphas
 from calibrate.probes.sched_probe import main as sched_check
 from calibrate.probes.sched_probe import off_core_rows, quantum_s, synced_step_w
-from simulator.contracts.closed_forms import ring_allreduce_s, steps
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import ProfileError, from_dict, to_dict
-from simulator.contracts.workload import Workload
+from simulator.model.comm.closed_forms import ring_allreduce_s, steps
+from contracts.cluster import Cluster
+from contracts.profile import ProfileError, from_dict, to_dict
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.hardware.host import Host
@@ -104,7 +104,7 @@ def test_collective_alpha_multiplies_the_steps():
 def test_collective_alphas_are_recovered_from_probe_means():
     import pandas as pd
 
-    from simulator.contracts.profile import Transport
+    from contracts.profile import Transport
     t = Transport("gloo", 1e-4, 1e-9)
     a_step = 6e-4
     rows = [{"backend": "gloo", "op": "allreduce", "algorithm": "-", "workers": 2, "bytes": n,
@@ -150,7 +150,7 @@ def test_synchronous_step_check_refuses_bad_flags(argv, capsys):
 
 @pytest.mark.parametrize("fidelity", ["analytic", "message"])
 def test_a_rendezvous_message_waits_three_times(fidelity):
-    from simulator.contracts.profile import Transport
+    from contracts.profile import Transport
     from simulator.model.comm import make_comm
     from simulator.model.network import Routes
     from simulator.model.recorder import Recorder

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simulator.contracts.cluster import Cluster, Link
-from simulator.contracts.profile import Transport
-from simulator.contracts.units import parse_bytes
-from simulator.contracts.workload import Workload
+from contracts.cluster import Cluster, Link
+from contracts.profile import Transport
+from contracts.units import parse_bytes
+from contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.comm import MessageComm
 from simulator.model.config import SchemeConfig

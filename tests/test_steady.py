@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import simulator.engine.run as run
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import Workload
+from contracts.profile import load_default
+from contracts.workload import Workload
 from simulator.engine.steady import BATCHES, HALF_WIDTH, checkpoints, stable_pace
 
 WORKLOAD = Workload(model="cnn", batch_per_worker=64, dataset_samples=60000, epochs=1,

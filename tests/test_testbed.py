@@ -10,7 +10,7 @@ import pytest
 
 from real import testbed
 from real.cluster import linkstats
-from simulator.contracts import record
+from contracts import record
 
 STAT = """cpu  10 0 10 10 0 0 0 0 0 0
 cpu0 100 0 50 800 0 5 20 0 0 0

@@ -10,7 +10,7 @@ import sys
 
 from real import cluster as rc
 from real.cluster import netns
-from simulator.contracts import record
+from contracts import record
 from tests.cluster_helpers import REPO_ROOT, ROOT_TESTS, env, namespaces_cleaned
 
 PREFIX = "psgdtb"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simulator.contracts.cluster import Link
-from simulator.contracts.profile import Transport
+from contracts.cluster import Link
+from contracts.profile import Transport
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.network import Network, Routes
 from tests.test_fidelity import message_time_s

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.contracts import record
+from contracts import record
 from tests.conftest import mpi, py
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")

@@ -1,9 +1,9 @@
-"""One reading of rates and durations for every command (``simulator.contracts.units``)."""
+"""One reading of rates and durations for every command (``contracts.units``)."""
 from __future__ import annotations
 
 import pytest
 
-from simulator.contracts.units import (
+from contracts.units import (
     format_duration,
     format_rate,
     parse_bandwidth,

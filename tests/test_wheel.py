@@ -1,5 +1,6 @@
-"""The wheel holds every package and data file of the three stages (``pip install .``, not
-only ``pip install -e .``, gives a working ``simulator``, ``real`` and ``calibrate``).
+"""The wheel holds every package and data file of the project (``pip install .``, not only
+``pip install -e .``, gives working ``contracts``, ``cli``, ``simulator``, ``real``,
+``calibrate`` and ``pipelines``).
 
 The tree is copied to a folder of its own first (no ``build/`` left over from an earlier
 build can add what the tree lacks), built with the environment's setuptools, and the
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("real", "calibrate", "simulator", "pipelines")
+STAGES = ("contracts", "cli", "real", "calibrate", "simulator", "pipelines")   # every package
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -46,3 +47,9 @@ def test_the_wheel_holds_every_package_and_data_file(tmp_path):
     assert not missing, f"not in the wheel: {missing}"
     assert "simulator/data/default_profile.json" in names
     assert any(n.startswith("simulator/data/presets/") for n in names)
+
+
+def test_every_package_of_the_tree_is_checked():
+    """A new top-level package (a folder with ``__init__.py``) is added to ``STAGES`` above."""
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
+    assert packages == set(STAGES)

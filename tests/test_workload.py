@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from calibrate.probes import workload as cw
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import (
+from contracts.checks import ConfigError
+from contracts.profile import load_default
+from contracts.workload import (
     load_workload,
     model_cost,
     save_workload,
@@ -143,7 +143,7 @@ def test_built_in_models_are_workloads_like_any_other(tmp_path):
     what the profile says: the same prediction."""
     from dataclasses import replace
 
-    from simulator.contracts.workload import Workload
+    from contracts.workload import Workload
     from simulator.engine import simulate
     prof = load_default()
     for cost in prof.models:

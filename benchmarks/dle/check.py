@@ -36,11 +36,11 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import ModelWorkload, Workload, load_workload
+from contracts.files import atomic_write_text
+from contracts.profile import load_default
+from contracts.workload import ModelWorkload, Workload, load_workload
 from simulator.describe import growing
-from simulator.contracts.cluster import load_preset
+from contracts.cluster import load_preset
 from simulator.engine import simulate
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig

@@ -27,10 +27,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from simulator.contracts.cluster import load_preset
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import Layer, ModelWorkload, Tensor, Workload
+from contracts.cluster import load_preset
+from contracts.files import atomic_write_text
+from contracts.profile import load_default
+from contracts.workload import Layer, ModelWorkload, Tensor, Workload
 from simulator.describe import growing
 from simulator.engine import simulate
 from simulator.engine.machine import machine

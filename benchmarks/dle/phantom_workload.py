@@ -25,7 +25,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simulator.contracts.workload import load_workload, save_workload, slept_update_s
+from contracts.workload import load_workload, save_workload, slept_update_s
 
 from .check import TABLES
 

@@ -32,10 +32,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simulator.contracts.cluster import PROTOCOLS, load_preset
-from simulator.contracts.files import atomic_write_text, save_figure
-from simulator.contracts.profile import load_default
-from simulator.contracts.workload import ModelWorkload, Workload, load_workload, save_workload
+from contracts.cluster import PROTOCOLS, load_preset
+from contracts.files import atomic_write_text, save_figure
+from contracts.profile import load_default
+from contracts.workload import ModelWorkload, Workload, load_workload, save_workload
 from simulator.describe import growing
 from simulator.engine import simulate
 from simulator.engine.machine import machine

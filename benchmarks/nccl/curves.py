@@ -28,10 +28,10 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulator.contracts.closed_forms import bus_bandwidth
-from simulator.contracts.cluster import PRESETS_DIR, Cluster, load_preset
-from simulator.contracts.files import atomic_write_text, save_figure
-from simulator.contracts.profile import load_default
+from simulator.model.comm.closed_forms import bus_bandwidth
+from contracts.cluster import PRESETS_DIR, Cluster, load_preset
+from contracts.files import atomic_write_text, save_figure
+from contracts.profile import load_default
 from simulator.engine.machine import on_hardware
 from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s

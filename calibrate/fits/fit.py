@@ -2,7 +2,7 @@
 
 Reads the tables ``calibrate.probe`` wrote into ``--workdir`` and, with ``--runs``,
 the step times of ``real.train`` runs; fits the cost models (``fit_compute``,
-``fit_comm``); writes the profile with ``simulator.contracts.profile.save`` (atomic), the fit
+``fit_comm``); writes the profile with ``contracts.profile.save`` (atomic), the fit
 tables (``fit_table.csv``, ``compute_table.csv``) and ``fits.png`` beside the raw data.
 
 ``--max-workers K`` keeps only what was measured with at most K processes
@@ -21,7 +21,7 @@ Fits below the quality bar of ``calibrate.fits.quality`` stop the profile from b
 written (exit 1, one line naming them) unless ``--force``; ``quality.json`` in the
 workdir says how every fit did.
 
-Imports: pandas, the other calibrate modules (quality among them), simulator.contracts
+Imports: pandas, the other calibrate modules (quality among them), contracts
 (cli, profile, record).
 """
 from __future__ import annotations
@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.contracts import cli
-from simulator.contracts import profile as prof
-from simulator.contracts.cli import Parser
-from simulator.contracts.record import RecordError
+import cli
+from contracts import profile as prof
+from cli import Parser
+from contracts.record import RecordError
 
 from calibrate.fits import fit_comm, fit_compute
 from calibrate.probes import sched_probe
@@ -270,8 +270,8 @@ def build_parser() -> Parser:
 
 def with_network(profile, path: str):
     """``profile`` with the link ``calibrate.link`` measured (its cluster TOML's [link])."""
-    from simulator.contracts.checks import ConfigError
-    from simulator.contracts.cluster import load_cluster
+    from contracts.checks import ConfigError
+    from contracts.cluster import load_cluster
     try:
         link = load_cluster(path).link
     except ConfigError as e:

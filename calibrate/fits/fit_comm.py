@@ -16,7 +16,7 @@ From the raw rows (one per rank and repetition) to a profile entry:
    and ``cpu_fraction``: the CPU time of the calling process (all its threads)
    over the wall time of its collective calls at the smallest P.
 
-Imports: numpy, pandas, calibrate.fits.linefit, simulator.contracts (closed_forms, profile).
+Imports: numpy, pandas, calibrate.fits.linefit, contracts.profile, simulator.model.comm.closed_forms.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simulator.contracts.closed_forms import choose_allreduce, collective_s, steps
-from simulator.contracts.profile import CollectiveFit, Segment, Transport
+from simulator.model.comm.closed_forms import choose_allreduce, collective_s, steps
+from contracts.profile import CollectiveFit, Segment, Transport
 
 from calibrate.fits.linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges
 

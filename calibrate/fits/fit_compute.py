@@ -1,6 +1,6 @@
 """Compute-side fits: step time against batch size, core sharing, the server's update.
 
-Cost models (as read by ``simulator.contracts.profile``) and where their numbers come from:
+Cost models (as read by ``contracts.profile``) and where their numbers come from:
 
 * ``t_step(batch) = step_intercept_s + step_s_per_sample * batch`` per model and
   thread count: non-negative least squares through the median step per batch,
@@ -14,14 +14,14 @@ Cost models (as read by ``simulator.contracts.profile``) and where their numbers
   server's ``w -= lr * g``; the summing of m gradients is ``(m - 1) * gamma * 4 * params``
   with ``gamma_s_per_byte`` = slope of one timed add against bytes.
 
-Imports: numpy, pandas, calibrate (linefit, rawio), simulator.contracts.profile.
+Imports: numpy, pandas, calibrate (linefit, rawio), contracts.profile.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from simulator.contracts.profile import ModelCost, ServerCost, StepFit
+from contracts.profile import ModelCost, ServerCost, StepFit
 
 from calibrate.fits.linefit import fit_line
 

@@ -1,6 +1,6 @@
 """Log-log plots of measured points and fitted lines: one panel per operation, one for compute.
 
-Imports: matplotlib, numpy, pandas, simulator.contracts.files, calibrate.fits.linefit.
+Imports: matplotlib, numpy, pandas, contracts.files, calibrate.fits.linefit.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.contracts.files import save_figure
+from contracts.files import save_figure
 
 from calibrate.fits.linefit import Line, predict_segments
 

@@ -1,7 +1,7 @@
 """Is a calibration good enough to predict with? Each fit against a stated bar.
 
 The bar and the checks of a profile's own fits (compute step lines, core sharing) are
-``simulator.contracts.quality``'s: a prediction reads them from the profile too.
+``contracts.quality``'s: a prediction reads them from the profile too.
 
 Communication fits are reported with their spread (the ping-pong lines' relative CI
 and the collectives' median relative error) but not barred: on a shared virtual
@@ -16,14 +16,14 @@ its 7 minutes, for ps_cnn lines of R² 0.91 from steps of 3.5% spread); ``refusa
 that writes it from the saved measurements anyway (``--force``: the profile is then
 marked below the bar, ``contracts.quality.marked``, and every prediction says so).
 
-Imports: simulator.contracts.quality (it reads a calibrate.fits.fit.FitResult and its tables).
+Imports: contracts.quality (it reads a calibrate.fits.fit.FitResult and its tables).
 """
 from __future__ import annotations
 
 import shlex
 from dataclasses import asdict
 
-from simulator.contracts.quality import (
+from contracts.quality import (
     BAR,
     BAR_TEXT,
     SPREAD_LIMIT_CV,

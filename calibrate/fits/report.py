@@ -1,6 +1,6 @@
 """Tables of a profile for people: Markdown for docs/calibration.md and ``fit --show``.
 
-Imports: pandas, calibrate.fits.fit_comm, simulator.contracts (profile, quality).
+Imports: pandas, calibrate.fits.fit_comm, contracts (profile, quality).
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 
-from simulator.contracts import profile as prof
-from simulator.contracts import quality
+from contracts import profile as prof
+from contracts import quality
 
 from calibrate.fits.fit_comm import fit_table
 

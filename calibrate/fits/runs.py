@@ -24,7 +24,7 @@ The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at mos
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
 hold-out protocol calibrates on P <= K and predicts the rest.
 
-Imports: numpy, pandas, calibrate.probes.rawio, real.schemes, simulator.contracts.record.
+Imports: numpy, pandas, calibrate.probes.rawio, real.schemes, contracts.record.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.contracts import record
+from contracts import record
 
 from real.schemes import SCHEMES
 

@@ -22,7 +22,7 @@ fall below the bar (``--repeat-noisy``) adds that probe's time again.
 finished calibration's workdir (``timings.json``, ``quality.json``, the compute probe's
 steps): the numbers in ``REFERENCE`` came from it.
 
-Imports: pandas (``derive`` only), calibrate (plan, rawio), simulator.contracts.cli.
+Imports: pandas (``derive`` only), calibrate (plan, rawio), cli.
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def derive(workdir: str | Path, plan) -> dict:
 
 
 def main(argv=None) -> int:
-    from simulator.contracts import cli
+    import cli
 
     from calibrate.probes.plan import full_plan, quick_plan
     p = cli.Parser(prog="python -m calibrate.estimate", description=__doc__.split("\n")[0])

@@ -29,7 +29,7 @@ because the link is a token bucket:
   rest took at the payload rate is that buffer (``link.socket_buffer``,
   ``Link.socket_buffer_bytes``).
 
-The TOML is what ``simulator.contracts.cluster.load_cluster`` reads (hosts,
+The TOML is what ``contracts.cluster.load_cluster`` reads (hosts,
 ``cores_per_host`` = this machine's cores, ``shared_cores = true``, link
 bandwidth = 1/beta and latency = alpha of MPI), plus ``link.shaped_bandwidth``
 (the rate tc was asked for) and a ``[fit]`` table with both backends' numbers
@@ -38,7 +38,7 @@ other shaped rates (payload efficiency = 1/beta over the shaped rate).
 Without a cluster up, or without root: one line on stderr and exit code 2.
 
 Imports: mpi4py, pandas, torch, calibrate (comm_probe, linefit), real.cluster, real.dist,
-simulator.contracts (cli, files).
+cli, contracts.files.
 """
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.contracts import cli
-from simulator.contracts.cli import Parser
-from simulator.contracts.cluster import ACK_SHARE
-from simulator.contracts.files import atomic_write_text
-from simulator.contracts.units import duration_text, rate_text
+import cli
+from cli import Parser
+from contracts.cluster import ACK_SHARE
+from contracts.files import atomic_write_text
+from contracts.units import duration_text, rate_text
 
 from calibrate.fits.linefit import fit_line
 

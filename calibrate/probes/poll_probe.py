@@ -22,7 +22,7 @@ model's ``h(m)`` beside each row (the profile's quantum, ``m`` = ranks per core)
 Runs on one host (the ranks share this machine's cores); ``UCX_TLS=tcp,self``
 in the environment makes the ranks talk over TCP instead of shared memory.
 
-Imports: numpy, mpi4py (rank side only), simulator.contracts (cli, profile, closed_forms),
+Imports: numpy, mpi4py (rank side only), cli, contracts.profile, simulator.model.comm.closed_forms,
 real.sweep (mpirun).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from simulator.contracts import cli
+import cli
 
 PROG = "python -m calibrate.poll_probe"
 WARMUP_CALLS = 10
@@ -105,7 +105,7 @@ def summarize(out: dict) -> dict:
 
 def with_model(row: dict, cores: int, quantum_s: float) -> dict:
     """The time-slice model's hand-off wait for ``row``'s ranks on ``cores`` cores."""
-    from simulator.contracts.closed_forms import handoff_s
+    from simulator.model.comm.closed_forms import handoff_s
     per_core = math.ceil(row["ranks"] / cores)
     return {**row, "ranks_per_core": per_core,
             "model_handoff_s": handoff_s(row["ranks"], cores, quantum_s)}
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         if out is not None:
             print(json.dumps(out))
         return 0
-    from simulator.contracts.profile import load_default
+    from contracts.profile import load_default
     quantum_s = load_default().scheduler_quantum_s
     cores = os.cpu_count() or 1
     rows = []

@@ -22,7 +22,7 @@ and the compute, sharing, server and comm parts their run-to-run ``spread``
 ``torch.cuda.synchronize``); the other parts are about the host's cores and stay on CPU.
 
 Imports: numpy, scipy, torch, calibrate (comm_probe, compute_probe, plan, rawio,
-sched_probe), real.devices, simulator.contracts.cli.
+sched_probe), real.devices, cli.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from simulator.contracts import cli
-from simulator.contracts.cli import Parser
+import cli
+from cli import Parser
 
 from calibrate.probes import plan as planmod
 from calibrate.fits import quality
@@ -53,7 +53,7 @@ MAX_MESSAGE_BYTES = 2**34
 
 def add_plan_args(p: argparse.ArgumentParser) -> None:
     """Flags shared with ``python -m calibrate``; unset ones keep the plan's value. Each value
-    is checked by its type (``simulator.contracts.cli``) before anything runs."""
+    is checked by its type (``cli``) before anything runs."""
     cores = planmod.host_cores()
     ranks = planmod.MAX_RANKS_PER_CORE * cores
     p.add_argument("--quick", action="store_true", help="small plan (about a minute in all)")

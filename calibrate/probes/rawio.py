@@ -5,7 +5,7 @@ Every probe writes one table per concept into the work folder (``compute_steps.c
 timed repetition, so medians and spreads can be recomputed from the raw data.
 A reader never sees half a file: each writer makes a temporary sibling and renames it.
 
-Imports: pandas, simulator.contracts.files.
+Imports: pandas, contracts.files.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from simulator.contracts.files import atomic_write_text
+from contracts.files import atomic_write_text
 
 
 class CalibrationError(ValueError):
@@ -28,7 +28,7 @@ def write_rows(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> Path:
     return atomic_write_text(path, pd.DataFrame(list(rows)).to_csv(index=False))
 
 
-# What each raw table holds (``simulator.contracts.tables`` kinds): read_rows checks every
+# What each raw table holds (``contracts.tables`` kinds): read_rows checks every
 # cell of these columns, so a damaged or truncated table is refused, not half-fitted.
 _STEPS = {"model": "text", "threads": "positive_count", "batch": "positive_count",
           "rep": "count", "step_s": "seconds"}
@@ -53,7 +53,7 @@ def read_rows(path: str | os.PathLike):
     """A table written by ``write_rows`` as a DataFrame, every cell of its known columns
     checked (``KINDS``); CalibrationError naming the file, line and column if absent or
     broken."""
-    from simulator.contracts.tables import TableError, read_table
+    from contracts.tables import TableError, read_table
     path = Path(path)
     if not path.is_file():
         raise CalibrationError(f"raw measurement file {path} does not exist: run calibrate.probe first")
@@ -70,8 +70,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 def read_json(path: str | os.PathLike, needed: tuple[str, ...] = ()) -> Any:
     """A JSON file of the work folder, with every number finite and ``needed`` keys there."""
-    from simulator.contracts.checks import ConfigError, finite_tree
-    from simulator.contracts.files import read_json as read_json_file
+    from contracts.checks import ConfigError, finite_tree
+    from contracts.files import read_json as read_json_file
     path = Path(path)
     data = read_json_file(path, CalibrationError)
     try:

@@ -29,7 +29,7 @@ cores the step lasts ``k/C w`` if the cores are shared as a fluid and
 ``ceil(k/C) w`` if every process stays on its core; ``docs/simulator.md``
 quotes the answer against ``CoreHost``.
 
-Imports: torch, calibrate.probes.compute_probe, simulator.contracts.cli.
+Imports: torch, calibrate.probes.compute_probe, cli.
 """
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def synced_step_w(k: int, work_s: float = 0.0086, steps: int = 300) -> float:
 
 
 def build_parser():
-    from simulator.contracts.cli import Parser, float_in, int_in, int_list
+    from cli import Parser, float_in, int_in, int_list
     most = 4 * (os.cpu_count() or 1)          # processes at once: 4 per core at most
     p = Parser(prog="python -m calibrate.sched_probe",
                description="Check how the kernel shares the cores in synchronous steps.")

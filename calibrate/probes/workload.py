@@ -23,13 +23,13 @@ where the output is ``(batch, classes)``) the command
 4. counts FLOPs of one forward + backward with ``torch.utils.flop_counter``'s formulas,
    each operation once, in the layer whose module ran it (``flop_counts``).
 
-The file (``simulator.contracts.workload``) lists layers in gradient-ready
+The file (``contracts.workload``) lists layers in gradient-ready
 order with their tensors (element count, dtype and position in
 ``parameters()``), times and FLOPs, and the
 provenance (command, host, torch version, date). ``simulator.predict
 --workload FILE`` predicts with it.
 
-Imports: torch (when measuring), real.models, simulator.contracts (cli, profile, workload).
+Imports: torch (when measuring), real.models, cli, contracts (profile, workload).
 """
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from simulator.contracts import cli
-from simulator.contracts.cli import Parser, positive_int, usage_error
-from simulator.contracts.workload import (
+import cli
+from cli import Parser, positive_int, usage_error
+from contracts.workload import (
     Layer,
     ModelWorkload,
     StepLine,
@@ -103,8 +103,8 @@ def build_parser() -> Parser:
 
 def from_profile(args) -> ModelWorkload:
     """A profile's model as a workload file: its tensors, layers and step lines."""
-    from simulator.contracts.profile import load, load_default
-    from simulator.contracts.workload import workload_of_cost
+    from contracts.profile import load, load_default
+    from contracts.workload import workload_of_cost
     prof = load_default() if args.from_profile == "embedded" else load(args.from_profile)
     cost = prof.model(args.model)
     return workload_of_cost(cost, device="cpu", batch_size=args.batch_size, provenance={
@@ -486,7 +486,7 @@ def main(argv=None) -> int:
             return usage_error(PROG, "--device cuda: this machine has no CUDA device "
                                      "(torch.cuda.is_available() is false); use --device cpu "
                                      "or run it on a GPU host")
-    from simulator.contracts.profile import ProfileError
+    from contracts.profile import ProfileError
     try:
         if args.from_profile:
             workload = from_profile(args)

@@ -26,7 +26,7 @@ veth links, tc shapers), ``lifecycle`` (up, down, ``emulated_cluster``),
 probe) and ``__main__`` (the command line).
 
 Imports: its own modules; they use the standard library, ``ip`` and ``tc``, and (``check``,
-``__main__``) ``simulator.contracts.cli``.
+``__main__``) ``cli``.
 """
 from __future__ import annotations
 

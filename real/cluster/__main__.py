@@ -3,7 +3,7 @@
 Bad input and a missing tool or privilege are one line on stderr; an
 interrupted ``up`` leaves nothing behind.
 
-Imports: real.cluster (check, lifecycle, netns, state), simulator.contracts.cli.
+Imports: real.cluster (check, lifecycle, netns, state), cli.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from real.cluster.state import (
     read_state,
     state_path,
 )
-from simulator.contracts import cli
-from simulator.contracts.cli import HelpFormatter, Parser
-from simulator.contracts.units import parse_duration
+import cli
+from cli import HelpFormatter, Parser
+from contracts.units import parse_duration
 
 
 def _print_status(prefix: str) -> int:

@@ -12,7 +12,7 @@ timestamps 32 bytes of headers per segment).
     python -m real.cluster.check send --address A --port P   (inside src)
 are the two halves; ``measure_bandwidth`` runs them.
 
-Imports: real.cluster (launch, state), simulator.contracts.cli.
+Imports: real.cluster (launch, state), cli.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.contracts.cli import HelpFormatter, Parser
+from cli import HelpFormatter, Parser
 
 if TYPE_CHECKING:
     from real.cluster.state import Cluster

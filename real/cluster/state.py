@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from simulator.contracts import units
+from contracts import units
 
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = "psgd"
@@ -69,7 +69,7 @@ class Cluster:
 
 def parse_bandwidth(text: str) -> int:
     """'100mbit' -> 100_000_000 bits/s: the project's one rate parser
-    (``simulator.contracts.units``: a unit always, bits as tc writes them or bytes as
+    (``contracts.units``: a unit always, bits as tc writes them or bytes as
     MB/s), rounded to whole bits per second for tc."""
     bits = int(round(8 * units.parse_bandwidth(text)))
     if not 8_000 <= bits <= 100e9:

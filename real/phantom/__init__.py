@@ -20,5 +20,5 @@ ranks) is missing: many emulated hosts on two cores, or a user's own cluster.
 
 docs/phantom.md has the commands, the substitution check and its limits.
 
-Imports: nothing at load; the modules import torch and simulator.contracts.workload.
+Imports: nothing at load; the modules import torch and contracts.workload.
 """

@@ -9,7 +9,7 @@ another size than the measured one scales them:
 
 where B is the batch the workload was measured at and ``line`` the file's step
 time against the batch for its threads (``[[measured.lines]]``), else the
-batch itself (a step proportional to the batch, as ``simulator.contracts.
+batch itself (a step proportional to the batch, as ``contracts.
 workload.model_cost`` assumes). At the measured batch f = 1: each layer takes
 exactly its measured time. A global batch that does not divide evenly, or a
 shard's last batch, is smaller, and so is its step.
@@ -21,7 +21,7 @@ A file without per-layer forward and backward times is refused
 (``PhantomError``, naming the file and the field): a phantom step cannot
 invent where backward's gradients become ready.
 
-Imports: hashlib, simulator.contracts.workload.
+Imports: hashlib, contracts.workload.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.contracts.workload import ModelWorkload, WorkloadError, load_workload
+from contracts.workload import ModelWorkload, WorkloadError, load_workload
 
 ACCURACY_NOTE = ("not measured: a phantom run's compute is a sleep, its weights never "
                  "train (its times are the measurement)")

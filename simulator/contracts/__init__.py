@@ -1,16 +1,49 @@
-"""The contracts between the stages: what each stage writes and the next one reads.
+"""The old path of the contracts, kept for one release: ``simulator.contracts.X`` is ``X``'s
+new module.
 
-* ``record``: the run record (``real`` writes it; ``calibrate`` and ``compare`` read it);
-* ``profile``: a machine's measured costs (``calibrate`` writes it; the model reads it),
-  with ``closed_forms``, the collective equations that give its alpha/beta their meaning;
-* ``workload``, ``cluster``: what to predict and on which hardware;
-* ``units``, ``checks``, ``cli``, ``tables``, ``files``, ``stats``: how every command
-  reads numbers, flags and CSV tables (checked whole), reports bad input, writes files
-  atomically and summarises repeats.
+The contracts moved to the top-level package ``contracts``, the collectives' closed forms
+to ``simulator.model.comm.closed_forms`` and the command-line conventions to ``cli``.
+Code outside this repository that imports ``simulator.contracts.profile`` (or ``from
+simulator.contracts import profile``) gets the new module itself, not a copy, so its
+classes and state are the same objects; importing this package warns once
+(``DeprecationWarning``). Nothing in the repository imports it (``tests/test_layout.py``).
+It is removed in the release after this one.
 
-Every stage imports from here.
-
-Imports: the standard library only (``record`` pandas, ``stats`` numpy and scipy,
-``tables`` pandas, ``files`` matplotlib when a figure is saved); never another part of
-the simulator.
+Imports: importlib; the moved module when its old name is imported.
 """
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+MOVED = {name: f"contracts.{name}" for name in (
+    "checks", "cluster", "curve", "files", "profile", "quality", "record", "schedule",
+    "stats", "tables", "tomlw", "units", "workload")}
+MOVED |= {"cli": "cli", "closed_forms": "simulator.model.comm.closed_forms"}
+
+warnings.warn("simulator.contracts moved: import contracts (file schemas and units), cli and "
+              "simulator.model.comm.closed_forms", DeprecationWarning, stacklevel=2)
+
+
+class _OldPath(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``simulator.contracts.X`` and loads it as the moved module itself."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package == __name__ and name in MOVED:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        # the import system returns what sys.modules holds under the old name afterwards
+        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__.rpartition(".")[2]])
+
+
+if not any(isinstance(f, _OldPath) for f in sys.meta_path):
+    sys.meta_path.insert(0, _OldPath())

@@ -8,7 +8,7 @@
 * ``placement``, ``result``: what both engines share;
 * ``sweep``: ``simulate`` over schemes and worker counts, as rows.
 
-Imports: ``simulator.contracts`` and ``simulator.model``; never torch or mpi4py.
+Imports: ``contracts`` and ``simulator.model``; never torch or mpi4py.
 """
 from __future__ import annotations
 

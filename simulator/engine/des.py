@@ -5,7 +5,7 @@ scheme's loop (``model.schemes``); compute shares the hosts' cores
 (``model.hardware``), messages cross the routes at the chosen fidelity
 (``model.comm``). Handles every scheme and fidelity.
 
-Imports: SimPy, simulator.contracts, simulator.model, engine (placement, result).
+Imports: SimPy, contracts, simulator.model, engine (placement, result).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import simpy
 
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import Profile
-from simulator.contracts.workload import Workload
+from contracts.cluster import Cluster
+from contracts.profile import Profile
+from contracts.workload import Workload
 from simulator.engine.placement import Layout
 from simulator.engine.result import Result, build_result
 from simulator.engine.steady import checkpoints, extrapolate, stable_pace, window

@@ -19,14 +19,14 @@ The cores are a fluid here: with a profile's ``balance_delay_s`` (per-core run
 queues, ``model.hardware.cores``) ``engine="auto"`` takes the SimPy model for an
 oversubscribed host, and a forced ``engine="fast"`` ignores the delay.
 
-Imports: numpy, simulator.contracts.closed_forms, simulator.model (comm, network), engine
+Imports: numpy, simulator.model.comm.closed_forms, simulator.model (comm, network), engine
 (placement, result).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from simulator.contracts.closed_forms import steps as step_count
+from simulator.model.comm.closed_forms import steps as step_count
 from simulator.engine.placement import Layout
 from simulator.engine.result import build_result
 from simulator.engine.slowed import ddp_slowed, horovod_slowed

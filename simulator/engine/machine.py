@@ -20,7 +20,7 @@ those that the hardware decides:
 ``machine(profile, cluster, workloads)`` returns the profile the engines run on
 and the provenance of every number in it: measured (a profile or a workload
 file), preset (with the preset's source), or the user's.
-Imports: ``simulator.contracts``, ``model.config`` and ``model.schemes``.
+Imports: ``contracts``, ``model.config`` and ``model.schemes``.
 """
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import tomllib
 
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import PRESETS_DIR, Cluster
-from simulator.contracts.profile import Profile, Transport
-from simulator.contracts.units import format_rate, parse_flop_rate
-from simulator.contracts.workload import ModelWorkload, model_cost
+from contracts.checks import ConfigError
+from contracts.cluster import PRESETS_DIR, Cluster
+from contracts.profile import Profile, Transport
+from contracts.units import format_rate, parse_flop_rate
+from contracts.workload import ModelWorkload, model_cost
 from simulator.model.config import BACKEND_ALGORITHMS, SchemeConfig
 from simulator.model.schemes import SCHEMES
 

@@ -8,7 +8,7 @@ and the routes between them. The SimPy model builds its hosts and network from i
 the fast path prices its collectives on it, ``run`` picks the engine and fidelity
 from it: nothing is derived twice.
 
-Imports: numpy, simulator.contracts (cluster, profile), simulator.model (config,
+Imports: numpy, contracts (cluster, profile), simulator.model (config,
 hardware.timeslice, fabric, network, schemes), engine.machine.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import Profile, Transport
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster
+from contracts.profile import Profile, Transport
 from simulator.engine.machine import on_hardware, resolve_backend
 from simulator.model.config import SchemeConfig
 from simulator.model.fabric import make_routes

@@ -9,7 +9,7 @@ the vectorised fast path (``engine="fast"``, see ``engine.fast``) which computes
 the same thing without one event per message. ``engine="auto"`` picks the
 fast path where it is exact (and for ``ddp`` only where no host is oversubscribed).
 
-Imports: numpy, simulator.contracts, simulator.model (config, schemes, workload), engine
+Imports: numpy, contracts, simulator.model (config, schemes, workload), engine
 (des, fast, placement, result).
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, calibrated_cluster
-from simulator.contracts.profile import Profile, ProfileError
-from simulator.contracts.workload import Workload
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, calibrated_cluster
+from contracts.profile import Profile, ProfileError
+from contracts.workload import Workload
 from simulator.engine.des import simulate_des
 from simulator.engine.fast import FAST_EXCHANGES, simulate_fast
 from simulator.engine.fidelity import auto_fidelity
@@ -102,7 +102,7 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
     ``eval_every`` iterations of the evaluating worker and at every epoch end.
     """
     if profile is None:
-        from simulator.contracts.profile import load_default
+        from contracts.profile import load_default
         profile = load_default()
     spec, cfg = resolve_scheme(scheme)
     run = layout(spec, cfg, workers, cluster or calibrated_cluster(profile.cores), profile)

@@ -5,18 +5,18 @@ events with the header of ``contracts.schedule``: where the schedule came from
 (scheme, P, seed, workload, cluster, profile) and how to read it (shared
 weights or replicas, which model an evaluation scores).
 
-Imports: simulator.contracts.cluster, simulator.contracts.profile,
-simulator.contracts.schedule, simulator.contracts.workload, simulator.engine.result,
+Imports: contracts.cluster, contracts.profile,
+contracts.schedule, contracts.workload, simulator.engine.result,
 simulator.engine.run, simulator.model.config, simulator.model.schemes.holder.
 """
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import Profile
-from simulator.contracts.schedule import Schedule, ScheduleHeader
-from simulator.contracts.workload import Workload
+from contracts.cluster import Cluster
+from contracts.profile import Profile
+from contracts.schedule import Schedule, ScheduleHeader
+from contracts.workload import Workload
 from simulator.engine.result import Result
 from simulator.engine.run import resolve_scheme, simulate
 from simulator.model.config import Heterogeneity, SchemeConfig

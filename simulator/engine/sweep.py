@@ -8,17 +8,17 @@ scheme at the baseline's worker count P0 (by default 1: the fastest single worke
 ``speedup = epoch_s(baseline) / epoch_s``; efficiency is ``speedup * P0 / P`` (1 when P
 workers are P / P0 times as fast as the baseline).
 
-Imports: simulator.contracts, simulator.model (config, schemes), engine (result, run).
+Imports: contracts, simulator.model (config, schemes), engine (result, run).
 """
 from __future__ import annotations
 
 import os
 from typing import Callable
 
-from simulator.contracts.checks import ConfigError
-from simulator.contracts.cluster import Cluster, GrowingCluster
-from simulator.contracts.profile import Profile
-from simulator.contracts.workload import Workload
+from contracts.checks import ConfigError
+from contracts.cluster import Cluster, GrowingCluster
+from contracts.profile import Profile
+from contracts.workload import Workload
 from simulator.engine.result import Result
 from simulator.engine.run import simulate
 from simulator.model.config import Heterogeneity, SchemeConfig

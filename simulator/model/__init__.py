@@ -7,6 +7,6 @@
 * the *schemes* (``schemes``): each rank's loop.
 
 ``config`` holds the scheme's knobs and the workers' speeds, ``recorder`` what
-happened. Imports: ``simulator.contracts``, numpy and SimPy; never the engines,
+happened. Imports: ``contracts``, numpy and SimPy; never the engines,
 the tools, torch or mpi4py.
 """

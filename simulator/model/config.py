@@ -7,14 +7,14 @@
 * ``Heterogeneity``: per-worker speed factors and stragglers.
 
 The workload and the cluster are contracts between stages
-(``simulator.contracts.workload``, ``simulator.contracts.cluster``).
-Imports: ``simulator.contracts`` only.
+(``contracts.workload``, ``contracts.cluster``).
+Imports: ``contracts`` only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.contracts.checks import ConfigError, nonnegative, positive
+from contracts.checks import ConfigError, nonnegative, positive
 
 FIDELITIES = ("auto", "analytic", "message")
 ENGINES = ("auto", "des", "fast")

@@ -23,7 +23,7 @@ memory inside a host. A cluster with ``Hardware`` adds:
 
 The resources are the same kind ``network.Network`` shares max-min fairly and
 ``comm.costs`` counts per step, so both fidelities see them.
-Imports: ``simulator.contracts`` and ``model.network``.
+Imports: ``contracts`` and ``model.network``.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import copy
 import functools
 from dataclasses import replace
 
-from simulator.contracts.cluster import Cluster
-from simulator.contracts.profile import Transport
+from contracts.cluster import Cluster
+from contracts.profile import Transport
 from simulator.model.network import Routes
 
 

@@ -24,7 +24,7 @@ an incast at a server and a congested NIC slow down by themselves. A message
 to a rank on an oversubscribed host also waits for the receiver's turn on a
 core (``handoff_s`` per rank, from ``timeslice``), added to its latency.
 
-Imports: SimPy, simulator.contracts (cluster, profile), model.fluid.
+Imports: SimPy, contracts (cluster, profile), model.fluid.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ import math
 
 import simpy
 
-from simulator.contracts.cluster import Link
-from simulator.contracts.profile import Transport
+from contracts.cluster import Link
+from contracts.profile import Transport
 from simulator.model.fluid import FluidShare, Resource
 
 

@@ -9,13 +9,13 @@ Updates queue first come, first served (a ``simpy.Resource`` of capacity 1).
 ``version`` counts the updates applied so far; staleness of a gradient is the
 number of updates applied between the read of w and its own application.
 
-Imports: SimPy, simulator.contracts.profile, model.hardware.host.
+Imports: SimPy, contracts.profile, model.hardware.host.
 """
 from __future__ import annotations
 
 import simpy
 
-from simulator.contracts.profile import ServerCost
+from contracts.profile import ServerCost
 from simulator.model.hardware.host import Host
 
 

@@ -14,7 +14,7 @@ same numbers. A step (forward + backward + update) of a worker with
 How long a step then takes in simulated time depends on how many processes
 share the host's cores (``model.hardware``).
 
-Imports: numpy, ``simulator.contracts`` and ``model.config`` only.
+Imports: numpy, ``contracts`` and ``model.config`` only.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.contracts.profile import ModelCost, StepFit
+from contracts.profile import ModelCost, StepFit
 from simulator.model.config import Heterogeneity
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from simulator.contracts.files import save_figure
+from contracts.files import save_figure
 
 MARKERS = "osD^vP<X>h*"
 

@@ -10,7 +10,7 @@ of the error the missing loss recovery accounts for, not a prediction. Two kinds
 (its ``workers_seen``), and shaped rates the link calibration never saw (all but
 ``calibrated_bits_per_s``).
 
-Imports: matplotlib, numpy, pandas, simulator.contracts.files.
+Imports: matplotlib, numpy, pandas, contracts.files.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def figure(df: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from simulator.contracts.files import save_figure
+    from contracts.files import save_figure
     schemes = sorted(df["scheme"].unique())
     fig, axes = plt.subplots(1, len(schemes), figsize=(4.2 * len(schemes), 4), squeeze=False)
     for ax, scheme in zip(axes[0], schemes):
@@ -133,7 +133,7 @@ def breakdown_figure(df: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from simulator.contracts.files import save_figure
+    from contracts.files import save_figure
     schemes, rates = sorted(df["scheme"].unique()), sorted(df["mbit"].unique())
     fig, axes = plt.subplots(len(rates), len(schemes), squeeze=False,
                              figsize=(3.2 * len(schemes), 2.8 * len(rates)))

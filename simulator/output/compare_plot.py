@@ -1,7 +1,7 @@
 """The comparison figure: measured speedup with error bars, predicted curve, ideal line,
 and the relative error of the predicted time per epoch below.
 
-Imports: matplotlib, simulator.contracts.files.
+Imports: matplotlib, contracts.files.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def comparison_plot(g, path: Path) -> Path:
     """``g``: rows of one scheme (and cluster) from ``simulator.compare.compare``."""
-    from simulator.contracts.files import save_figure
+    from contracts.files import save_figure
     g = g.sort_values("workers")
     base = g[g["workers"] == g["workers"].min()].iloc[0]
     meas_speedup = base.measured_s / g["measured_s"]

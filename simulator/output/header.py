@@ -9,7 +9,7 @@ Imports: contracts.units.
 """
 from __future__ import annotations
 
-from simulator.contracts.units import format_duration
+from contracts.units import format_duration
 
 
 def lines(meta: dict) -> list[str]:

@@ -18,8 +18,8 @@ import math
 import textwrap
 from pathlib import Path
 
-from simulator.contracts.files import save_figure
-from simulator.contracts.units import format_duration
+from contracts.files import save_figure
+from contracts.units import format_duration
 
 MARKERS = "osD^vP<X>h*"
 LINESTYLES = ("-", "--", "-.", ":")

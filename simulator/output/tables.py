@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from simulator.contracts.units import format_duration
+from contracts.units import format_duration
 from simulator.engine.sweep import COLUMNS
 from simulator.model.schemes import SCHEMES
 

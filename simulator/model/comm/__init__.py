@@ -2,15 +2,15 @@
 
 * ``base``: the interface and its bookkeeping (waiting vs communicating, the
   CPU of sleeping ranks' calls);
-* ``analytic``: a barrier, then the closed form (``contracts.closed_forms``);
+* ``analytic``: a barrier, then the closed form (``simulator.model.comm.closed_forms``);
 * ``message``: the messages of each algorithm (``collectives``) over the
   simulated network (``model.network``).
 
-Imports: simulator.contracts.profile, its own modules, model (network, recorder).
+Imports: contracts.profile, its own modules, model (network, recorder).
 """
 from __future__ import annotations
 
-from simulator.contracts.profile import Transport
+from contracts.profile import Transport
 from simulator.model.comm.analytic import AnalyticComm
 from simulator.model.comm.base import RENDEZVOUS_LEGS, Comm, call_cpu_s
 from simulator.model.comm.message import MessageComm

@@ -1,13 +1,13 @@
 """Which allreduce a library runs: MPICH's choice, gloo's ring, NCCL's tuner.
 
-Imports: ``contracts`` (closed_forms, profile), ``model.network`` (routes, host groups).
+Imports: contracts.profile, simulator.model.comm.closed_forms, ``model.network`` (routes, host groups).
 """
 from __future__ import annotations
 
 import functools
 
-from simulator.contracts.closed_forms import choose_allreduce, ring_allreduce_s, tree_allreduce_s
-from simulator.contracts.profile import Transport
+from simulator.model.comm.closed_forms import choose_allreduce, ring_allreduce_s, tree_allreduce_s
+from contracts.profile import Transport
 from simulator.model.network import Routes, host_groups
 
 

@@ -4,7 +4,7 @@ Every function is the generator of ONE rank: ``i`` is its index in ``ranks``,
 ``p2p`` gives ``isend(src, dst, n_bytes, tag)`` (event: delivered),
 ``recv(dst, src, tag)`` (event: arrived) and ``reduce(n_bytes)`` (event: the
 gamma cost of adding ``n_bytes``). ``tag`` is unique per call; steps extend it.
-Their contention-free times are the equations in ``contracts.closed_forms``.
+Their contention-free times are the equations in ``simulator.model.comm.closed_forms``.
 
 Each collective sends what its library sends, in the library's order; its
 docstring names the library's file and function. MPICH's are in ``mpich``, gloo's
@@ -12,11 +12,11 @@ allreduce in ``gloo``; this
 module holds gloo's gather and scatter (``gather_scatter``), NCCL-style ones and
 ``ALLREDUCE``, every allreduce by the name ``comm.choice`` resolves to.
 
-Imports: simulator.contracts.closed_forms, model.comm (gloo, mpich, nccl), model.network.
+Imports: simulator.model.comm.closed_forms, model.comm (gloo, mpich, nccl), model.network.
 """
 from __future__ import annotations
 
-from simulator.contracts.closed_forms import tree_chunks, tree_rounds
+from simulator.model.comm.closed_forms import tree_chunks, tree_rounds
 from simulator.model.comm import gloo, mpich, nccl
 from simulator.model.comm.mpich import binomial_bcast  # noqa: F401  (the broadcast of Comm.bcast)
 from simulator.model.network import host_groups, host_index_groups

@@ -1,6 +1,6 @@
 """What a collective costs on a given placement: the closed forms with the links' sharing.
 
-The contention-free closed forms (``contracts.closed_forms``) price every
+The contention-free closed forms (``simulator.model.comm.closed_forms``) price every
 step at one path's alpha and beta. On a cluster, the messages of one step
 share resources: each host's NIC (one egress and one ingress of the link's
 bandwidth) and each rank's shared-memory endpoints (``model.network``). When
@@ -25,14 +25,14 @@ every rank on its own host and one path this is exactly the
 contention-free closed form; ``collectives`` sends the same messages one by
 one, and the tests check that both agree.
 
-Imports: simulator.contracts.closed_forms, model.network (and, to price a collective
+Imports: simulator.model.comm.closed_forms, model.network (and, to price a collective
 that leaves lock step, SimPy and model.comm.message).
 """
 from __future__ import annotations
 
 import math
 
-from simulator.contracts.closed_forms import (
+from simulator.model.comm.closed_forms import (
     RELEASE_GATHER_BCAST_RADIX,
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
@@ -174,7 +174,7 @@ def tree_rounds_s(ranks, n_bytes: float, routes: Routes) -> float:
     lock step (a power of two of ranks with uniform paths); otherwise ranks run ahead of
     a round in the message model and this is an upper bound (within 10% in the tests).
     Used above ``TREE_SIMULATED_UP_TO`` ranks, where simulating every size is slow."""
-    from simulator.contracts.closed_forms import tree_chunks, tree_rounds
+    from simulator.model.comm.closed_forms import tree_chunks, tree_rounds
     k = tree_chunks(n_bytes)
     chunk = n_bytes / 2 / k
     total = 0.0
@@ -262,7 +262,7 @@ def simulated_alone_s(kind: str, ranks, n_bytes: float, routes: Routes,
     """The collective's messages over the simulated links, with nothing else in flight."""
     import simpy
 
-    from simulator.contracts.profile import Transport
+    from contracts.profile import Transport
     from simulator.model.comm import collectives
     from simulator.model.comm.message import MessageComm
     from simulator.model.recorder import Recorder

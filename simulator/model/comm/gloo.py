@@ -10,11 +10,11 @@ tensor goes through host memory (``host_ring_allreduce``).
 
 The generator is ONE rank's (the interface of ``comm.collectives``).
 
-Imports: ``simulator.contracts.closed_forms``.
+Imports: ``simulator.model.comm.closed_forms``.
 """
 from __future__ import annotations
 
-from simulator.contracts.closed_forms import gloo_ring_segments
+from simulator.model.comm.closed_forms import gloo_ring_segments
 
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):

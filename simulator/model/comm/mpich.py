@@ -10,13 +10,13 @@ JSON selection) and ``smp_allreduce`` (ch4's composition for a communicator that
 spans hosts with several ranks on some); ``comm.choice`` decides between them.
 Sources: the MPICH 5.0.1 tag of github.com/pmodels/mpich (the wheel is 5.0.2).
 
-Imports: ``simulator.contracts.closed_forms``, ``model.network``.
+Imports: ``simulator.model.comm.closed_forms``, ``model.network``.
 """
 from __future__ import annotations
 
-from simulator.contracts.closed_forms import RELEASE_GATHER_BCAST_RADIX as KB
-from simulator.contracts.closed_forms import RELEASE_GATHER_REDUCE_RADIX as KR
-from simulator.contracts.closed_forms import (
+from simulator.model.comm.closed_forms import RELEASE_GATHER_BCAST_RADIX as KB
+from simulator.model.comm.closed_forms import RELEASE_GATHER_REDUCE_RADIX as KR
+from simulator.model.comm.closed_forms import (
     mpir_allreduce_choice,
     mpir_bcast_choice,
     mpir_reduce_choice,

@@ -15,11 +15,11 @@ MPI's allreduce among the hosts, a copy back and such a broadcast
 ran gloo's ring among the hosts (``reduce_broadcast_gloo``).
 
 Generators of ONE rank (the interface of ``comm.collectives``).
-Imports: ``simulator.contracts.closed_forms``, ``model.comm`` (gloo, mpich), ``model.network``.
+Imports: ``simulator.model.comm.closed_forms``, ``model.comm`` (gloo, mpich), ``model.network``.
 """
 from __future__ import annotations
 
-from simulator.contracts.closed_forms import chain_chunks
+from simulator.model.comm.closed_forms import chain_chunks
 from simulator.model.comm import gloo, mpich
 from simulator.model.network import host_and_roots
 

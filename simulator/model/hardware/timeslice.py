@@ -14,11 +14,11 @@ The kernel keeps one run queue per core, so ``n`` processes on ``C`` cores
 sit ``ceil(n / C)`` or ``floor(n / C)`` to a core; ``handoff_s`` averages
 ``h`` over the processes. With ``n <= C`` nobody waits: ``h = 0``.
 
-The closed form lives with the others in ``simulator.contracts.closed_forms`` (so that
+The closed form lives with the others in ``simulator.model.comm.closed_forms`` (so that
 ``calibrate.poll_probe`` can print it beside what it measures).
 
-Imports: simulator.contracts.closed_forms.
+Imports: simulator.model.comm.closed_forms.
 """
 from __future__ import annotations
 
-from simulator.contracts.closed_forms import handoff_s  # noqa: F401  (the model's form)
+from simulator.model.comm.closed_forms import handoff_s  # noqa: F401  (the model's form)

@@ -64,8 +64,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from simulator.contracts.checks import non_finite_field
-from simulator.contracts.files import atomic_write_text
+from contracts.checks import non_finite_field
+from contracts.files import atomic_write_text
 
 SCHEMA_VERSION = 1
 

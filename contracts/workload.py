@@ -95,8 +95,8 @@ from pathlib import Path
 
 import tomllib
 
-from simulator.contracts.checks import ConfigError, positive, whole
-from simulator.contracts.units import duration_text, parse_duration, parse_flop_rate
+from contracts.checks import ConfigError, positive, whole
+from contracts.units import duration_text, parse_duration, parse_flop_rate
 
 SCHEMA_VERSION = 1
 PRECISIONS = ("fp32", "tf32", "amp")   # what --precision takes
@@ -553,8 +553,8 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
 
 def save_workload(w: ModelWorkload, path: str | Path, comment=None) -> Path:
     """Write ``w`` atomically as a workload TOML file."""
-    from simulator.contracts.files import atomic_write_text
-    from simulator.contracts.tomlw import dumps
+    from contracts.files import atomic_write_text
+    from contracts.tomlw import dumps
     return atomic_write_text(path, dumps(workload_to_dict(w, comment)))
 
 
@@ -564,7 +564,7 @@ def model_cost(w: ModelWorkload):
     """The workload as the profile's ``ModelCost`` (what the engines read): layers and
     tensors in forward order, each layer's share of the backward, the step time against
     the batch (the file's lines, else proportional to the batch it was measured at)."""
-    from simulator.contracts.profile import ModelCost, StepFit
+    from contracts.profile import ModelCost, StepFit
     forward = tuple(reversed(w.layers))
     if w.lines:
         steps = tuple(StepFit(threads=s.threads, step_intercept_s=s.intercept_s,

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.contracts.files import atomic_write_text, read_json
+from contracts.files import atomic_write_text, read_json
 
 POINT_KEYS = ("step", "epoch", "train_s", "test_loss", "test_accuracy")
 REPLAY_FORMAT = "psgd-sim replay"

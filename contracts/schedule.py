@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.contracts.files import atomic_write_text
+from contracts.files import atomic_write_text
 
 FORMAT = "psgd-sim schedule"
 SCHEMA_VERSION = 1

@@ -6,7 +6,7 @@ The number checks refuse NaN and infinity as well as values out of range;
 ``finite_tree`` finds a NaN or an infinity anywhere in data read from a file
 and names where it is; ``plain_name`` keeps a name that becomes a folder
 (a run id) inside its folder; ``fits_in_memory`` refuses what could not be
-allocated. ``argparse`` types built on these live in ``contracts.cli``.
+allocated. ``argparse`` types built on these live in ``cli``.
 Imports: the standard library only.
 """
 from __future__ import annotations

@@ -76,7 +76,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
 
 The accuracy curve in ``results`` (``real.curve``; absent in older records):
 ``curve`` is a list of points ``{step, epoch, train_s, test_loss, test_accuracy}``
-(``simulator.contracts.curve``): the initial weights at ``train_s`` 0, every
+(``contracts.curve``): the initial weights at ``train_s`` 0, every
 ``eval_every`` iterations of the evaluating process and every epoch end, and the
 final model; ``train_s`` is training time, evaluation kept out. ``curve_model``
 says which model was scored (the common weights, the average of the workers'
@@ -131,9 +131,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection
 
-from simulator.contracts.checks import non_finite_field
-from simulator.contracts.files import read_json
-from simulator.contracts.tables import TableError, read_table
+from contracts.checks import non_finite_field
+from contracts.files import read_json
+from contracts.tables import TableError, read_table
 
 SCHEMA_VERSION = 1
 RECORD_FILE = "record.json"

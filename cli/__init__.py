@@ -27,8 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from simulator.contracts.checks import ConfigError, plain_name
-from simulator.contracts.units import parse_bandwidth, parse_duration
+from contracts.checks import ConfigError, plain_name
+from contracts.units import parse_bandwidth, parse_duration
 
 
 def launched_rank() -> int:

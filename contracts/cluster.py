@@ -85,8 +85,8 @@ from pathlib import Path
 
 import tomllib
 
-from simulator.contracts.checks import ConfigError, nonnegative, positive, whole
-from simulator.contracts.units import parse_bandwidth, parse_bytes, parse_duration, parse_flop_rate
+from contracts.checks import ConfigError, nonnegative, positive, whole
+from contracts.units import parse_bandwidth, parse_bytes, parse_duration, parse_flop_rate
 
 PLACEMENTS = ("round_robin", "packed")
 MAX_HOSTS = 65536                 # as many hosts as the simulator takes workers
@@ -448,7 +448,8 @@ def load_cluster(path: str | Path, origin: str | None = None) -> Cluster:
         raise ConfigError(f"cluster file {path}: {e}") from None
 
 
-PRESETS_DIR = Path(__file__).resolve().parents[1] / "data" / "presets"
+# the presets ship as data of the simulator package, installed beside this one
+PRESETS_DIR = Path(__file__).resolve().parents[1] / "simulator" / "data" / "presets"
 
 
 def preset_names() -> list[str]:
