@@ -106,7 +106,9 @@ the emulated cluster (its link and ranks per host); a sweep with ``--hostfile`` 
 leaves out and why (``LEFT_OUT_MARKS``: ``phantom``, ``disturbed``, ``testbed-bound``);
 every reader asks it.
 
-Only this module decides the layout; everything else calls ``write`` and ``read``.
+Only this module decides the layout and writes a record; everything else calls ``write``
+(a new record, its folder swapped in whole), ``amend`` (fields of a written one changed:
+a failed run's cause, found after rank 0 wrote it) and ``read``.
 
 Both files are checked whole when read (``check_record``, ``read_iterations``):
 a field of the wrong kind, a NaN or an infinity, a truncated table raise
@@ -132,7 +134,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 from contracts.checks import non_finite_field
-from contracts.files import read_json
+from contracts.files import atomic_write_text, read_json
 from contracts.tables import TableError, read_table
 
 SCHEMA_VERSION = 1
@@ -341,12 +343,31 @@ def write(record: RunRecord, runs_dir: str | os.PathLike) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{record.run_id}.", suffix=".tmp"))
     try:
         _write_rows(tmp / ITER_FILE, record.iterations)
-        (tmp / RECORD_FILE).write_text(json.dumps(_jsonable(record.to_json()), indent=1))
+        (tmp / RECORD_FILE).write_text(_record_text(record.to_json()))
         replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def amend(run_dir: str | os.PathLike, rows: list[dict[str, Any]] | None = None,
+          **fields: Any) -> Path:
+    """Change ``fields`` of a record already written (a failed run's ``status`` and
+    ``failure``, known only after rank 0 wrote it), and its ``iterations.csv`` when ``rows``
+    are given: each file replaced in one step, the result checked before it is written."""
+    run_dir = Path(run_dir)
+    rec = read(run_dir)
+    rec.update(fields)
+    check_record(rec)
+    if rows:
+        write_iterations(run_dir, rows)
+    atomic_write_text(run_dir / RECORD_FILE, _record_text(rec))
+    return run_dir
+
+
+def _record_text(rec: dict[str, Any]) -> str:
+    return json.dumps(_jsonable(rec), indent=1)
 
 
 def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -165,11 +165,7 @@ def write_failed_record(out, run_id: str, notes: list[dict], facts: dict) -> Pat
         own = (existing.get("failure") or {}).get("cause")
         if own and own != failure["cause"] and own not in failure["noticed_by"]:
             failure["noticed_by"].append(own)
-        existing.update(status=status, failure=failure)
-        if rows:
-            record.write_iterations(run_dir, rows)
-        atomic_write_text(run_dir / record.RECORD_FILE, json.dumps(existing, indent=1))
-        return run_dir
+        return record.amend(run_dir, rows, status=status, failure=failure)
     rec = record.RunRecord(run_id=run_id, status=status, failure=failure,
                            config=facts.get("config") or {}, environment=facts.get("environment")
                            or {"host": socket.gethostname(), "launcher": facts.get("launcher")},
@@ -182,8 +178,7 @@ def amend_cause(run_dir: Path, prefix: str, status: str | None = None) -> None:
     rec = record.read(run_dir)
     failure = dict(rec.get("failure") or {"cause": "", "rank": None})
     failure["cause"] = f"{prefix}; {failure['cause']}" if failure["cause"] else prefix
-    rec.update(failure=failure, status=status or rec["status"])
-    atomic_write_text(run_dir / record.RECORD_FILE, json.dumps(rec, indent=1))
+    record.amend(run_dir, failure=failure, status=status or rec["status"])
 
 
 # ---------------------------------------------------------------- the recorder's lock
