@@ -9,7 +9,7 @@ A ``pipelines.validate_accuracy --cluster-rate`` folder keeps ``accuracy_validat
 mean over the seeds) and the link calibrated on the emulated cluster (``link.toml``), but
 neither its run records nor its compute profile. This predicts each row's training time
 again on the folder's cluster (``link.toml``: its hosts, one rank a host, the machine's cores
-shared) with the compute profile given (made by the check's own command,
+shared, its shapers' token buckets) with the compute profile given (made by the check's own command,
 ``python -m calibrate --threads 1 --models cnn --max-workers 2 --quick``, on the same
 machine), for the seeds the folder's report names, and splits the prediction into its
 compute, communication and waiting (per worker, mean over the workers). The training times
@@ -37,11 +37,18 @@ from pathlib import Path
 
 import pandas as pd
 
-import cli
-from contracts import profile as profiles
-from contracts.cluster import load_cluster
-from contracts.files import atomic_write_text
-from contracts.workload import Workload
+try:
+    import cli
+    from contracts import profile as profiles
+    from contracts.cluster import load_cluster, load_link_calibration
+    from contracts.files import atomic_write_text
+    from contracts.workload import Workload
+except ImportError:        # a commit before contracts/ moved out of simulator/ (the check's)
+    from simulator.contracts import cli
+    from simulator.contracts import profile as profiles
+    from simulator.contracts.cluster import load_cluster, load_link_calibration
+    from simulator.contracts.files import atomic_write_text
+    from simulator.contracts.workload import Workload
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
@@ -57,9 +64,23 @@ def seeds_of(folder: Path) -> list[int]:
     return [int(s) for s in re.findall(r"\d+", m.group(1))] if m else [1]
 
 
+def with_buckets(cluster, link_toml: Path):
+    """The cluster with its shapers' token buckets (``[fit] burst_bytes`` of the
+    calibration, in payload bytes), where this checkout's model has them."""
+    import dataclasses
+
+    import tomllib
+    burst = tomllib.loads(link_toml.read_text()).get("fit", {}).get("burst_bytes", 0)
+    link = cluster.link
+    if not burst or link is None or not hasattr(link, "burst_bytes"):
+        return cluster
+    share = load_link_calibration(link_toml).payload_efficiency
+    return dataclasses.replace(cluster, link=dataclasses.replace(link, burst_bytes=burst * share))
+
+
 def repredict(folder: Path, prof, work: Workload) -> pd.DataFrame:
     """One row per row of the folder's ``accuracy_validation.csv``, predicted again."""
-    cluster = load_cluster(folder / "link.toml")
+    cluster = with_buckets(load_cluster(folder / "link.toml"), folder / "link.toml")
     seeds = seeds_of(folder)
     rows = []
     for _, r in pd.read_csv(folder / "accuracy_validation.csv").iterrows():
