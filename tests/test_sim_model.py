@@ -400,3 +400,17 @@ def test_default_threads_follow_real_train():
     auto = simulate("serial", 1, Workload(model="toy", threads_per_worker=None), cl, prof)
     four = simulate("serial", 1, Workload(model="toy", threads_per_worker=4), cl, prof)
     assert auto.time_s == four.time_s
+
+
+def test_ps_async_server_takes_one_push_its_update_and_its_answer_at_a_time():
+    """Server-bound: four workers whose compute is short against a push and its answer
+    crossing the server's port. The server's loop (real/schemes/ps.py, serve_async) takes
+    one push, applies it and sends the answer before the next, so twenty pushes take
+    20 (2 n / R + update) after the first w (4 n / R: four answers at once)."""
+    prof = make_profile(step_intercept_s=1e-6, step_s_per_sample=0.0)
+    rate = 1e7
+    cluster = Cluster(hosts=5, cores_per_host=1, link=Link(rate, 0.0))
+    r = simulate(SchemeConfig("ps_async", fidelity="message"), 4, wl(5), cluster, prof)
+    n = 4 * prof.models[0].param_count
+    update_s = 1e-4 + 1e-9 * prof.models[0].param_count
+    assert r.time_s == pytest.approx(4 * n / rate + 20 * (2 * n / rate + update_s), rel=0.02)

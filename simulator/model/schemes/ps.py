@@ -10,7 +10,14 @@
 * ``ps_async``: the server applies each push as it arrives (first come, first
   served) and replies with the new w to that worker alone; workers never wait
   for each other. Staleness = updates applied between the worker's read of w
-  and the application of its gradient.
+  and the application of its gradient. The server's loop takes one push at a
+  time (``real/schemes/ps.py``, ``serve_async``: ``Recv`` of a header from
+  ``ANY_SOURCE``, then that worker's vector, the update, and the answer sent
+  before the next header), so what of a push has not crossed into the socket
+  buffers (``Routes.eager_bytes``) waits for the server's turn, and the server
+  waits for its answer (above MPICH's eager limit, a rendezvous: ``Link.send``
+  waits for it) before it takes the next push: pushes and answers do not share
+  the server's port, and the workers fall out of phase.
 
 Imports: SimPy, model.schemes.base.
 """
@@ -61,11 +68,13 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
 
 
 def start_ps_async(env, setup: Setup):
+    loop = simpy.Resource(env, capacity=1)         # the server's loop: one push at a time
     for w in setup.workers:
-        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server))
+        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server,
+                                    loop))
 
 
-def ps_async_worker(env, worker, comm, recorder, plan, server):
+def ps_async_worker(env, worker, comm, recorder, plan, server, loop):
     me, n = worker.rank, plan.param_bytes
     t0 = env.now
     yield comm.transfer(server.rank, me, n)              # initial w
@@ -74,13 +83,20 @@ def ps_async_worker(env, worker, comm, recorder, plan, server):
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
         t0 = env.now
-        yield comm.transfer(me, server.rank, n)          # push the gradient
-        t1 = env.now
-        applied_on = yield from server.apply(recorder)
-        t2 = env.now
-        recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
-        recorder.server_step(t2, applied_on + 1)
-        yield comm.transfer(server.rank, me, n)          # the new w
+        eager = min(n, comm.routes.eager_bytes(me, server.rank))
+        ahead = comm.transfer(me, server.rank, eager) if eager > 0 else None
+        with loop.request() as turn:                     # the server takes this push
+            yield turn
+            if ahead is not None:
+                yield ahead
+            if n > eager:
+                yield comm.transfer(me, server.rank, n - eager)   # push the rest
+            t1 = env.now
+            applied_on = yield from server.apply(recorder)
+            t2 = env.now
+            recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
+            recorder.server_step(t2, applied_on + 1)
+            yield comm.transfer(server.rank, me, n)      # the new w: the server waits for it
         recorder.add(me, "comm", t0, t1, "push")
         recorder.add(me, "wait", t1, t2, "server")
         recorder.add(me, "comm", t2, env.now, "read w")
