@@ -14,11 +14,14 @@ def test_the_model_has_the_readmes_shape():
 
 
 def test_the_points_as_pinned(tmp_path):
-    """Through one NIC per crossing (the model's channels share links): 1 to 11 points
-    pessimistic; with every NIC at once (hierarchical): 5 of 6 within 3 points."""
+    """NCCL's flat ring over every NIC of a node (one ring per NIC) and the hierarchical
+    allreduce: 5 of 6 within 3 points each, the miss fp32 at 8 nodes, 4 to 7 points
+    optimistic in both."""
     flat, spread = multinode.rows("ring"), multinode.rows("hierarchical")
     assert len(flat) == len(spread) == 6
-    assert all(-12 < r["predicted"] - r["published"] < -1 for r in flat)
-    assert sum(abs(r["predicted"] - r["published"]) <= 3 for r in spread) == 5
+    for rows in (flat, spread):
+        missed = [r for r in rows if abs(r["predicted"] - r["published"]) > 3]
+        assert [(m["precision"], m["nodes"]) for m in missed] == [("fp32", 8)]
+        assert 4 < missed[0]["predicted"] - missed[0]["published"] < 7
     assert multinode.main(["--out", str(tmp_path)]) == 0
     assert (tmp_path / "multinode.md").read_text().count("\n| ") == 12

@@ -305,3 +305,23 @@ def test_the_default_prediction_is_unchanged_by_new_flags():
     assert "horovod" not in predict.scheme_names(args)
     assert "horovod" in predict.scheme_names(args, accelerators=True)
     assert replace(SchemeConfig("ddp"), backend="") == SchemeConfig("ddp")
+
+
+# ---------------------------------------------------------------- NCCL's rings over every NIC
+
+@pytest.mark.parametrize("channels,nics,fidelity", [(4, 4, "analytic"), (8, 4, "analytic"),
+                                                     (2, 4, "message"), (1, 4, "analytic")])
+def test_nccls_rings_cross_hosts_over_min_channels_nics_nics(channels, nics, fidelity):
+    """One ring per channel, each over a NIC of its own (NCCL's search.cc): a ring
+    allreduce over 4 hosts of one GPU is ``call + 2 (P - 1) (alpha + n / P / (k bw))``
+    with k = min(channels, nics), in both fidelities."""
+    base = gpu_cluster(hosts=4, per_host=1, nics=nics, gbit=25.0, latency_us=6.6, call_us=8.4)
+    cluster = replace(base, hardware=replace(base.hardware, channels=channels,
+                                             protocol="simple"))
+    prof = gpu_profile(params=(4_000_000,))
+    work = Workload(model="toy", batch_per_worker=10, iterations=2)
+    r = simulate(SchemeConfig("allreduce", algorithm="ring", fidelity=fidelity), 4, work,
+                 cluster, prof)
+    n, p, k = 16e6, 4, min(channels, nics)
+    hop = 6.6e-6 + n / p / (k * 25e9 / 8)
+    assert r.time_s / 2 == pytest.approx(0.02 + 8.4e-6 + 2 * (p - 1) * hop, rel=1e-6)

@@ -16,10 +16,9 @@ gives its tensors (``tensors``); one node's published throughput per GPU as the 
 the node loses inside is in it; the check predicts what crossing nodes adds); DDP with
 25 MiB buckets over NCCL, the embeddings' gradients ready last (tied weights are used at
 both ends of the network). Nothing is fitted to the published scaling. Each point is
-predicted twice (``ALGORITHMS``): with NCCL's ring as the model has it, which crosses
-nodes through one NIC per hop (the model's channels share links), and with the
-hierarchical allreduce, whose cross-node rings use the node's 8 NICs at once, as NCCL's
-channels do, one ring per NIC.
+predicted twice (``ALGORITHMS``): with NCCL's flat ring, whose channels cross nodes
+through the node's 8 NICs at once, one ring per NIC (``model.fabric``), and with the
+hierarchical allreduce, whose cross-node rings use every NIC too.
 """
 from __future__ import annotations
 
@@ -46,9 +45,8 @@ GPUS_PER_NODE, BATCH, TGT_LEN = 16, 4, 384
 N_LAYER, D_MODEL, N_HEAD, D_HEAD, D_INNER = 18, 1024, 16, 64, 4096
 CUTOFFS, VOCAB, DIV_VAL = (19_997, 39_997, 199_997), 267_735, 4
 ITERATIONS = 10
-# NCCL's ring as the model has it (its host-crossing hops share one NIC
-# each), and the hierarchical allreduce, whose cross-host rings use every NIC of a node at
-# once, as NCCL's channels do (one ring per NIC)
+# NCCL's flat ring (its channels over every NIC of a node, one ring per NIC) and the
+# hierarchical allreduce, whose cross-host rings use every NIC of a node at once
 ALGORITHMS = ("ring", "hierarchical")
 
 

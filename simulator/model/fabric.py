@@ -11,6 +11,14 @@ memory inside a host. A cluster with ``Hardware`` adds:
 * a two-tier tree: hosts sit ``hosts_per_leaf`` to a leaf switch; a message
   between leaves also crosses its leaf's uplink and the other leaf's downlink,
   each of ``hosts_per_leaf * nics * bandwidth / oversubscription``;
+* NCCL's rings over every NIC: NCCL builds one ring per channel, each entering and
+  leaving a host by a NIC of its own (``src/graph/search.cc``: "Ring: NET n -> GPU a
+  -> .. -> GPU x -> NET n (or m if crossNic)", ``ncclTopoSearchRecNet`` starts each
+  channel at the next NET), and splits a call over the channels; so with the nccl
+  backend a message between hosts crosses ``rings = min(channels, nics)`` NICs of
+  each host at once: one resource per host and direction of ``rings`` NICs'
+  bandwidth (``nic_out``/``nic_in`` of NIC "rings"), where one rank's NIC
+  (``nic_of``) carries it otherwise (gloo, MPI: one socket, one NIC);
 * NCCL's channels: a collective split over ``channels`` rings moves each part
   at most at ``channel_bytes_per_s``; the parts of one message cross the same
   resources, so together they are one flow of at most ``channels *
@@ -55,6 +63,7 @@ class FabricRoutes(Routes):
             self.uplink_bytes_per_s = (hw.hosts_per_leaf * hw.nics
                                        * cluster.link.bandwidth_bytes_per_s / hw.oversubscription)
         self.flow_cap = hw.channels * hw.channel_bytes_per_s
+        self.rings = min(hw.channels, hw.nics) if shm.backend == "nccl" else 1
 
     @functools.cached_property
     def ll_routes(self) -> FabricRoutes | None:
@@ -78,6 +87,7 @@ class FabricRoutes(Routes):
         for name in ("ll_routes", "ll128_routes", "host_routes"):
             other.__dict__.pop(name, None)
         other.intra = None
+        other.rings = 1                        # TCP from the host: one NIC a flow
         other.__dict__["host_routes"] = other
         return other
 
@@ -114,7 +124,12 @@ class FabricRoutes(Routes):
             bw = self.intra.bandwidth_bytes_per_s
             return self.intra.latency_s, ((("dev_out", src), bw), (("dev_in", dst), bw))
         bw = self.link.bandwidth_bytes_per_s
-        hops = [(("nic_out", hs, self.nic_of[src]), bw), (("nic_in", hd, self.nic_of[dst]), bw)]
+        if self.rings > 1:                     # NCCL's rings, one over each NIC
+            hops = [(("nic_out", hs, "rings"), bw * self.rings),
+                    (("nic_in", hd, "rings"), bw * self.rings)]
+        else:
+            hops = [(("nic_out", hs, self.nic_of[src]), bw),
+                    (("nic_in", hd, self.nic_of[dst]), bw)]
         leaf_s, leaf_d = self.hardware.leaf_of(hs), self.hardware.leaf_of(hd)
         if leaf_s != leaf_d:
             up = self.uplink_bytes_per_s
