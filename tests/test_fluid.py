@@ -110,7 +110,8 @@ lossless_specs = st.lists(st.tuples(
 def test_flows_on_arrays_end_when_they_do_on_objects(capacities, specs):
     """The filling on arrays (``_filling_arrays``, its ``Crossings`` kept up to date as flows
     start and end) gives the same rates to the last bit, and so flows end at the same
-    instants, as ``_filling`` on the flow objects."""
+    instants, as ``_filling`` on the flow objects; so do rates remembered for the flows'
+    kinds (``FluidShare._rates_now``) against rates computed every time."""
     resources = [Resource(f"r{i}", c) for i, c in enumerate(capacities)]
     flows = [Flow(amount, tuple(resources[i] for i in idx), cap, None,
                   None if ack is None else (1.0,) + (ack,) * (len(idx) - 1))
@@ -120,8 +121,8 @@ def test_flows_on_arrays_end_when_they_do_on_objects(capacities, specs):
     _filling_arrays(flows, Crossings(flows))
     assert [f.rate for f in flows] == expected
 
-    def ends(arrays_from: int) -> list[float]:
-        fluid.ARRAYS_FROM = arrays_from
+    def ends(arrays_from: int, rates_kept: int) -> list[float]:
+        fluid.ARRAYS_FROM, fluid.RATES_KEPT = arrays_from, rates_kept
         env = simpy.Environment()
         share = FluidShare(env)
         out = [math.nan] * len(specs)
@@ -135,8 +136,8 @@ def test_flows_on_arrays_end_when_they_do_on_objects(capacities, specs):
             env.process(start(k, *spec))
         env.run()
         return out
-    shipped = fluid.ARRAYS_FROM
+    shipped = fluid.ARRAYS_FROM, fluid.RATES_KEPT
     try:
-        assert ends(2) == ends(10**9)
+        assert ends(2, 4096) == ends(10**9, 0)
     finally:
-        fluid.ARRAYS_FROM = shipped
+        fluid.ARRAYS_FROM, fluid.RATES_KEPT = shipped

@@ -43,10 +43,11 @@ class Resource:
 
 
 class Flow:
-    __slots__ = ("amount", "remaining", "resources", "weights", "cap", "rate", "done")
+    __slots__ = ("amount", "remaining", "resources", "weights", "cap", "rate", "done", "kind")
 
     def __init__(self, amount: float, resources: tuple[Resource, ...], cap: float, done,
-                 weights: tuple[float, ...] | None = None):
+                 weights: tuple[float, ...] | None = None, kind: int = -1):
+        self.kind = kind            # flows of one kind cross the same resources alike
         self.amount = amount
         self.remaining = amount
         self.resources = resources
@@ -134,6 +135,7 @@ def _filling(flows: list[Flow]) -> None:
 
 
 ARRAYS_FROM = 32     # flows: from this many on, the filling runs on arrays (the same floats)
+RATES_KEPT = 4096    # sets of flows whose rates a FluidShare remembers (0: none)
 
 
 class Crossings:
@@ -298,6 +300,8 @@ class FluidShare:
         self._timer = None                  # the completion timer for the rates now
         self._pending = False
         self._crossings: Crossings | None = None   # the flows as arrays, while they are many
+        self._kinds: dict[tuple, int] = {}  # (resources, weights, cap) -> the flows' kind
+        self._rates: dict[tuple, tuple] = {}   # the flows' kinds, in order -> their rates
 
     def transfer(self, amount: float, resources: tuple[Resource, ...], cap: float = math.inf,
                  weights: tuple[float, ...] | None = None):
@@ -306,7 +310,8 @@ class FluidShare:
             done.succeed()
             return done
         self._advance()
-        flow = Flow(amount, resources, cap, done, weights)
+        kind = self._kinds.setdefault((resources, weights, cap), len(self._kinds))
+        flow = Flow(amount, resources, cap, done, weights, kind)
         self.flows.append(flow)
         if self._crossings is not None:
             self._crossings.add(flow)
@@ -343,12 +348,28 @@ class FluidShare:
             self._crossings = None
         elif self._crossings is None and len(self.flows) >= ARRAYS_FROM:
             self._crossings = Crossings(self.flows)
-        max_min_rates(self.flows, self._crossings)
+        self._rates_now()
         dt = min(f.remaining / f.rate if f.rate > 0 else math.inf for f in self.flows)
         if math.isinf(dt):
             raise RuntimeError("flows with zero rate: a resource has no capacity")
         self._timer = self.env.timeout(max(dt, 0.0))
         self._timer.callbacks.append(self._on_timer)
+
+    def _rates_now(self) -> None:
+        """Max-min rates of the flows now. The rates are a function of the flows' kinds in
+        their order alone (the same operations on the same floats): a collective's steps
+        bring the same flows back again and again, and their rates are looked up."""
+        key = tuple([f.kind for f in self.flows])
+        rates = self._rates.get(key)
+        if rates is None:
+            max_min_rates(self.flows, self._crossings)
+            if len(self._rates) >= RATES_KEPT:
+                self._rates.clear()
+            if RATES_KEPT:
+                self._rates[key] = tuple([f.rate for f in self.flows])
+            return
+        for f, rate in zip(self.flows, rates):
+            f.rate = rate
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
