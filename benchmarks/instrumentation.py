@@ -4,7 +4,7 @@
 
 Both loops train the same model on the same batches (synthetic data, batch 64).
 The plain loop is the PyTorch-examples loop (zero_grad, forward, nll_loss,
-backward, step). The instrumented one is ``real.step.local_epochs`` with its
+backward, step). The instrumented one is ``real.training.step.local_epochs`` with its
 IterationLog, i.e. exactly what ``real.train --schemes serial`` runs.
 The two alternate, after a warm-up, so drift on a shared machine hits both;
 the overhead is the ratio of their median per-iteration times.
@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from real.context import RunContext  # noqa: E402
-from real.dist import Launch, SingleComm  # noqa: E402
-from real.models import build_model  # noqa: E402
-from real.step import Shard, local_epochs  # noqa: E402
-from real.timing import IterationLog  # noqa: E402
+from real.launch.context import RunContext  # noqa: E402
+from real.launch.dist import Launch, SingleComm  # noqa: E402
+from real.training.models import build_model  # noqa: E402
+from real.training.step import Shard, local_epochs  # noqa: E402
+from real.records.timing import IterationLog  # noqa: E402
 
 
 def plain_loop(model, opt, shard, batch, seed) -> None:

@@ -10,7 +10,7 @@ rank that spins takes its core (100%), one that sleeps nearly none.
 
 Ways to wait (``--ways``), each a run:
 
-* ``test-spin``: ``real.dist.wait`` as the schemes use it: ``Test`` in a loop
+* ``test-spin``: ``real.launch.dist.wait`` as the schemes use it: ``Test`` in a loop
   (MPICH's ``MPID_Progress_test``: no yield, ``src/mpid/ch4/src/ch4_progress.h``);
 * ``blocking``: ``MPI_Wait`` (``MPID_Progress_wait``: a progress poll, then
   ``MPID_Thread_yield``, i.e. ``sched_yield``);
@@ -20,7 +20,7 @@ Ways to wait (``--ways``), each a run:
   ``..._NO_PROGRESS_COUNT=N`` and heavy yield: after N polls that made no progress, each
   poll ends in that nanosleep (``ch4_progress.h``, ``MPIDI_progress_test``);
 * ``test-sleep``: ``Test`` in a loop with sleeps between polls, 50 us at first and
-  doubling up to ``--sleep-us`` (``real.dist.wait`` with ``poll_s``);
+  doubling up to ``--sleep-us`` (``real.launch.dist.wait`` with ``poll_s``);
 * ``test-sleep-fine``: the same with the thread's timer slack at 1 ns, as a phantom
   rank's main thread has it (its compute sleeps set it), and ``heavy-yield-fine``
   likewise;
@@ -65,7 +65,7 @@ def rank_loop(way: str, calls: int, gap_s: float, n_bytes: int, sleep_s: float,
     import numpy as np
     from mpi4py import MPI
 
-    from real.dist import wait
+    from real.launch.dist import wait
     world = MPI.COMM_WORLD
     if way.endswith("-fine"):
         from real.phantom.sleep import set_timer_slack
@@ -114,8 +114,8 @@ def launch(way: str, args) -> dict:
         cluster = read_state(args.cluster)
         cmd, env = mpirun_command(cluster, 2, rank), env | mpi_env(cluster)
     else:
-        from real.dist import isolated
-        from real.sweep import mpirun
+        from real.launch.dist import isolated
+        from real.launch.sweep import mpirun
         cmd = isolated([mpirun(), "-n", "2", *rank])
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode:

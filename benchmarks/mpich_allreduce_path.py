@@ -15,7 +15,7 @@ this interpreter:
   ``--calls`` calls after 20 warm-up ones (the slowest rank's median), for ``auto``
   and for each algorithm forced with ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``, once
   with the device's collectives on (as ``auto`` runs) and once off (as
-  ``real.dist.select_mpi_allreduce`` runs a named algorithm).
+  ``real.launch.dist.select_mpi_allreduce`` runs a named algorithm).
 
 If ``auto`` runs Rabenseifner's reduce-scatter/allgather it takes what the forced
 one takes. Run it on a quiet machine (``/work``'s ``quiet`` wrapper, or nothing else

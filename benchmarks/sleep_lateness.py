@@ -1,6 +1,6 @@
 """How late a sleep wakes on this machine, with its core idle and with busy loops beside it.
 
-The basis of ``real.testbed``'s lateness limits: phantom compute is sleeps, and a
+The basis of ``real.records.testbed``'s lateness limits: phantom compute is sleeps, and a
 sleep that wakes late stretches the compute it stands for. This pins one process to
 CPU 0, sleeps ``--sleeps`` times for each length of ``--lengths-ms`` through the
 phantom's ``real.phantom.sleep.Sleeper`` (each sleep alone: no lateness carried to the

@@ -7,12 +7,12 @@ then sleep a workload's chain through the phantom's ``real.phantom.sleep.Sleeper
 (update, each layer's forward, each layer's backward, times ``--time-scale``, each
 sleep's lateness taken off the next) and meet at the barrier again. Optionally each
 process also runs ``--meter-threads`` Python threads that wake every 50 ms and work
-0.3 ms, as a rank's meters do (``real.load``, ``real.timing``).
+0.3 ms, as a rank's meters do (``real.records.load``, ``real.records.timing``).
 
 Per configuration it reports how late sleeps woke by their place in the step (the first
 after the barrier, the others, the last before it), how far behind its plan the latest
 rank was as it reached the barrier (the sleeper's debt: what a synchronising call waits
-for, ``real.testbed``'s ``behind_share``), and how much longer a step was, barrier to
+for, ``real.records.testbed``'s ``behind_share``), and how much longer a step was, barrier to
 barrier, than its plan (burst and sleeps): the stretch a run would measure. As root or
 not:
 

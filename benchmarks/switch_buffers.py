@@ -4,7 +4,7 @@ For each link rate and each ``--queue`` of ``real.cluster up`` (a time, tc tbf's
 latency, or a size in bytes, tbf's limit) this brings a cluster up (prefix ``--prefix``),
 runs ``real.sweep --cluster`` of each scheme at each P, brings it down, and reads from
 every record what the shapers dropped (``testbed.checks.links``, ``real.cluster.linkstats``),
-the TCP retransmission timeouts of the hosts (``comm.tcp``, ``real.tcpstats``), the time
+the TCP retransmission timeouts of the hosts (``comm.tcp``, ``real.records.tcpstats``), the time
 per epoch with warm-up left out (``simulator.compare.steady_epoch_s``) and the share of
 it spent in steps stalled 150 ms or more past the run's typical step
 (``simulator.stalls``). As root:

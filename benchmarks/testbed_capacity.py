@@ -1,5 +1,5 @@
 """The emulated cluster's capacity on this machine: the largest P per link rate and workload
-at which phantom runs stay faithful (``real.testbed``: no rank waited for a core beyond
+at which phantom runs stay faithful (``real.records.testbed``: no rank waited for a core beyond
 5% of its window, the latest rank's unpaid sleep lateness at its synchronisations at most
 2% of the run, every shaper sent at its rate).
 
@@ -69,7 +69,7 @@ def verdicts(runs: Path) -> list[dict]:
 
 def machine_reasons(run: dict) -> list[str]:
     """A run's testbed-bound reasons that are the machine's (CPU, sleep lateness, links); a
-    bytes mismatch is the scheme's count against its library's (``real.wire``), the same
+    bytes mismatch is the scheme's count against its library's (``real.records.wire``), the same
     at every rate, and is shown, not held against the testbed."""
     return [r for r in run["reasons"] if not r.startswith("bytes:")]
 

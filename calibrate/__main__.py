@@ -17,7 +17,7 @@ run-to-run spread).
 
 Timings taken while other jobs run are not this machine's: before probing, the
 command waits (up to ``--quiet-wait`` seconds) until other processes use less than
-a quarter core (``real.load.wait_for_quiet``), saying what it sees and how long it
+a quarter core (``real.records.load.wait_for_quiet``), saying what it sees and how long it
 will wait; after fitting, every fit is checked against a stated bar
 (``calibrate.fits.quality``), the probes behind fits that fail from noise are run again,
 after another wait, up to ``--repeat-noisy`` times, and a profile still below the
@@ -26,7 +26,7 @@ command that writes it from the kept measurements; a forced profile is marked be
 the bar, and every prediction from it says so). ``quality.json`` in the workdir
 holds every check, the waits and the repeats.
 
-Imports: calibrate (estimate, fit, plan, probe, quality, rawio), real.load, contracts
+Imports: calibrate (estimate, fit, plan, probe, quality, rawio), real.records.load, contracts
 (cli, profile, record); the probes run as commands of their own in subprocesses.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from real.dist import isolated
+from real.launch.dist import isolated
 import cli
 from cli import Parser
 from contracts.profile import ProfileError
@@ -84,7 +84,7 @@ def forwarded_plan_argv(args: argparse.Namespace, plan: planmod.ProbePlan) -> li
 
 def probe_steps(plan: planmod.ProbePlan, workdir: Path, plan_argv: list[str]) -> list[tuple]:
     """(label, argv) per subprocess; the comm probes run under mpirun, in a network of their
-    own where the machine allows it (``real.dist.isolated``)."""
+    own where the machine allows it (``real.launch.dist.isolated``)."""
     probe = ["python", "-m", "calibrate.probe", "--workdir", str(workdir)]
     steps = [(f"{part} probe", probe + ["--part", part] + plan_argv)
              for part in ("compute", "sharing", "server", "scheduler")]
@@ -220,11 +220,11 @@ def calibrate(args, argv) -> dict[str, float]:
 
 
 def wait_quiet(limit_s: float, when: str) -> dict:
-    """Wait for other processes to leave the machine (``real.load``); say what it sees, how
+    """Wait for other processes to leave the machine (``real.records.load``); say what it sees, how
     long it will wait, and what happened."""
     if limit_s <= 0:
         return {"when": when, "skipped": True}
-    from real.load import QUIET_CORES, wait_for_quiet
+    from real.records.load import QUIET_CORES, wait_for_quiet
 
     def busy(cores: float) -> None:
         say(f"{when}: other processes use {cores:.2f} cores (quiet: under {QUIET_CORES}); "

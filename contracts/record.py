@@ -5,7 +5,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
 ``record.json``
     ``schema_version``, ``run_id``, ``status`` (``completed`` | ``failed`` |
     ``interrupted``), ``failure`` (``{"cause": str, "rank": int | null}`` or
-    null; a record written by the launcher wrapper, ``real.supervise``, adds
+    null; a record written by the launcher wrapper, ``real.launch.supervise``, adds
     ``signal`` or ``exit_code`` of the rank that died, ``last_iteration`` it
     reached and ``noticed_by``, what a surviving rank saw),
     ``config`` (every flag of ``real.train``), ``environment`` (host, cores,
@@ -15,7 +15,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``test_accuracy``, ``test_loss``, ``loss_curve`` as [iteration, loss]
     pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``, and
     ``tcp``: per host, the TCP retransmission timeouts, loss probes, retransmitted and sent
-    segments over training, ``real.tcpstats``), ``resources``
+    segments over training, ``real.records.tcpstats``), ``resources``
     (``cpu_util_percent_per_rank``, ``peak_rss_bytes_per_rank``) and
     ``extra`` (scheme-specific: staleness histogram, server update time, ...).
     ``environment`` also names the ``launcher`` (``mpirun``, ``torchrun``, ``srun``,
@@ -33,7 +33,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``testbed.checks.sleep_lateness``.
 
     ``disturbed`` (bool; absent in older records: not judged) and ``load``: whether
-    other processes took CPU the run asked for (``real.load``). ``load`` holds
+    other processes took CPU the run asked for (``real.records.load``). ``load`` holds
     ``before.load_avg`` (1, 5, 15 min, rank 0 at start), ``during`` (``load_avg_max``,
     ``load_avg_end``), ``per_rank`` (``host``, ``threads``, ``cpu_percent``,
     ``cpu_percent_of_threads``, ``served``: run time / (run + run-queue wait) of the
@@ -50,7 +50,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     its digest is the one the point would have; tables and comparisons group by it.
 
     ``testbed_bound`` (bool; absent in older records: not judged) and ``testbed``: whether
-    the machine that ran the run stayed faithful to what it stands for (``real.testbed``):
+    the machine that ran the run stayed faithful to what it stands for (``real.records.testbed``):
     ``reasons`` (one line per failed check), ``thresholds``, and ``checks``, each with a
     ``verdict`` (``pass``, ``fail``, ``not judged``), ``why`` and its figures: ``cpu``
     (per machine: cores the ranks could use, the ranks' user and system CPU and the
@@ -74,7 +74,7 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     synchronising call spent waiting for the slowest rank to arrive (estimated
     from arrival times on the host's monotonic clock); ``comm_s`` is the rest.
 
-The accuracy curve in ``results`` (``real.curve``; absent in older records):
+The accuracy curve in ``results`` (``real.records.curve``; absent in older records):
 ``curve`` is a list of points ``{step, epoch, train_s, test_loss, test_accuracy}``
 (``contracts.curve``): the initial weights at ``train_s`` 0, every
 ``eval_every`` iterations of the evaluating process and every epoch end, and the
@@ -457,7 +457,7 @@ def is_disturbed(rec: dict[str, Any]) -> bool:
 
 def is_testbed_bound(rec: dict[str, Any]) -> bool:
     """Did the machine, not the system it stands for, set this run's pace
-    (``testbed_bound``, ``real.testbed``)? False where not judged."""
+    (``testbed_bound``, ``real.records.testbed``)? False where not judged."""
     return bool(rec.get("testbed_bound"))
 
 

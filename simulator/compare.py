@@ -32,7 +32,7 @@ described by a file or a preset's kind). The ``workload`` column says which.
 Phantom runs (``real.phantom``: their compute slept, which takes no core) and
 records marked *disturbed* (other processes took CPU the run asked for) or
 *testbed-bound* (the machine, not the system it stands for, set the pace:
-``real.testbed``; the marks and the rule are
+``real.records.testbed``; the marks and the rule are
 ``contracts.record.left_out_reason``) are left out, and the output says how
 many of how many, by mark; ``--include-disturbed`` and ``--include-testbed-bound``
 keep them.
@@ -160,11 +160,11 @@ def phantom_workloads(groups: dict, given) -> dict:
     return out
 
 
-WAIT_SLEEP_ENV = "PSGD_WAIT_SLEEP_S"     # real.dist.WAIT_SLEEP_ENV (simulator imports no real)
+WAIT_SLEEP_ENV = "PSGD_WAIT_SLEEP_S"     # real.launch.dist.WAIT_SLEEP_ENV (simulator imports no real)
 
 
 def poll_delay_s(poll_s: float) -> float:
-    """How late a rank that waits in sleeping polls (``real.dist.wait``: ``Test``, then
+    """How late a rank that waits in sleeping polls (``real.launch.dist.wait``: ``Test``, then
     sleeps doubling from 50 us up to ``poll_s``) sees a step of its collective end, on
     average: once its wait has backed off, it polls every ``poll_s`` and the step ends
     anywhere between two polls, so ``poll_s / 2``. Paid once per step of an MPI
@@ -209,7 +209,7 @@ def cluster_of(rec: dict, link: LinkCalibration | None = None, buckets: bool = T
                          emu.get("burst_bytes", 0) if buckets else 0)
     if phantom_model(rec):
         # a phantom rank's compute sleeps: each host stands for a machine of its own (a
-        # faithful run's CPU was never short, real.testbed), one rank per host
+        # faithful run's CPU was never short, real.records.testbed), one rank per host
         return Cluster(hosts=len(emu["namespaces"]), cores_per_host=1, link=link)
     # the hosts are namespaces of one machine: their own links, but one pool of its cores
     return Cluster(hosts=len(emu["namespaces"]), cores_per_host=_count(env, "cores", "environment",
@@ -505,7 +505,7 @@ def build_parser():
                    help="compare runs that other processes disturbed too (left out by default)")
     p.add_argument("--include-testbed-bound", action="store_true",
                    help="compare runs whose machine did not stay faithful too (testbed-bound, "
-                        "real.testbed; left out by default)")
+                        "real.records.testbed; left out by default)")
     p.add_argument("--link", default=None, type=cli.input_file,
                    help="cluster TOML of python -m calibrate.link: emulated-cluster records use its "
                         "latency and payload share of their own shaped rate")

@@ -5,7 +5,7 @@ A hand-made placeholder so that ``python -m simulator.predict`` works before
 ``simulator/data/default_profile.json``. The numbers are plausible for a
 2-core host: the seed-000 CNN takes ~23 ms per batch of 64 on 1 thread and
 ~10 ms on 2; an MPICH allreduce of 4 MiB between 2 ranks ~3 ms; gloo slower.
-Parameter counts are those of ``real/models.py`` (1x28x28 input, 10 classes;
+Parameter counts are those of ``real/training/models.py`` (1x28x28 input, 10 classes;
 vgg11 for 3x32x32), one entry per parameter tensor (weights, then bias).
 
 Imports: contracts.profile.

@@ -13,7 +13,7 @@ records show both sides of it:
   ``STALL_MIN_S`` (3/4 of RtoMin) longer; the first iteration (warm-up) is left out,
   as ``compare.steady_epoch_s`` leaves it out of the measured time;
 * ``tcp_timeouts_per_epoch``: the kernel's count of retransmission timeouts over
-  training, summed over the hosts (``comm.tcp`` of ``real.tcpstats``; records from
+  training, summed over the hosts (``comm.tcp`` of ``real.records.tcpstats``; records from
   before 2026-11-24 have none).
 
 ``simulator.compare`` writes both beside each point's error: where the model is

@@ -21,7 +21,7 @@ and the libraries, which is what this validates:
    --cluster --compute phantom`` of the schemes still running there, ``--repeats``
    runs a point, testbed-bound runs retried once. A scheme stops at a workload and
    rate where its runs are testbed-bound (the machine, not the network, set the pace:
-   ``real.testbed``), or where the simulator predicts one run longer than
+   ``real.records.testbed``), or where the simulator predicts one run longer than
    ``--max-run-s``; ``OUT/stops.json`` says where and why;
 4. **compare**: every record predicted on its own cluster (its shaped rate, the
    calibrated link, one host per rank with cores of its own, the compute the workload

@@ -120,8 +120,8 @@ def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
     the replay, so their test losses agree along the whole curve."""
     import argparse
 
-    from real.data import load_dataset
-    from real.replay import replay
+    from real.training.data import load_dataset
+    from real.training.replay import replay
     from contracts.workload import Workload
     from simulator.engine.schedule import simulate_schedule
     r = mpi(2, "real.train", "--algorithm", alg, "--run-id", "r", "--out", str(tmp_path),
@@ -145,8 +145,8 @@ def test_replay_of_a_measured_push_order_reproduces_a_real_ps_async_run_with_dro
     run's test losses at every evaluation point."""
     import argparse
 
-    from real.data import load_dataset
-    from real.replay import replay
+    from real.training.data import load_dataset
+    from real.training.replay import replay
     from contracts.workload import Workload
     from simulator.engine.schedule import simulate_schedule
     from simulator.measured_schedule import measured as measured_schedule

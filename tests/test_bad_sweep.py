@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from real import results, sweep
+from real.launch import sweep
+from real.records import results
 from contracts import record
 from tests.refusal import refused, refused_cli
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from real import train
+from real.launch import train
 from tests.refusal import refused, refused_cli
 
 pytestmark = pytest.mark.timeout(60)

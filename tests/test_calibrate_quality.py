@@ -145,7 +145,7 @@ def test_calibration_says_its_stages_and_time_up_front_and_its_wait(monkeypatch,
     """The expected time grows with the plan of a bigger machine; the wait for a quiet
     machine is said with the load it sees and how long it will wait."""
     from calibrate.probes import estimate, plan
-    from real import load
+    from real.records import load
     small, big = plan.full_plan(2), plan.full_plan(16)
 
     def labels(pl):

@@ -23,8 +23,8 @@ def parsers():
     from calibrate import __main__ as calibrate
     from calibrate.fits import fit
     from calibrate.probes import link, probe, sched_probe, workload
-    from real import replay as real_replay
-    from real import sweep, train
+    from real.training import replay as real_replay
+    from real.launch import sweep, train
     from real.cluster import __main__ as cluster
     from simulator import (
         bench,

@@ -1,7 +1,7 @@
 """Scoring a run's curve after training: rank 0 scores alone, outside the hang watch.
 
 A long run has many evaluation points; scoring them all can take longer than
-``--timeout``. The recorder (``real.supervise``) watches the ``sync`` phase for a
+``--timeout``. The recorder (``real.launch.supervise``) watches the ``sync`` phase for a
 rank that waits for a peer too long, so rank 0 must leave that phase before it
 scores, or a 10-epoch run is stopped as hung after its last iteration."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from real import curve
+from real.records import curve
 
 
 class Beats:
@@ -28,7 +28,7 @@ def test_rank_0_leaves_the_watched_phase_before_it_scores(monkeypatch):
     def evaluate(model, x, y):
         log.append(("evaluate", None))
         return 0.5, 0.9
-    monkeypatch.setattr("real.step.evaluate", evaluate)
+    monkeypatch.setattr("real.training.step.evaluate", evaluate)
     model = torch.nn.Linear(4, 3)
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     points = [{"step": s, "epoch": s / 10, "t": 1.0 + s, "weights": weights} for s in (5, 10)]

@@ -1,4 +1,4 @@
-"""real.data: IDX and CIFAR readers, lookup, checksummed download, synthetic sets, shard()."""
+"""real.training.data: IDX and CIFAR readers, lookup, checksummed download, synthetic sets, shard()."""
 from __future__ import annotations
 
 import functools
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from real import data
-from real.data import DataError, load_dataset, read_idx, shard
+from real.training import data
+from real.training.data import DataError, load_dataset, read_idx, shard
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",

@@ -2,10 +2,10 @@
 
 Faults are injected with ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` (rank r ends
 at iteration i with ``os._exit(1)``; ``PSGD_FAULT_SIGNAL=9`` kills it with
-SIGKILL instead, ``=hang`` stops it for good; see ``real.context.fault_hook``),
+SIGKILL instead, ``=hang`` stops it for good; see ``real.launch.context.fault_hook``),
 or by a SIGKILL from outside. Under MPICH's hydra a rank that dies makes
 mpirun kill every other rank at once; the recorder of each rank
-(``real.supervise``) survives that, and rank 0's writes the record naming the
+(``real.launch.supervise``) survives that, and rank 0's writes the record naming the
 rank that died, how, and its last iteration, within ``--timeout`` + 10 s.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 import pandas as pd
 import pytest
 
-from real import sweep
+from real.launch import sweep
 from contracts import record
 from tests.conftest import MPIRUN, ROOT, run_cmd
 

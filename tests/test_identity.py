@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from real import train
-from real.identity import record_settings, run_settings
+from real.launch import train
+from real.records.identity import record_settings, run_settings
 from contracts import record
 from tests.conftest import py
 

@@ -1,4 +1,4 @@
-"""real.launchers: what mpirun, torchrun and srun tell a rank; a run under Slurm's variables."""
+"""real.launch.launchers: what mpirun, torchrun and srun tell a rank; a run under Slurm's variables."""
 from __future__ import annotations
 
 import socket
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from real import launchers as ln
-from real.dist import free_port
+from real.launch import launchers as ln
+from real.launch.dist import free_port
 from contracts import record
 from tests.conftest import MPIRUN, ROOT, py, run_cmd
 
@@ -133,7 +133,7 @@ def test_bad_slurm_variables_are_a_usage_error(tmp_path):
 
 
 def test_pmi_finalize_is_said_on_hydras_socket_and_acknowledged():
-    from real.dist import finalize_pmi
+    from real.launch.dist import finalize_pmi
     ours, hydra = socket.socketpair()
     with ours, hydra:
         hydra.sendall(b"cmd=finalize_ack\n")         # answered before asked: read after write
@@ -142,7 +142,7 @@ def test_pmi_finalize_is_said_on_hydras_socket_and_acknowledged():
 
 
 def test_pmi_finalize_without_hydra_or_without_an_answer_is_false(monkeypatch):
-    from real import dist
+    from real.launch import dist
     assert not dist.finalize_pmi({})                  # Slurm, Open MPI, torchrun: no PMI_FD
     monkeypatch.setattr(dist, "PMI_ACK_WAIT_S", 0.05)
     ours, hydra = socket.socketpair()
@@ -153,7 +153,7 @@ def test_pmi_finalize_without_hydra_or_without_an_answer_is_false(monkeypatch):
 LEAVES_EARLY = """
 import os, sys, time
 from mpi4py import MPI
-from real.dist import finalize_mpi
+from real.launch.dist import finalize_mpi
 rank = MPI.COMM_WORLD.Get_rank()
 finalize_mpi()
 if rank == 1:

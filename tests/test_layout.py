@@ -46,9 +46,9 @@ CROSSINGS = {
         "fits alpha and beta by the model's equations of the collectives",
     ("calibrate.probes.poll_probe", "simulator.model.comm.closed_forms"):
         "checks the hand-off wait it measures against the model's form",
-    ("real.wire", "simulator.model.comm.closed_forms"):
+    ("real.records.wire", "simulator.model.comm.closed_forms"):
         "names the allreduce MPICH chooses (choose_allreduce), as the model prices it",
-    ("real.plots", "simulator.output.accuracy_plots"): "draws a run's accuracy as predict does",
+    ("real.records.plots", "simulator.output.accuracy_plots"): "draws a run's accuracy as predict does",
 }
 
 

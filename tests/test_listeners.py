@@ -108,7 +108,7 @@ def test_a_single_process_gloo_run_listens_on_loopback_only(tmp_path):
 def test_a_sweep_point_runs_in_a_network_of_its_own(tmp_path):
     """real.sweep's local points (and calibrate's comm probes) run mpirun in a network
     namespace whose only interface is loopback: hydra's control port reaches nothing else."""
-    from real.dist import can_isolate
+    from real.launch.dist import can_isolate
     if not can_isolate():
         pytest.skip("no network namespaces here (unshare, ip or user namespaces missing)")
     tag = f"iso-{os.getpid()}-{time.monotonic_ns()}"

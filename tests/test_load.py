@@ -10,9 +10,9 @@ from contextlib import contextmanager
 import pandas as pd
 import pytest
 
-from real import load, results
-from real.sweep import build_parser
-from real.sweep_launch import thread_note, threads_for
+from real.records import load, results
+from real.launch.sweep import build_parser
+from real.launch.sweep_launch import thread_note, threads_for
 from contracts import record
 from tests.conftest import py
 
@@ -174,7 +174,7 @@ def test_sweep_refuses_bad_placements_in_one_line(tmp_path, argv, env, says):
 def test_a_sweep_gives_p1_the_threads_of_its_other_points(capsys):
     """What the sweep runs (--dry-run prints each point's command): every point, P = 1
     included, with the same --threads."""
-    from real import sweep
+    from real.launch import sweep
     assert sweep.main(["--schemes", "psgd", "--workers", "1-3", "--dataset", "synthetic",
                        "--train-size", "512", "--dry-run"]) == 0
     commands = capsys.readouterr().out.strip().splitlines()

@@ -1,12 +1,12 @@
-"""real.models: shapes, exact parameter counts, the seed-000 layer order, flat parameter views."""
+"""real.training.models: shapes, exact parameter counts, the seed-000 layer order, flat parameter views."""
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from real.data import DATASETS, load_dataset
-from real.models import (
+from real.training.data import DATASETS, load_dataset
+from real.training.models import (
     DEFAULT_DATASET,
     MODELS,
     PRESETS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from real import train
+from real.launch import train
 from real.phantom.compute import PhantomCompute
 from real.phantom.model import PhantomModel
 from real.phantom.plan import PhantomError, load_plan
@@ -256,13 +256,13 @@ def test_a_workload_without_times_is_one_line_naming_the_field(tmp_path, capsys)
                                             "phantom", "--workload", str(w)),
                    "layers[2].forward", capsys)
     assert "calibrate.workload" in line
-    from real import phantom_check  # refused before any run, real or phantom
+    from real.phantom import check as phantom_check  # refused before any run, real or phantom
     refused(phantom_check.main, ["--workload", str(w), "--out", str(tmp_path / "pc")],
             "layers[2].forward", capsys)
 
 
 def test_the_sweep_refuses_phantom_serial(tmp_path, capsys):
-    from real import sweep
+    from real.launch import sweep
     w = workload_file(tmp_path)
     refused(sweep.main, ["--schemes", "serial,ddp", "--workers", "1,2", "--compute", "phantom",
                          "--workload", str(w), "--dataset", "synthetic", "--out",
@@ -270,7 +270,7 @@ def test_the_sweep_refuses_phantom_serial(tmp_path, capsys):
 
 
 def test_the_sweep_passes_the_compute_to_every_point(tmp_path, capsys):
-    from real import sweep
+    from real.launch import sweep
     w = workload_file(tmp_path)
     code = sweep.main(["--schemes", "ddp,ps_sync", "--workers", "2", "--compute", "phantom",
                        "--workload", str(w), "--time-scale", "10", "--dataset", "synthetic",
@@ -285,7 +285,7 @@ def test_the_sweep_passes_the_compute_to_every_point(tmp_path, capsys):
 
 
 def test_the_check_judges_against_5_percent_beyond_the_spread():
-    from real.phantom_check import table, verdicts, worker_counts
+    from real.phantom.check import table, verdicts, worker_counts
     assert worker_counts("2") == [2] and worker_counts("4,8,15") == [4, 8, 15]
     times = {("ddp", 2, "real"): [(0.010, False), (0.010, False), (0.010, True)],
              ("ddp", 2, "phantom"): [(0.0104, False), (0.0104, False)],

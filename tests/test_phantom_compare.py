@@ -155,7 +155,7 @@ def test_validate_phantom_refuses_bad_flags_in_one_line(tmp_path, capsys, extra,
 
 
 def test_sleeping_polls_add_half_the_poll_to_every_step_of_an_mpi_collective():
-    """A rank waiting in sleeping polls (real.dist.wait backed off to PSGD_WAIT_SLEEP_S)
+    """A rank waiting in sleeping polls (real.launch.dist.wait backed off to PSGD_WAIT_SLEEP_S)
     sees a step end poll_s / 2 late on average, and MPICH advances the collective only in
     its polls: MPI's per-step cost rises by poll_s / 2, gloo's (its own threads) does not."""
     prof = make_profile(cores=2, model="cnn", collective_alpha_s={"allreduce": 3e-5})

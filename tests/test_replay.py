@@ -1,7 +1,7 @@
 """The replay: one process trains along a simulated schedule exactly as the P workers would.
 
 Small synthetic data and the linear model (no dropout, so trajectories are
-deterministic and comparable); references are written with ``real.step``'s
+deterministic and comparable); references are written with ``real.training.step``'s
 own pieces, the ones ``real.train`` runs.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from real.batches import BatchOrder
-from real.data import load_dataset, shard
-from real.models import build_model, flat_params, load_flat_params
-from real.replay import replay
-from real.replay_state import ReplayState
-from real.step import Shard, flat_grads, forward_backward, sgd_step
+from real.training.batches import BatchOrder
+from real.training.data import load_dataset, shard
+from real.training.models import build_model, flat_params, load_flat_params
+from real.training.replay import replay
+from real.training.replay_state import ReplayState
+from real.training.step import Shard, flat_grads, forward_backward, sgd_step
 from contracts import schedule as schedules
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from real import schemes
-from real.data import load_dataset
-from real.replay import replay
+from real.training.data import load_dataset
+from real.training.replay import replay
 from contracts import record
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
@@ -208,7 +208,7 @@ def test_vgg11_cifar_total_batch_256(tmp_path, alg):
 def linear_workload(path: Path) -> Path:
     """The linear model's tensors as a workload file (gradient-ready order: the model's
     ``parameters()`` reversed; ``param_index`` its own order), each layer 1 ms + 2 ms."""
-    from real.models import build_model
+    from real.training.models import build_model
     params = list(build_model("linear", (1, 28, 28), 10).named_parameters())
     tensors = ", ".join(f'{{ name = "{n}", params = {p.numel()}, param_index = {i} }}'
                         for i, (n, p) in reversed(list(enumerate(params))))
@@ -235,7 +235,7 @@ def phantom_runs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("alg", schemes.RANK_BASED)
 def test_a_phantom_run_sends_what_the_real_run_sends(runs, phantom_runs, alg):
-    from real import wire
+    from real.records import wire
     (real, real_it), (phantom, it) = runs[alg], phantom_runs[alg]
     assert phantom["comm"]["bytes_sent_per_rank"] == real["comm"]["bytes_sent_per_rank"]
     assert worker_rows(alg, it).groupby("rank").size().tolist() == \

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from real import results
+from real.records import results
 from tests.conftest import py
 
 
@@ -53,7 +53,7 @@ def test_sweep_bad_input(argv):
 
 def test_points_run_repeat_by_repeat():
     """Every point once, then every point again: drift over the sweep lands in the CIs."""
-    from real.sweep import build_parser, points
+    from real.launch.sweep import build_parser, points
     args = build_parser().parse_args(["--algorithm", "serial,psgd", "--workers", "1,2",
                                       "--repeats", "2"])
     assert points(args) == [("serial", 1, 0), ("psgd", 1, 0), ("psgd", 2, 0),

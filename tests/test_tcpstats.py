@@ -1,7 +1,7 @@
-"""real.tcpstats: the kernel's TCP counters read, differenced and kept once per host."""
+"""real.records.tcpstats: the kernel's TCP counters read, differenced and kept once per host."""
 from __future__ import annotations
 
-from real import tcpstats
+from real.records import tcpstats
 
 NETSTAT = ("TcpExt: SyncookiesSent TCPLossProbes TCPTimeouts\n"
            "TcpExt: 0 {probes} {timeouts}\n"

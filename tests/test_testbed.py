@@ -1,4 +1,4 @@
-"""The testbed's self-checks (``real.testbed``, ``real.cluster.linkstats``) on synthetic
+"""The testbed's self-checks (``real.records.testbed``, ``real.cluster.linkstats``) on synthetic
 figures: each check passes what is faithful and fails, with its reason, what is not."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from real import testbed
+from real.records import testbed
 from real.cluster import linkstats
 from contracts import record
 
@@ -196,7 +196,7 @@ def write_record(folder, run_id, **marks):
 
 
 def test_the_sweep_runs_a_testbed_bound_point_again(tmp_path, monkeypatch):
-    from real import sweep
+    from real.launch import sweep
     assert sweep.retry_mark(write_record(tmp_path, "a", testbed_bound=True)) == "testbed-bound"
     assert sweep.retry_mark(write_record(tmp_path, "b", disturbed=True,
                                          testbed_bound=True)) == "disturbed"
@@ -225,7 +225,7 @@ class Request:
 
 
 def test_a_sleeping_wait_backs_off_to_its_longest_sleep(monkeypatch):
-    from real import dist
+    from real.launch import dist
     naps = []
     monkeypatch.setattr(dist.time, "sleep", naps.append)
     dist.wait(Request(8), 10.0, "test", poll_s=0.001)
@@ -240,7 +240,7 @@ def test_a_sleeping_wait_backs_off_to_its_longest_sleep(monkeypatch):
 
 
 def test_sleeping_waits_keep_what_the_user_set():
-    from real.dist import sleeping_waits
+    from real.launch.dist import sleeping_waits
     env = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "0"}
     assert sleeping_waits(env) == {"PSGD_WAIT_SLEEP_S": "0.001"}
     assert env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] == "0"
@@ -252,7 +252,7 @@ def test_expected_bytes_follow_the_scheme_the_hosts_and_the_steps():
     once a step and once at the start; a scheme without messages is not judged."""
     import torch
 
-    from real import wire
+    from real.records import wire
     model = torch.nn.Linear(10, 3)                          # 30 + 3 float32
     rows = [{"rank": r, "batch_size": 32 if it >= 0 else 0} for r in (0, 1)
             for it in (-1, 0, 1, 2)]

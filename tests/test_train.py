@@ -94,7 +94,7 @@ def test_record_write_is_atomic_and_replaces(tmp_path):
 
 
 def test_help_gives_every_flag_a_meaning_and_each_default_once():
-    from real.train import build_parser
+    from real.launch.train import build_parser
     parser = build_parser()
     text = parser.format_help()
     assert "(default: None)" not in text and "(default: False)" not in text

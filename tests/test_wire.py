@@ -1,4 +1,4 @@
-"""real.wire: what each rank sends, against the libraries' algorithms counted by hand.
+"""real.records.wire: what each rank sends, against the libraries' algorithms counted by hand.
 
 The record's counts are checked against real and phantom runs in test_schemes.py.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from real import wire
+from real.records import wire
 
 T = [(250, "float32"), (10, "float32"), (5000, "float32"), (20, "float32")]   # 21,120 B
 

@@ -22,7 +22,7 @@ MPICH picks its allreduce algorithm from ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``
 read once at ``MPI_Init``: so one ``mpirun`` per algorithm, and the variable is
 set here before ``mpi4py.MPI`` is imported. Every row says which algorithm ran.
 
-Imports: mpi4py, numpy, torch, calibrate.probes.plan, real.dist.
+Imports: mpi4py, numpy, torch, calibrate.probes.plan, real.launch.dist.
 """
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def run(plan: ProbePlan, algorithm: str, with_gloo: bool, other_ops: bool,
         import torch
         import torch.distributed as dist
 
-        from real.dist import detect_launch, init_torch_distributed
+        from real.launch.dist import detect_launch, init_torch_distributed
         torch.set_num_threads(1)
         init_torch_distributed(detect_launch(), gloo_timeout_s)
         rows += sweep(plan, "gloo", GLOO_OPS, gloo_call, dist.barrier, {**meta, "algorithm": "-"})

@@ -14,7 +14,7 @@ Warm-up steps are run and thrown away; every timed repetition is one row. With
 ``plan.device == "cuda"`` the step and eval probes run on the GPU and each phase is
 timed after ``torch.cuda.synchronize`` (CUDA queues work and returns at once).
 
-Imports: torch, calibrate (plan, rawio), real.models.
+Imports: torch, calibrate (plan, rawio), real.training.models.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ LR = 0.01
 
 
 def make_model(name: str, seed: int = 0):
-    from real.models import build_model
+    from real.training.models import build_model
     torch.manual_seed(seed)
     return build_model(name, INPUT_SHAPE.get(name, DEFAULT_SHAPE), NUM_CLASSES)
 
@@ -113,7 +113,7 @@ def eval_rows(plan: ProbePlan, model_name: str, threads: int, batch: int) -> lis
 
 
 def model_shapes(names) -> dict[str, dict]:
-    from real.models import layer_param_counts, param_count, tensor_param_counts
+    from real.training.models import layer_param_counts, param_count, tensor_param_counts
     out = {}
     for name in names:
         m = make_model(name)
@@ -150,7 +150,7 @@ def sharing_rows(plan: ProbePlan, k: int) -> list[dict]:
     (spawn would import torch k times) without inheriting this process's OpenMP pool.
     """
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "real.models", "calibrate.probes.compute_probe"])
+    ctx.set_forkserver_preload(["torch", "real.training.models", "calibrate.probes.compute_probe"])
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     procs = [ctx.Process(target=_sharing_worker, daemon=True,
                          args=(i, k, plan.sharing_model, plan.sharing_batch, plan.warmup_steps,

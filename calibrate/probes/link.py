@@ -37,7 +37,7 @@ and the provenance; ``simulator.compare --link`` uses them to predict runs at
 other shaped rates (payload efficiency = 1/beta over the shaped rate).
 Without a cluster up, or without root: one line on stderr and exit code 2.
 
-Imports: mpi4py, pandas, torch, calibrate (comm_probe, linefit), real.cluster, real.dist,
+Imports: mpi4py, pandas, torch, calibrate (comm_probe, linefit), real.cluster, real.launch.dist,
 cli, contracts.files.
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
         import torch
         import torch.distributed as dist
 
-        from real.dist import detect_launch, init_torch_distributed
+        from real.launch.dist import detect_launch, init_torch_distributed
         torch.set_num_threads(1)
         init_torch_distributed(detect_launch(), 120.0)
         sweep("gloo", cp.gloo_call, dist.barrier)

@@ -83,7 +83,7 @@ def rank_loop(n_bytes: int, calls: int) -> dict | None:
 
 def run_point(ranks: int, n_bytes: int, calls: int, timeout_s: float) -> dict:
     """``ranks`` ranks under mpirun; their figures (medians over the ranks)."""
-    from real.sweep import mpirun
+    from real.launch.sweep import mpirun
     cmd = [mpirun(), "-n", str(ranks), sys.executable, "-m", "calibrate.poll_probe",
            "--rank-loop", "--bytes", str(n_bytes), "--calls", str(calls)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)

@@ -22,7 +22,7 @@ and the compute, sharing, server and comm parts their run-to-run ``spread``
 ``torch.cuda.synchronize``); the other parts are about the host's cores and stay on CPU.
 
 Imports: numpy, scipy, torch, calibrate (comm_probe, compute_probe, plan, rawio,
-sched_probe), real.devices, cli.
+sched_probe), real.launch.devices, cli.
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def describe_host(device: str = "cpu") -> dict:
     import scipy
     import torch
 
-    from real.devices import describe
+    from real.launch.devices import describe
     return {"host": socket.gethostname(), "cores": planmod.host_cores(),
             "device": describe(torch.device(device)),
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from real.dist import listen_locally
+    from real.launch.dist import listen_locally
     listen_locally()              # before MPI starts: local ranks listen on loopback only
     try:
         plan = build_plan(args)

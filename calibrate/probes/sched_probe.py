@@ -157,7 +157,7 @@ def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, wor
     model = make_model(model_name)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     x, y = synthetic_batch(model_name, batch, seed=rank)
-    from real.dist import listen_locally
+    from real.launch.dist import listen_locally
     listen_locally()                               # gloo's pairs on loopback only
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     getcpu = _sched_getcpu() or (lambda: -1)

@@ -4,7 +4,7 @@
     python -m calibrate.workload --model mypkg.nets:ResNet --input-shape 3,224,224 \\
         --batch-size 32 --device cpu --out my_model.toml
 
-``--model`` names a built-in model (``real.models``) or ``package.module:Name``,
+``--model`` names a built-in model (``real.training.models``) or ``package.module:Name``,
 where ``Name`` is an ``nn.Module`` class or a factory called without arguments
 (or an instance). On synthetic data of ``--input-shape`` (and random labels
 where the output is ``(batch, classes)``) the command
@@ -29,7 +29,7 @@ order with their tensors (element count, dtype and position in
 provenance (command, host, torch version, date). ``simulator.predict
 --workload FILE`` predicts with it.
 
-Imports: torch (when measuring), real.models, cli, contracts (profile, workload).
+Imports: torch (when measuring), real.training.models, cli, contracts (profile, workload).
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def load_model(spec: str, input_shape: tuple[int, ...], classes: int):
     """An ``nn.Module`` from a built-in name or ``package.module:Name``."""
     from torch import nn
 
-    from real.models import MODELS, build_model
+    from real.training.models import MODELS, build_model
     if spec in MODELS:
         try:
             return build_model(spec, input_shape, classes)

@@ -1,6 +1,6 @@
 """A worker's compute as sleeps: what ``ctx.compute`` is in a phantom run.
 
-``PhantomCompute`` has the interface of ``real.step.RealCompute``: the
+``PhantomCompute`` has the interface of ``real.training.step.RealCompute``: the
 schemes call ``forward_backward`` (the stand-in model's layer chain, see
 ``real.phantom.model``) and ``update`` (a sleep of the workload's update
 time). Everything else a scheme does stays real: its messages, the copies
@@ -15,7 +15,7 @@ sleeper's debt: the last sleep's lateness and the stand-in's work since) is
 paid back only after the communication, in the update. A synchronising call
 waits for the latest rank, so a step is stretched by at most the largest of
 the ranks' debts at that moment. ``forward_backward`` notes it every step
-(``behind_s``); ``summary`` hands it to the record, and ``real.testbed``
+(``behind_s``); ``summary`` hands it to the record, and ``real.records.testbed``
 judges the sum over the steps against the run's time.
 
 Imports: real.phantom (model, plan, sleep).

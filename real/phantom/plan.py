@@ -72,7 +72,7 @@ class PhantomPlan:
                                      + self.update_s)
 
     def record(self, batch: int) -> dict:
-        """The record's ``compute`` section (``real.runner``) before the sleeps' lateness."""
+        """The record's ``compute`` section (``real.launch.runner``) before the sleeps' lateness."""
         w = self.workload
         return {"mode": "phantom", "time_scale": self.time_scale,
                 "workload": {"file": self.path, "sha256": self.sha256, "name": w.name,

@@ -1,4 +1,4 @@
-"""What ``real.runner`` does differently in a phantom run: no data, a stand-in, no accuracy.
+"""What ``real.launch.runner`` does differently in a phantom run: no data, a stand-in, no accuracy.
 
 * ``placeholder_data``: a dataset of the real run's size with no pixels (the
   batches' indices and lengths are the real run's; nothing is loaded);
@@ -6,7 +6,7 @@
 * ``compute_record``: the record's ``compute`` section: the mode, S, the
   workload's file, digest and provenance.
 
-Imports: numpy, real.data, real.phantom (compute, plan).
+Imports: numpy, real.training.data, real.phantom (compute, plan).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ SLEEP_POLICY = ("timer slack 1 ns; each sleep's lateness taken off the next slee
 
 
 def placeholder_data(name: str, train_size: int | None):
-    """``real.data.Dataset`` with ``train_size`` (default: the set's) samples of no features."""
-    from real.data import Dataset, sample_shape
+    """``real.training.data.Dataset`` with ``train_size`` (default: the set's) samples of no features."""
+    from real.training.data import Dataset, sample_shape
     _, default_train, _ = sample_shape(name)
     n = train_size or default_train
     return Dataset(name=name, train_x=np.empty((n, 0), dtype=np.float32),
@@ -36,7 +36,7 @@ def phantom_compute(args) -> PhantomCompute:
 
 def compute_record(compute, batch: int) -> dict:
     """The ``compute`` section of a run record (how late each rank's sleeps woke goes to
-    the record's ``testbed`` section, ``real.testbed``)."""
+    the record's ``testbed`` section, ``real.records.testbed``)."""
     if compute.mode != "phantom":
         return {"mode": "real"}
     return {**compute.plan.record(batch), "sleep_policy": SLEEP_POLICY}

@@ -13,7 +13,7 @@ Two measures keep the chain's sum exact without burning a core:
 * ``prctl(PR_SET_TIMERSLACK, 1)`` sets this thread's slack to 1 ns for each
   sleep, which takes out the slack part of the lateness (the rest is wake-up
   latency), and sets it back after: MPICH's heavy yield (phantom runs on the
-  emulated cluster, ``real.dist.sleeping_waits``) sleeps the thread's slack
+  emulated cluster, ``real.launch.dist.sleeping_waits``) sleeps the thread's slack
   between polls, and at 1 ns a waiting rank spins (docs/cluster.md, "Waiting
   ranks": 1.9 of 2 cores in system time at P = 2);
 * every sleep's own lateness is a debt taken off the next sleep's length
@@ -34,7 +34,7 @@ there to save. It is offered (``spin_s``) for the measurement only.
 Each sleep's lateness (its wake-up after the deadline it asked the kernel
 for) goes into a histogram (``LatenessLog``, bounded however long the run);
 ``Sleeper.summary`` is what the record's ``testbed`` section keeps of it
-(``real.testbed``, which judges it).
+(``real.records.testbed``, which judges it).
 
 Imports: the standard library.
 """
@@ -186,7 +186,7 @@ class Sleeper:
             self.debt_s += seconds
 
     def summary(self) -> dict | None:
-        """This rank's sleeps for the record (``real.testbed.RankProbe.stop`` takes it): how
+        """This rank's sleeps for the record (``real.records.testbed.RankProbe.stop`` takes it): how
         late they woke (``p50_s``, ``p99_s``, ``max_s``, ``late_total_s`` against
         ``asked_total_s``, the lengths asked of the kernel), what the compute asked for
         (``compute_s``), the sleeps the debt covered; None when nothing slept (a server)."""

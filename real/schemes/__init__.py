@@ -3,7 +3,7 @@
 A scheme is a ``Scheme`` and every property ``real`` needs of it is stated here once:
 how it is launched (one process; its own P processes, hogwild's ``--workers P``; or one
 process per rank under mpirun, torchrun or srun), what it talks through (mpi4py, a
-torch.distributed group, or ``real.dist``'s either), whether its workers take slices of
+torch.distributed group, or ``real.launch.dist``'s either), whether its workers take slices of
 one global batch, whether it has a parameter server, and whether it runs as a phantom.
 Code asks these properties and never compares a scheme's name; the module-level tuples
 are views of them.
@@ -38,7 +38,7 @@ class Scheme:
     name: str
     launch: str                  # single: one process | own: its P processes | ranks: one a rank
     talks: str = "none"          # none | mpi (mpi4py, mpirun only) | torch (a gloo/nccl group)
-                                 # | comm (real.dist: MPI or torch.distributed)
+                                 # | comm (real.launch.dist: MPI or torch.distributed)
     global_batch: bool = False   # the workers take slices of one global batch
     server: bool = False         # a parameter-server rank that does not train (rank 0)
     exchange: str = "none"       # what a step sends: a key of simulator.model.schemes.EXCHANGES

@@ -5,13 +5,13 @@ After backward, each parameter tensor's gradient is summed over ranks with
 tensor, as the sheet asks.  Same data split as ``gather_scatter``, so with
 the same seed both give the same losses.
 
-Imports: torch, real.step.
+Imports: torch, real.training.step.
 """
 from __future__ import annotations
 
 import torch.distributed as dist
 
-from ..step import synchronous_epochs
+from real.training.step import synchronous_epochs
 
 
 def allreduce_mean(model, size: int) -> int:

@@ -34,9 +34,9 @@ import numpy as np
 import torch
 
 from . import SCHEMES
-from ..dist import wait
-from ..models import flat_params, load_flat_params
-from ..step import local_epochs
+from real.launch.dist import wait
+from real.training.models import flat_params, load_flat_params
+from real.training.step import local_epochs
 
 DEFAULT_K = SCHEMES["async_avg"].default_every
 PUSH, DONE, REPLY, STOP = 1, 2, 3, 4      # message tags; STOP: the target accuracy is reached
@@ -49,7 +49,7 @@ class Holder:
                  alive=lambda: None):
         self.v, self.alpha = v, 1.0 / workers
         self.world, self.timeout_s = world, timeout_s
-        self.alive = alive             # tells the recorder (real.supervise) a push came in
+        self.alive = alive             # tells the recorder (real.launch.supervise) a push came in
         self.buf = np.empty_like(v)
         self.done, self.mixes = 0, 0
         self.stopping = False             # --target-accuracy reached: answer pushes with STOP

@@ -12,7 +12,7 @@ step's backward compute that was (``ddp_first_bucket_lead_s``: per step, the
 last backward sleep's end minus the first launch; positive: the bucket's
 all_reduce overlapped backward).
 
-Imports: torch, real.step.
+Imports: torch, real.training.step.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from ..step import synchronous_epochs
+from real.training.step import synchronous_epochs
 
 
 def train(ctx) -> list[float]:

@@ -9,14 +9,14 @@ so with the same seed the losses equal single-process training at that batch.
 Bytes sent are the payload this rank hands to the calls: its gradient to
 ``gather`` and, on rank 0, the P mean copies to ``scatter``.
 
-Imports: torch, real.step.
+Imports: torch, real.training.step.
 """
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 
-from ..step import flat_grads, load_flat_grads, synchronous_epochs
+from real.training.step import flat_grads, load_flat_grads, synchronous_epochs
 
 
 def gather_scatter_mean(model, rank: int, size: int) -> int:

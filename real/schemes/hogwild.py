@@ -30,11 +30,11 @@ import sys
 import torch
 import torch.multiprocessing as mp
 
-from ..context import fault_hook
-from ..data import shard
-from ..dist import threads_per_rank
-from ..step import Shard, decay_lr, sgd_step
-from ..timing import IterationLog
+from real.launch.context import fault_hook
+from real.training.data import shard
+from real.launch.dist import threads_per_rank
+from real.training.step import Shard, decay_lr, sgd_step
+from real.records.timing import IterationLog
 
 POLL_S = 0.2
 

@@ -4,20 +4,20 @@ Each step: copy the gradients into one contiguous float32 buffer, Allreduce it
 in place (SUM), divide by P, copy back, step.  MPICH's algorithm for it is
 chosen with ``--mpi-allreduce`` (ring, recursive_doubling,
 reduce_scatter_allgather, auto) through ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM``,
-set before MPI starts (``real.dist.select_mpi_allreduce``).
+set before MPI starts (``real.launch.dist.select_mpi_allreduce``).
 
 The call is the blocking ``Allreduce`` because the CVAR governs it (the
 non-blocking one has its own algorithms); a dead peer is therefore ended by
 mpirun, which kills every rank when one exits abnormally.
 
-Imports: mpi4py, torch, real.step.
+Imports: mpi4py, torch, real.training.step.
 """
 from __future__ import annotations
 
 import torch
 from mpi4py import MPI
 
-from ..step import flat_grads, load_flat_grads, synchronous_epochs
+from real.training.step import flat_grads, load_flat_grads, synchronous_epochs
 
 
 def mpi_allreduce_mean(model, world) -> int:

@@ -43,9 +43,9 @@ from collections import Counter
 import numpy as np
 import torch
 
-from ..dist import wait
-from ..models import flat_params, load_flat_params
-from ..step import decay_lr, flat_grads, load_flat_grads
+from real.launch.dist import wait
+from real.training.models import flat_params, load_flat_params
+from real.training.step import decay_lr, flat_grads, load_flat_grads
 
 SERVER = 0
 HEADER, VECTOR = 1, 2        # message tags
@@ -163,7 +163,7 @@ class Server:
 
     def curve_point(self, per_epoch: int, every: int) -> None:
         """An evaluation point of the server's weights after ``version`` updates, if it is
-        one: every ``every`` updates and each ``per_epoch`` (``real.curve``)."""
+        one: every ``every`` updates and each ``per_epoch`` (``real.records.curve``)."""
         if self.ctx.curve is None:
             return
         self.ctx.curve.weights = lambda: self.w
@@ -224,7 +224,7 @@ def serve_sync(ctx) -> list[float]:
 
 def serve_async(ctx) -> list[float]:
     s, log = Server(ctx), ctx.log
-    from ..data import shard
+    from real.training.data import shard
     n = len(ctx.shard)
     per_epoch = sum(-(-len(range(n)[shard(n, r, ctx.workers)]) // ctx.batch_size)
                     for r in range(ctx.workers))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from ..curve import psgd_agreed_stop
-from ..models import flat_params, load_flat_params
-from ..step import local_epochs
+from real.records.curve import psgd_agreed_stop
+from real.training.models import flat_params, load_flat_params
+from real.training.step import local_epochs
 
 
 def average_weights(ctx) -> int:

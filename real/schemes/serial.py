@@ -1,11 +1,11 @@
 """Plain mini-batch SGD in one process: the P = 1 baseline of every speedup.
 
-Imports: real.step.
+Imports: real.training.step.
 """
 from __future__ import annotations
 
-from ..curve import agreed_stop
-from ..step import local_epochs
+from real.records.curve import agreed_stop
+from real.training.step import local_epochs
 
 
 def train(ctx) -> list[float]:

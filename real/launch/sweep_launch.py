@@ -6,7 +6,7 @@
   addresses) before anything starts.
 * ``--launcher srun``: ``srun -n R`` inside a Slurm allocation (``sbatch`` or
   ``salloc``); the MPI schemes with ``--mpi=pmi2`` (MPICH reads its PMI from srun),
-  the torch.distributed schemes meet at the first node (``real.launchers``).
+  the torch.distributed schemes meet at the first node (``real.launch.launchers``).
 * Inside a Slurm allocation, whichever launcher: a point that needs more ranks
   than the allocation has tasks is refused before the sweep starts.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 from real import schemes
 
-from .dist import threads_per_rank
-from .launchers import allocation_tasks
+from real.launch.dist import threads_per_rank
+from real.launch.launchers import allocation_tasks
 
 
 @dataclass(frozen=True)

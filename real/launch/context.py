@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import torch
 
-from .dist import Comm, Launch
-from .step import REAL_COMPUTE, Shard
-from .timing import IterationLog
+from real.launch.dist import Comm, Launch
+from real.training.step import REAL_COMPUTE, Shard
+from real.records.timing import IterationLog
 
 FAULT_RANK_ENV = "PSGD_FAULT_RANK"
 FAULT_ITER_ENV = "PSGD_FAULT_AT_ITER"
@@ -43,8 +43,8 @@ class RunContext:
     batch_size: int = 64           # per worker and step
     global_batch: int = 64         # samples per synchronous step over all workers
     train_span: tuple[float, float] | None = None  # set by schemes that time training themselves
-    curve: Any = None              # real.curve.CurveLog: this process's evaluation points
-    heartbeat: Any = None          # real.supervise.Heartbeat: phases and iterations for the recorder
+    curve: Any = None              # real.records.curve.CurveLog: this process's evaluation points
+    heartbeat: Any = None          # real.launch.supervise.Heartbeat: phases and iterations for the recorder
     sleeps: Any = None             # phantom compute: its summary() of sleeps (real.phantom.compute)
     compute: Any = REAL_COMPUTE    # forward, backward, update: done (real) or slept (real.phantom)
 

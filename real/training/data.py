@@ -29,7 +29,7 @@ This module only reads and returns arrays; sharding a dataset among ranks is
 ``shard()``, and printing progress is left to the caller except for the
 download bar, which shows only when stderr is a terminal.
 
-Imports: numpy, real.download.
+Imports: numpy, real.training.download.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .download import FetchError, fetch, join_url
+from real.training.download import FetchError, fetch, join_url
 
 DATASETS = ("mnist", "fashion-mnist", "cifar10", "synthetic", "synthetic-cifar10")
 NUM_CLASSES = 10

@@ -1,6 +1,6 @@
 """How a run that did not finish is recorded: each rank's note, and one record naming who failed.
 
-Every rank of ``real.train`` has a recorder (``real.supervise``) that sees how
+Every rank of ``real.train`` has a recorder (``real.launch.supervise``) that sees how
 its rank ended. One that ended other than by finishing leaves a *note*::
 
     OUT/.RUN_ID.faults/rank<r>.json
@@ -14,7 +14,7 @@ its rank ended. One that ended other than by finishing leaves a *note*::
   it); ``since`` is when it went quiet, so the rank that stopped first is named;
 * ``failed``: it raised an error of its own (``cause`` is the error);
 * ``noticed``: it raised because a peer died or hung (gloo's closed connection, a
-  deadline of ``real.dist``): a consequence, not a cause;
+  deadline of ``real.launch.dist``): a consequence, not a cause;
 * ``ended``: the launcher (or a peer's ``MPI_Abort``) ended it;
 * ``interrupted`` / ``terminated``: SIGINT / SIGTERM reached it;
 * ``usage``: it refused its arguments (exit code 2); no record is written.
@@ -101,15 +101,15 @@ def write_note(out, run_id: str, note: dict) -> Path:
 
 
 def write_rows(out, run_id: str, rank: int, lines) -> None:
-    """A rank's iteration rows as its recorder heard them (``real.supervise.row_line``)."""
+    """A rank's iteration rows as its recorder heard them (``real.launch.supervise.row_line``)."""
     if lines:
         atomic_write_text(faults_dir(out, run_id) / f"rank{rank}.rows",
                           "".join(f"{ln}\n" for ln in lines))
 
 
 def read_rows(out, run_id: str) -> list[dict]:
-    """Every rank's rows, the wait of each synchronising call split off (``real.timing``)."""
-    from real.timing import parse_row, split_wait
+    """Every rank's rows, the wait of each synchronising call split off (``real.records.timing``)."""
+    from real.records.timing import parse_row, split_wait
     rows = []
     for path in sorted(faults_dir(out, run_id).glob("rank*.rows")):
         try:

@@ -19,15 +19,15 @@ the table, which says how many), ``--fresh`` runs every point anew. The table, t
 CSVs and the plots hold only the runs of this sweep's settings.
 
 Every record says whether other processes took CPU the run asked for
-(``disturbed``, ``real.load``): the table marks such points, ``--retry-disturbed N``
+(``disturbed``, ``real.records.load``): the table marks such points, ``--retry-disturbed N``
 runs them again (up to N times, each after waiting for a quiet machine; likewise
 ``--retry-testbed-bound N`` the runs whose machine did not stay faithful,
-``real.testbed``), and an
+``real.records.testbed``), and an
 efficiency above 1 always comes with a warning. Every point's ranks run the same
-threads (``real.sweep_launch.threads_for``), P = 1 included; the table states them.
+threads (``real.launch.sweep_launch.threads_for``), P = 1 included; the table states them.
 Ranks can run beyond this machine: ``--hostfile FILE`` (``mpirun -f``),
 ``--launcher srun`` (in a Slurm allocation), ``--cluster`` (the emulated cluster
-named by ``--prefix``); see ``real.sweep_launch``. ``--compute phantom --workload
+named by ``--prefix``); see ``real.launch.sweep_launch``. ``--compute phantom --workload
 FILE [--time-scale S]`` makes every point a phantom run (``real.phantom``): real
 messages, the compute a sleep of the workload's measured times; the table shows
 such points as ``scheme (phantom)``, without accuracy.
@@ -37,7 +37,7 @@ Every flag, and every flag after ``--``, is checked before the first point
 starts (``check_args``: ``real.train``'s own parser judges a point's command);
 ``--dry-run`` stops there and prints the points. A point that runs past
 ``--timeout`` is stopped (SIGTERM to its launcher, which passes it to every
-rank's recorder, ``real.supervise``; SIGKILL to whatever is left) and its
+rank's recorder, ``real.launch.supervise``; SIGKILL to whatever is left) and its
 record says so; Ctrl-C stops the running point the same way, records it as
 interrupted and ends the sweep with exit code 130.
 
@@ -58,11 +58,12 @@ import sys
 import time
 from pathlib import Path
 
-from real import failures, plots, results, schemes
-from real.data import DATASETS
-from real.dist import isolated
-from real.models import MODELS
-from real.sweep_launch import threads_flag
+from real import schemes
+from real.records import failures, plots, results
+from real.training.data import DATASETS
+from real.launch.dist import isolated
+from real.training.models import MODELS
+from real.launch.sweep_launch import threads_flag
 from contracts import record
 import cli
 
@@ -120,13 +121,13 @@ def build_parser() -> cli.Parser:
                    help="run a point again, up to N times, while other processes disturb it")
     p.add_argument("--retry-testbed-bound", default=0, type=cli.nonnegative_int, metavar="N",
                    help="run a point again, up to N times, while its record says the machine "
-                        "was not faithful (testbed-bound, real.testbed)")
+                        "was not faithful (testbed-bound, real.records.testbed)")
     p.add_argument("--quiet-wait", default=120.0, type=cli.positive_float,
                    help="seconds to wait for a quiet machine before a retry")
     p.add_argument("--dry-run", action="store_true",
                    help="check every flag, print the points and their commands, run nothing")
     add_accuracy_arguments(p)
-    from .train import add_compute_arguments
+    from real.launch.train import add_compute_arguments
     add_compute_arguments(p)
     return p
 
@@ -165,7 +166,7 @@ def check_args(args, extra: list[str], cluster) -> str | None:
     """Why this sweep cannot run, or None: flags after ``--`` that the sweep sets itself,
     a point ``real.train`` would refuse (its own parser judges each scheme's command),
     more ranks than the machine or the emulated cluster holds."""
-    from . import train
+    from real.launch import train
     given = sorted({a.split("=")[0] for a in extra if a.split("=")[0] in SWEEP_SETS})
     if given:
         return (f"{', '.join(given)} after -- is set by the sweep for every point; give it to "
@@ -242,12 +243,12 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
         return py + (["--workers", str(p)] if scheme.own_processes else []), {}
     hostfile = ["-f", str(Path(args.hostfile).resolve())] if args.hostfile else []
     if getattr(args, "launcher", "mpirun") == "srun":
-        from .sweep_launch import srun_command
+        from real.launch.sweep_launch import srun_command
         return srun_command(alg, ranks, py), {}
     if cluster is None:               # local: in a network of its own (only loopback)
         launch = [mpirun(), *hostfile, "-n", str(ranks)] + py
         return (launch if "--download" in extra or hostfile else isolated(launch)), {}
-    from . import cluster as emu
+    from real import cluster as emu
     env = emu.mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
                                   "GLOO_SOCKET_IFNAME": cluster.interface,
                                   "PSGD_CLUSTER": json.dumps(cluster_facts(args, alg, cluster))}
@@ -426,7 +427,7 @@ def main(argv=None) -> int:
         args.epochs = args.max_epochs
     cluster = None
     if args.cluster:
-        from .cluster import read_state
+        from real.cluster import read_state
         try:
             cluster = read_state(args.prefix)
         except ValueError as e:
@@ -441,7 +442,7 @@ def main(argv=None) -> int:
         return cli.usage_error(PROG, problem) if problem else 2
     if args.dry_run:
         return dry_run(args, extra, cluster)
-    from .sweep_launch import thread_note
+    from real.launch.sweep_launch import thread_note
     plan = {pt: planned_settings(args, *pt, extra, cluster, todo) for pt in todo}
     problem = reuse_problem(args, plan)
     if problem:
@@ -465,7 +466,7 @@ def run_id_of(alg: str, p: int, rep: int) -> str:
 def point_flags(args, alg: str, p: int, extra: list[str], todo) -> list[str]:
     """real.train's flags of one point beyond its fixed ones: the accuracy curve, the
     flags after --, and the point's threads (unless given after --: then those, everywhere)."""
-    from .sweep_launch import threads_for
+    from real.launch.sweep_launch import threads_for
     given = any(a == "--threads" or a.startswith("--threads=") for a in extra)
     threads = None if given else threads_for(args, alg, p, todo)
     return accuracy_flags(args, p) + extra + (["--threads", str(threads)] if threads else [])
@@ -473,10 +474,10 @@ def point_flags(args, alg: str, p: int, extra: list[str], todo) -> list[str]:
 
 def planned_settings(args, alg: str, p: int, rep: int, extra: list[str], cluster,
                      todo) -> dict:
-    """The result settings the record of this point will carry (``real.identity``):
+    """The result settings the record of this point will carry (``real.records.identity``):
     ``real.train``'s own parser reads the point's command, as the run will."""
-    from . import train
-    from .identity import run_settings
+    from real.launch import train
+    from real.records.identity import run_settings
     cmd, _ = train_command(alg, p, run_id_of(alg, p, rep), args,
                            point_flags(args, alg, p, extra, todo))
     targs = train.parse_args(cmd[cmd.index("real.train") + 1:])
@@ -485,7 +486,7 @@ def planned_settings(args, alg: str, p: int, rep: int, extra: list[str], cluster
 
 def point_state(run_dir: Path, settings: dict) -> tuple[str, str]:
     """What the folder of a point holds: ("new" | "same" | "other" | "unfinished", why)."""
-    from .identity import record_settings
+    from real.records.identity import record_settings
     if not run_dir.exists():
         return "new", ""
     try:
@@ -504,7 +505,7 @@ def point_state(run_dir: Path, settings: dict) -> tuple[str, str]:
 def strays(out: Path, plan: dict) -> list[tuple[Path, str]]:
     """Records in ``out`` that are no point of this sweep and were run with other settings
     than its table's (``record.PER_POINT_SETTINGS`` aside): (folder, how they differ)."""
-    from .identity import record_settings
+    from real.records.identity import record_settings
     ids = {run_id_of(*pt) for pt in plan}
     tables = {record.config_digest(st, record.PER_POINT_SETTINGS): st for st in plan.values()}
     found = []
@@ -605,7 +606,7 @@ def run_one(args, alg: str, p: int, rep: int, point_extra: list[str], cluster,
 
 def _launch_problem(args, todo, cluster) -> str | None:
     """What stops the sweep before it starts: a bad hostfile, a too small Slurm allocation."""
-    from .sweep_launch import allocation_problem, read_hostfile, srun
+    from real.launch.sweep_launch import allocation_problem, read_hostfile, srun
     if args.launcher == "srun" and (args.cluster or args.hostfile):
         return "--launcher srun places ranks itself: leave out --cluster and --hostfile"
     try:
@@ -621,7 +622,7 @@ def _launch_problem(args, todo, cluster) -> str | None:
 def retry_mark(run_dir: Path) -> str | None:
     """Why a completed run may be run again: ``disturbed`` (other processes took CPU it
     asked for), ``testbed-bound`` (the machine, not what it stands for, set its pace;
-    ``real.testbed``), or None."""
+    ``real.records.testbed``), or None."""
     try:
         rec = record.read(run_dir)
     except record.RecordError:
@@ -639,7 +640,7 @@ def retries(args, mark: str | None) -> int:
 
 
 def _wait_for_quiet(limit_s: float) -> None:
-    from .load import wait_for_quiet
+    from real.records.load import wait_for_quiet
     waited = wait_for_quiet(limit_s)
     print(f"{PROG}: {'quiet' if waited['quiet'] else 'still busy'} after {waited['waited_s']:.0f} s "
           f"(other processes: {waited['busy_cores']} cores)", file=sys.stderr)
@@ -668,7 +669,7 @@ def report(out: Path, args=None, plan: dict | None = None) -> int:
     plots.speedup_plot(summary, out / "speedup.png")
     plots.accuracy_plot(summary, out / "accuracy.png")
     cli.print_out(results.format_table(summary))
-    from .accuracy_report import report as accuracy_report
+    from real.records.accuracy_report import report as accuracy_report
     text = accuracy_report(out, getattr(args, "target_accuracy", None), set(df["run_id"]))
     if text:
         cli.print_out(text)

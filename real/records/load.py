@@ -32,7 +32,7 @@ schedstat of the rank's threads and child processes (hogwild's) every
 nothing of ours running, is how busy the machine is *before* a run (``real.sweep``
 and ``calibrate`` wait for it to fall: ``wait_for_quiet``).
 
-Imports: psutil, real.launchers, real.tcpstats (the meter's window also bounds the TCP
+Imports: psutil, real.launch.launchers, real.records.tcpstats (the meter's window also bounds the TCP
 counters).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import tcpstats
+from real.records import tcpstats
 
 DISTURBED_SHARE = 0.85       # served below 85% of what an empty machine would give ...
 OTHERS_MIN_CORES = 0.25      # ... while other processes used at least a quarter core
@@ -160,7 +160,7 @@ class RankMeter:
         busy1 = busy_cpu_s()
         run = sum(r - self._base.get(k, (0, 0))[0] for k, (r, _) in self._last.items()) / 1e9
         wait = sum(w - self._base.get(k, (0, 0))[1] for k, (_, w) in self._last.items()) / 1e9
-        from .launchers import host_name
+        from real.launch.launchers import host_name
         return {"host": host_name(), "machine": machine_id(), "cores": os.cpu_count() or 1,
                 "threads": self.threads, "wall_s": wall, "run_s": run, "wait_s": wait,
                 "cpu_percent": 100.0 * run / wall,

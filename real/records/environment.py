@@ -16,11 +16,11 @@ import socket
 
 def environment(launch, threads: int, hosts: list[dict] | None = None, device=None) -> dict:
     """Where the run ran: ``hosts`` ([{"host", "ranks"}], from every rank) and ``device``
-    (a torch device; ``real.devices.describe``) besides this host's own description."""
+    (a torch device; ``real.launch.devices.describe``) besides this host's own description."""
     import numpy
     import torch
 
-    from real.devices import describe
+    from real.launch.devices import describe
     versions = {"python": platform.python_version(), "torch": torch.__version__,
                 "numpy": numpy.__version__}
     if launch.kind == "mpi":
@@ -54,5 +54,5 @@ def _cpu_model() -> str:
 
 
 def weights_digest(model) -> str:
-    from real.models import flat_params
+    from real.training.models import flat_params
     return hashlib.sha256(flat_params(model).numpy().tobytes()).hexdigest()[:16]

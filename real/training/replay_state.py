@@ -23,7 +23,7 @@ SGD is ``torch.optim.SGD``'s rule on flat vectors: ``buf = m * buf + g``
 the learning rate drops by ``lr_decay`` per epoch of the optimizer that
 applies the update (a parameter server's epoch counts its updates).
 
-Imports: torch, real.models, real.schemes, real.step.
+Imports: torch, real.training.models, real.schemes, real.training.step.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from collections import Counter
 
 import torch
 
-from real.models import flat_params, load_flat_params
+from real.training.models import flat_params, load_flat_params
 from real.schemes import SCHEMES
-from real.step import evaluate, flat_grads, forward_backward
+from real.training.step import evaluate, flat_grads, forward_backward
 
 
 class ReplayState:

@@ -8,7 +8,7 @@ One script runs four ways (as nanoGPT's ``train.py`` does):
 * ``torchrun --nproc-per-node P -m real.train``: ``RANK`` / ``WORLD_SIZE`` are set;
 * ``srun -n P python -m real.train``: ``SLURM_PROCID`` / ``SLURM_NTASKS``.
 
-What each launcher sets, and how it is read, is in ``real.launchers``.
+What each launcher sets, and how it is read, is in ``real.launch.launchers``.
 
 Under MPI, torch.distributed (gloo) is set up from MPI: rank 0 opens the
 store's listening socket and broadcasts ``addr:port``; nobody has to export
@@ -24,7 +24,7 @@ names (``real.cluster`` sets both). ``docs/security.md`` lists what is exposed.
 ``Comm`` hides which of the two carries the few whole-model calls (average,
 gather, broadcast of Python objects) so a scheme's distributed part stays short.
 
-Imports: mpi4py, numpy, torch, real.launchers.
+Imports: mpi4py, numpy, torch, real.launch.launchers.
 """
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ from datetime import timedelta
 
 import numpy as np
 
-from .launchers import Launch, env_launch, mpi_launch, under_mpi
+from real.launch.launchers import Launch, env_launch, mpi_launch, under_mpi
 
 
 def detect_launch() -> Launch:
-    """How this process was started (``real.launchers``): MPI, torchrun, srun or alone."""
+    """How this process was started (``real.launch.launchers``): MPI, torchrun, srun or alone."""
     return mpi_launch() if under_mpi() else env_launch()
 
 
@@ -298,7 +298,7 @@ def init_torch_distributed(launch: Launch, timeout_s: float, backend: str = "glo
     """Join a torch.distributed group of ``backend`` (gloo, or nccl on GPUs).
 
     torchrun: ``env://`` (its agent's store); srun: ``tcp://`` at the first node
-    (``real.launchers``); MPI: rank 0 picks a free port and broadcasts its address
+    (``real.launch.launchers``); MPI: rank 0 picks a free port and broadcasts its address
     (``MASTER_ADDR`` if set, else ``mpi_rendezvous_address``).
     ``timeout_s`` bounds every collective, so a dead peer ends the run instead of hanging it.
     """
@@ -332,7 +332,7 @@ def init_torch_distributed(launch: Launch, timeout_s: float, backend: str = "glo
 def mpi_rendezvous_address(world) -> str:
     """Where rank 0 can be reached by every rank: 127.0.0.1 when all share its host, else
     its address on the route to a rank on another host (collective: every rank calls it)."""
-    from .launchers import address_toward, host_name, ipv4_addresses
+    from real.launch.launchers import address_toward, host_name, ipv4_addresses
     seen = world.allgather((host_name(), ipv4_addresses()))
     if all(h == seen[0][0] for h, _ in seen):
         return "127.0.0.1"

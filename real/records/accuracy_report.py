@@ -1,13 +1,13 @@
 """Measured accuracy over time, from run records: time to a target, final accuracy, curves.
 
 ``curves(runs_dir)`` reads every completed record's curve (``results.curve``,
-see ``real.curve``); ``time_to_target_table`` gives one row per run with the
+see ``real.records.curve``); ``time_to_target_table`` gives one row per run with the
 training time at which it first reached the target accuracy (None: "not
 reached in E epochs"); ``report`` writes ``OUT/time_to_target.csv`` and
 ``OUT/accuracy-time.png`` (accuracy against wall time, one panel per
 scheme, one line per P) and returns the table as text.
 
-Imports: pandas, real.plots, contracts.curve, contracts.files,
+Imports: pandas, real.records.plots, contracts.curve, contracts.files,
 contracts.record.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def report(out: Path, target: float | None, only: set[str] | None = None) -> str
     runs = curves(out, only)
     if not runs:
         return ""
-    from real.plots import accuracy_time_plot
+    from real.records.plots import accuracy_time_plot
     accuracy_time_plot(runs, out / "accuracy-time.png")
     if target is None:
         return f"wrote {out / 'accuracy-time.png'}"

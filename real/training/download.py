@@ -1,6 +1,6 @@
 """Checksummed downloads: a file is given its real name only once its md5 matches.
 
-Used by ``real.data`` for the datasets' mirrors. Every failure is a ``FetchError``
+Used by ``real.training.data`` for the datasets' mirrors. Every failure is a ``FetchError``
 whose message is one line saying what went wrong and what to do.
 
 Imports: tqdm.

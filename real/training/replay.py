@@ -5,7 +5,7 @@
 The schedule (``contracts.schedule``) says which worker applied the
 gradient of which batch, computed on which version of the weights, to which
 version, and when weights were averaged or mixed. The replay applies exactly
-those updates, in that order, on the data of ``real.train`` (``real.batches``)
+those updates, in that order, on the data of ``real.train`` (``real.training.batches``)
 and evaluates the model a user would get at each evaluation point. Its curve
 is predicted accuracy against *simulated* time (``replay.json``,
 ``contracts.curve``).
@@ -16,7 +16,7 @@ samples whatever P is. Weights are kept per version only while an update
 still has to read them: at most one per worker in flight (reported as
 ``peak_versions_held``).
 
-Imports: torch, real.batches, real.data, real.models, real.replay_state,
+Imports: torch, real.training.batches, real.training.data, real.training.models, real.training.replay_state,
 cli, contracts.curve, contracts.schedule.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from real.batches import BatchOrder, BatchOrderError
-from real.replay_state import ReplayState
+from real.training.batches import BatchOrder, BatchOrderError
+from real.training.replay_state import ReplayState
 from contracts import curve
 import cli
 from contracts import schedule as schedules
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     except schedules.ScheduleError as e:
         return cli.usage_error(PROG, str(e))
     torch.set_num_threads(args.threads)
-    from real.data import DataError, load_dataset
+    from real.training.data import DataError, load_dataset
     wl = sched.header.workload
     try:
         data = load_dataset(wl["dataset"], args.data_dir, train_size=wl["train_size"],
@@ -104,7 +104,7 @@ def _check_workload(args, header) -> None:
 
 def replay(sched, data, settings) -> dict:
     """Replay ``sched`` on ``data``; returns the contents of ``replay.json``."""
-    from real.models import build_model
+    from real.training.models import build_model
     h = sched.header
     order = BatchOrder(h.scheme, h.workers, h.workload["batch_per_worker"], data.train_size,
                        settings.seed)

@@ -10,7 +10,7 @@ A scheme times each iteration with ``IterationLog``::
 
 The clock is ``time.monotonic`` (CLOCK_MONOTONIC on Linux): one clock for every
 process on the host, so arrival times of different ranks can be compared. On a
-GPU, ``sync`` (``real.devices.synchronizer``) waits for the queued kernels before
+GPU, ``sync`` (``real.launch.devices.synchronizer``) waits for the queued kernels before
 each reading, so a phase's time is its work and not the time to queue it.
 For a synchronising call (``sync=True``) the rank that arrives first waits for
 the last; that wait is ``max(arrival of all ranks) - own arrival`` and is split
@@ -37,7 +37,7 @@ STREAM_EVERY_S = 0.2           # a streaming log hands its new rows over this of
 class IterationLog:
     """Every row of this rank, kept for the record. With ``stream(on_rows)`` a thread of its
     own also hands the new rows to ``on_rows`` (the recorder's pipe,
-    ``real.supervise.Heartbeat.rows``) every ``STREAM_EVERY_S``: the training thread only
+    ``real.launch.supervise.Heartbeat.rows``) every ``STREAM_EVERY_S``: the training thread only
     appends, and a rank stuck in a call (MPI and gloo release the GIL while they wait)
     still hands over what it completed, so a run that fails keeps its iterations."""
     rank: int
@@ -119,7 +119,7 @@ ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s",
 
 
 def row_line(row: dict) -> str:
-    """A row as a line of the recorder's pipe (``real.supervise.Heartbeat.rows``): ``r`` and
+    """A row as a line of the recorder's pipe (``real.launch.supervise.Heartbeat.rows``): ``r`` and
     its ROW_FIELDS, space-separated."""
     return "r " + " ".join("-" if row.get(k) is None else repr(int(row[k])) if k == "sync"
                            else repr(row[k]) for k in ROW_FIELDS) + "\n"

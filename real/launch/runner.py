@@ -19,8 +19,8 @@ from real import schemes
 from contracts import record
 from cli import launched_rank, usage_error
 
-from .devices import backend_of, device_problem, select_device
-from .dist import (
+from real.launch.devices import backend_of, device_problem, select_device
+from real.launch.dist import (
     detect_launch,
     init_torch_distributed,
     listen_locally,
@@ -29,9 +29,9 @@ from .dist import (
     sleeping_waits,
     threads_per_rank,
 )
-from .launchers import LaunchError, host_name, hosts_of
-from .supervise import Heartbeat
-from .timing import IterationLog, ResourceMeter, split_wait
+from real.launch.launchers import LaunchError, host_name, hosts_of
+from real.launch.supervise import Heartbeat
+from real.records.timing import IterationLog, ResourceMeter, split_wait
 
 PROG = "python -m real.train"
 ABORT_GRACE_S = 2.0
@@ -42,14 +42,14 @@ def run(args) -> int:
     import torch
 
     startup_s = time.time() - psutil.Process().create_time()
-    hb = Heartbeat.from_env()                 # the recorder of real.supervise, if any
+    hb = Heartbeat.from_env()                 # the recorder of real.launch.supervise, if any
     cvars = {}
     if schemes.SCHEMES[args.algorithm].picks_mpi_allreduce:   # before MPI_Init: detect_launch
         cvars = select_mpi_allreduce(args.mpi_allreduce)
     listen_locally()                          # before MPI_Init too: MPICH reads it there
     waits = sleeping_waits() if (getattr(args, "compute", "real") == "phantom"
                                  and os.environ.get("PSGD_CLUSTER")) else {}
-    from .context import fault_hook
+    from real.launch.context import fault_hook
     fault_hook(launched_rank())(-1)           # (test-only: a rank lost during start-up)
     hb.phase("join")                          # from here a rank waits for its peers
     try:
@@ -93,14 +93,14 @@ def run(args) -> int:
                                  f"{global_batch}) is more than the {len(data.train_y)} "
                                  "training samples")
 
-    from real.environment import environment
+    from real.records.environment import environment
     env = environment(launch, threads, hosts, device)
     env["workers"] = workers
     if cvars:
         env["mpi_cvars"] = cvars
     if waits:
         env["sleeping_waits"] = waits             # shared cores: waiting ranks must not spin
-    from .identity import run_settings
+    from real.records.identity import run_settings
     rec = record.RunRecord(run_id=run_id, config=vars(args).copy(), environment=env,
                            identity=record.identity(run_settings(args, workers,
                                                                  env.get("cluster"))))
@@ -140,11 +140,11 @@ def run(args) -> int:
             f"test accuracy {acc:.4f}" if acc is not None else "phantom compute: no accuracy")
             + f", record {path}", file=sys.stderr)
         if rec.disturbed:
-            from .load import summary
+            from real.records.load import summary
             print(f"disturbed: {summary(rec.load)}; its times are not this machine's",
                   file=sys.stderr)
         if rec.testbed_bound:
-            from .testbed import summary as testbed_summary
+            from real.records.testbed import summary as testbed_summary
             print(f"testbed-bound: {testbed_summary(rec.testbed)}", file=sys.stderr)
     return 0
 
@@ -152,13 +152,13 @@ def run(args) -> int:
 def _compute_and_data(args):
     """The compute (real, or the phantom's sleeps) and the training set: loaded for a real
     run, a placeholder of the same size for a phantom (``real.phantom.run``)."""
-    from .step import REAL_COMPUTE
+    from real.training.step import REAL_COMPUTE
     if args.compute == "phantom":
-        from .models import default_dataset
-        from .phantom.run import phantom_compute, placeholder_data
+        from real.training.models import default_dataset
+        from real.phantom.run import phantom_compute, placeholder_data
         return phantom_compute(args), placeholder_data(
             args.dataset or default_dataset(args.model), args.train_size)
-    from .data import DataError, load_dataset
+    from real.training.data import DataError, load_dataset
     try:
         return REAL_COMPUTE, load_dataset(args.dataset or _default_dataset(args.model),
                                           args.data_dir, download=args.download,
@@ -193,11 +193,11 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
              compute=None):
     import torch
 
-    from .context import RunContext
-    from .data import shard
-    from .devices import synchronizer
-    from .models import build_model
-    from .step import REAL_COMPUTE, Shard
+    from real.launch.context import RunContext
+    from real.training.data import shard
+    from real.launch.devices import synchronizer
+    from real.training.models import build_model
+    from real.training.step import REAL_COMPUTE, Shard
 
     compute = compute or REAL_COMPUTE
     torch.manual_seed(args.seed)            # same seed on every rank: identical start weights
@@ -234,9 +234,9 @@ def _context(args, launch, comm, data, workers: int, global_batch: int, device=N
 def _curve_log(args, launch, model, data, index: int, per_epoch: int):
     """Evaluation points: psgd's every worker, else the first worker (or the server, which
     sets its own weights source and epoch length) copies its weights; with a target, rank
-    0 scores epoch ends at once (``real.curve``)."""
-    from .curve import CurveLog, scorer
-    from .models import flat_params
+    0 scores epoch ends at once (``real.records.curve``)."""
+    from real.records.curve import CurveLog, scorer
+    from real.training.models import flat_params
     scheme = schemes.SCHEMES[args.algorithm]
     evaluates = scheme.every_worker_evaluates or (index == 0 and not scheme.server)
     score = scorer(model, data) if args.target_accuracy is not None and launch.is_root else None
@@ -279,11 +279,11 @@ def _abort_peers(launch) -> None:
 def _train(ctx, rec, data) -> None:
     import torch
 
-    from real.environment import weights_digest
+    from real.records.environment import weights_digest
 
-    from .load import RankMeter, assess
-    from .step import evaluate
-    from .testbed import RankProbe, judge_run
+    from real.records.load import RankMeter, assess
+    from real.training.step import evaluate
+    from real.records.testbed import RankProbe, judge_run
     comm, launch = ctx.comm, ctx.launch
     hb = ctx.heartbeat or Heartbeat(None)
     start_digests = comm.allgather_obj(weights_digest(ctx.model))
@@ -315,7 +315,7 @@ def _train(ctx, rec, data) -> None:
     rows = split_wait([row for _, _, _, rs, _ in ends for row in rs])
     rec.disturbed, rec.load = assess([e[4] for e in ends])
     judge_run(rec, [e[4] for e in ends], probes, phantom, ctx.model, rows)
-    from .phantom.run import compute_record
+    from real.phantom.run import compute_record
     rec.compute = compute_record(ctx.compute, ctx.batch_size)
     t_eval = time.monotonic()
     test_loss, test_acc = (None, None) if phantom else evaluate(
@@ -333,7 +333,7 @@ def _train(ctx, rec, data) -> None:
                    "data_source": data.source, **curve}
     if phantom:
         rec.results["accuracy"] = rec.compute["accuracy"]
-    from .tcpstats import per_host
+    from real.records.tcpstats import per_host
     rec.comm = {"bytes_sent_per_rank": _per_rank(rows, "bytes_sent", comm.size),
                 "backend": comm.backend, "tcp": per_host([e[4] for e in ends])}
     rec.resources = {"cpu_util_percent_per_rank": [e[2]["cpu_util_percent"] for e in ends],
@@ -343,14 +343,14 @@ def _train(ctx, rec, data) -> None:
 
 
 def _initial_weights(ctx):
-    from .models import flat_params
+    from real.training.models import flat_params
     return flat_params(ctx.model) if ctx.launch.is_root else None
 
 
 def _scored_curve(ctx, data, t_start: float, ends, initial) -> dict:
     """The accuracy curve (every rank takes part: psgd averages its workers' copies);
     the final point is at the end of the run's training span."""
-    from .curve import scored_curve
+    from real.records.curve import scored_curve
     wall_s = max(e[1] for e in ends) - min(e[0] for e in ends) if ends else 0.0
     return scored_curve(ctx, data, t_start, t_start + wall_s, initial)
 
@@ -372,9 +372,9 @@ def _progress(args, launch, total: int, shows: bool, hb: Heartbeat | None = None
     ``real.sweep`` shows for its running point). Under a launcher the bar is on even
     though stderr is a pipe: mpirun and torchrun pass it on to the user's terminal.
 
-    Every rank also checks the test-only fault hook here (``real.context.fault_hook``).
+    Every rank also checks the test-only fault hook here (``real.launch.context.fault_hook``).
     """
-    from .context import fault_hook
+    from real.launch.context import fault_hook
     fault = fault_hook(launch.rank)
     beat = (hb or Heartbeat(None)).beat
     first = schemes.first_worker_rank(args.algorithm)
@@ -424,7 +424,7 @@ class _ProgressFile:
 
 
 def _default_dataset(model: str) -> str:
-    from .models import DEFAULT_DATASET
+    from real.training.models import DEFAULT_DATASET
     return DEFAULT_DATASET[model]
 
 

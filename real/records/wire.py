@@ -6,7 +6,7 @@ took. Two counts per rank:
 
 * ``record_bytes``: the payload each rank hands to its calls, as
   ``comm.bytes_sent_per_rank`` of a run record counts it (``real/schemes``);
-* ``tcp_bytes``: the payload its library puts on TCP (``real.testbed`` reads the
+* ``tcp_bytes``: the payload its library puts on TCP (``real.records.testbed`` reads the
   sockets' ``tcpi_bytes_acked`` and checks the two agree), from the library's
   algorithm, protocol headers left out:
 
@@ -164,7 +164,7 @@ def mpi_allreduce_bytes(n_bytes: float, hosts: list[str], algorithm: str = "auto
 
 def steps_per_worker(scheme: str, train_samples: int, batch_size: int, global_batch: int,
                      workers: int, epochs: int) -> list[int]:
-    """Training steps each worker takes (as ``real.runner`` lays the data out): a slice of
+    """Training steps each worker takes (as ``real.launch.runner`` lays the data out): a slice of
     each global batch for the gradient-synchronous schemes, its own 1/P shard otherwise."""
     if SCHEMES[scheme].global_batch:
         full, rest = divmod(train_samples, global_batch)

@@ -16,7 +16,7 @@
 ``BatchOrder`` gives the sample indices of (worker, epoch, batch) either way,
 so the replay trains on exactly the samples the real run would have.
 
-Imports: torch, real.data, real.schemes.
+Imports: torch, real.training.data, real.schemes.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import math
 import torch
 
 from real import schemes
-from real.data import shard
+from real.training.data import shard
 
 
 class BatchOrderError(ValueError):

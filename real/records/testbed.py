@@ -4,10 +4,10 @@ A run measures the system it stands for only while the machine that runs it is
 not the bottleneck. Simulators validated at scale without the hardware check
 this in every run (Mininet-HiFi's CPU and link invariants; Handigol et al.,
 CoNEXT 2012): here each rank measures, over its training window (the barrier
-before training to the barrier after it, as ``real.load``'s meter does),
+before training to the barrier after it, as ``real.records.load``'s meter does),
 
 * **CPU**: its threads' time runnable without a core (``/proc/<pid>/task/*/schedstat``,
-  from ``real.load.RankMeter``), its own user and system time (``getrusage``) and,
+  from ``real.records.load.RankMeter``), its own user and system time (``getrusage``) and,
   per machine, the kernel's time on the cores the ranks may use (``/proc/stat``:
   system, irq and softirq, where the emulated links' packets are moved), against
   those cores (the ranks' CPU affinity);
@@ -15,7 +15,7 @@ before training to the barrier after it, as ``real.load``'s meter does),
   ``real.phantom.sleep.Sleeper``, whose ``summary`` ``RankProbe.stop`` takes);
 * **bytes on the wire**: the TCP payload its sockets sent (``TCP_INFO``'s
   ``tcpi_bytes_acked`` of every TCP socket the process holds), against what the
-  scheme should send (``real.wire.tcp_bytes``);
+  scheme should send (``real.records.wire.tcp_bytes``);
 * **link rates** (the emulated cluster): each shaper's bytes, packets and drops, and
   the rate it sent at while it had a backlog, against its configured rate
   (``real.cluster.linkstats``, rank 0 samples every shaper).
@@ -57,7 +57,7 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   asked for.
 
 Imports: the standard library (socket, resource, os); real.cluster.linkstats for the links,
-real.wire and real.schemes for the bytes a scheme sends.
+real.records.wire and real.schemes for the bytes a scheme sends.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def cpu_seconds(cpus, stat_text: str | None = None) -> dict[str, float] | None:
     return out
 
 
-METER_THREADS = ("load-meter", "link-sampler", "iteration-rows")  # ours (real.load, real.timing):
+METER_THREADS = ("load-meter", "link-sampler", "iteration-rows")  # ours (real.records.load, real.records.timing):
                                                 # their waits delay no message
 # A thread woken onto an idle core waits only for the wake-up path (tens of us: the
 # sleeps' median lateness on the idle VM is 25-70 us, timer included); one that waits
@@ -226,7 +226,7 @@ def cpu_check(load: list[dict], probes: list[dict], judged: bool,
     the one that waited most is the one whose delay can reach the step; a thread whose
     waits average less than ``WAKEUP_WAIT_S`` per time it ran waited for the wake-up
     path, which a real host has too, and is not counted).
-    ``load``: every rank's ``real.load.RankMeter.stop()``; ``probes``: ``RankProbe.stop()``."""
+    ``load``: every rank's ``real.records.load.RankMeter.stop()``; ``probes``: ``RankProbe.stop()``."""
     machines = []
     for machine in dict.fromkeys(r["machine"] for r in load):
         ranks = [i for i, r in enumerate(load) if r["machine"] == machine]
@@ -377,11 +377,12 @@ def judge_run(rec, load: list[dict], probes: list[dict], phantom: bool, model=No
 
 
 def expected_tcp_bytes(rec, model, rows: list[dict]) -> list[float | None] | None:
-    """What each rank should have put on TCP over the run (``real.wire.tcp_bytes``): from
+    """What each rank should have put on TCP over the run (``real.records.wire.tcp_bytes``): from
     the model's tensors in ``parameters()`` order, each rank's host (the record's
     ``environment.hosts``) and the training steps each worker logged; None for a scheme
     without messages or a launch whose ranks the record does not place."""
-    from real import schemes, wire
+    from real import schemes
+    from real.records import wire
     cfg = rec.config
     host_of = {r: h["host"] for h in rec.environment.get("hosts") or [] for r in h["ranks"]}
     ranks = len(host_of)
@@ -396,7 +397,7 @@ def expected_tcp_bytes(rec, model, rows: list[dict]) -> list[float | None] | Non
         return wire.tcp_bytes(cfg["algorithm"], tensors, [host_of[r] for r in range(ranks)],
                               steps, cfg.get("average_every") or 0,
                               cfg.get("mpi_allreduce") or "auto")
-    except (ValueError, KeyError, TypeError):      # a count real.wire cannot make: unjudged,
+    except (ValueError, KeyError, TypeError):      # a count real.records.wire cannot make: unjudged,
         return None                                 # the record itself must still be written
 
 

@@ -3,11 +3,11 @@
 ``collect`` is the only reader of many records at once; the sweep, the plots
 and the comparison with the simulator all start from its DataFrame.
 
-A point's time is the mean of its undisturbed runs (``real.load``); where every
+A point's time is the mean of its undisturbed runs (``real.records.load``); where every
 run of a point was disturbed, of those, and the table marks it. An efficiency
 above 1 never appears without a warning that says how it can happen.
 
-Imports: numpy, pandas, real.load (the disturbed-run summary), real.schemes, contracts
+Imports: numpy, pandas, real.records.load (the disturbed-run summary), real.schemes, contracts
 (record, stats).
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _row_of(run_dir: Path) -> dict:
 def _digests(rec: dict) -> dict:
     """The run's settings digest, and the one its table shares (scheme, P and threads aside;
     ``contracts.record``)."""
-    from .identity import record_digest
+    from real.records.identity import record_digest
     return {"digest": record_digest(rec),
             "table_digest": record_digest(rec, record.PER_POINT_SETTINGS)}
 
@@ -93,7 +93,7 @@ def _load_columns(rec: dict) -> dict:
     if not load or not load.get("machines"):
         return {"disturbed": rec.get("disturbed"), "cpu_served": np.nan,
                 "others_cores": np.nan, "load_note": ""}
-    from .load import summary
+    from real.records.load import summary
     worst = min(load["machines"], key=lambda m: m["served"] / max(m["expected_served"], 1e-9))
     return {"disturbed": bool(rec.get("disturbed")), "cpu_served": worst["served"],
             "others_cores": worst["others_cores"], "load_note": summary(load)}
@@ -114,7 +114,7 @@ def collect(runs_dir: str | os.PathLike, warn=None) -> pd.DataFrame:
 
 
 def _warn(run_dir: Path, reason: str) -> None:
-    print(f"real.results: skipped {run_dir}: {reason}", file=sys.stderr)
+    print(f"real.records.results: skipped {run_dir}: {reason}", file=sys.stderr)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,7 @@ from ``real.train``'s flags (the dataset resolved to the model's own when not
 given), so that ``real.train`` writes them into every record and ``real.sweep``
 computes, before a point runs, the digest its record will carry.
 
-Imports: real.models (the models' own datasets), contracts.record.
+Imports: real.training.models (the models' own datasets), contracts.record.
 """
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from contracts import record
 def run_settings(args, workers: int, cluster: dict | None = None) -> dict:
     """The result settings of a ``real.train`` run with flags ``args`` (its parsed
     namespace), ``workers`` workers, on the emulated cluster ``cluster`` (or None)."""
-    from .models import default_dataset
+    from real.training.models import default_dataset
     config = dict(vars(args), dataset=args.dataset or default_dataset(args.model))
     return record.result_settings(config, workers, cluster)
 
 
 def record_settings(rec: dict) -> dict:
     """A record's result settings (from its config where an older record has none)."""
-    from .models import DEFAULT_DATASET
+    from real.training.models import DEFAULT_DATASET
     return record.settings_of(rec, DEFAULT_DATASET)
 
 

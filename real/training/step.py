@@ -3,7 +3,7 @@
 The schemes in ``real/schemes/`` put their distributed part around these, so the
 difference between two schemes is the few lines that communicate.
 
-Imports: torch, real.timing.
+Imports: torch, real.records.timing.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .timing import IterationLog
+from real.records.timing import IterationLog
 
 
 @dataclass
@@ -145,13 +145,13 @@ def decay_lr(optimizer, lr_decay: float) -> None:
 
 
 def curve_point(ctx, steps_done: int) -> None:
-    """An evaluation point after this step, if it is one (``real.curve``)."""
+    """An evaluation point after this step, if it is one (``real.records.curve``)."""
     if ctx.curve is not None:
         ctx.curve.after_step(steps_done)
 
 
 def stopped(ctx) -> bool:
-    """The run's target accuracy is reached (``real.curve``): stop training."""
+    """The run's target accuracy is reached (``real.records.curve``): stop training."""
     return ctx.curve is not None and ctx.curve.stop
 
 

@@ -8,10 +8,10 @@
     mpirun -n 5 python -m real.train --schemes ps_async        # 4 workers + the server
 
 The same script runs single-process, under mpirun, torchrun and srun, on one
-host or many (``real.launchers``), on CPU or GPU (``real.devices``). Rank 0 shows progress, prints the loss every ``--log-every``
+host or many (``real.launch.launchers``), on CPU or GPU (``real.launch.devices``). Rank 0 shows progress, prints the loss every ``--log-every``
 iterations, evaluates the final model and writes ``OUT/RUN_ID/``. The record
 holds test accuracy against training time (``results.curve``, points every
-``--eval-every`` iterations and at every epoch end, see ``real.curve``).
+``--eval-every`` iterations and at every epoch end, see ``real.records.curve``).
 
 Imports: real (data, dist, launchers, models, runner, schemes), cli.
 """
@@ -35,10 +35,10 @@ def local_limit() -> int:
 
 
 def build_parser() -> cli.Parser:
-    from .data import DATASETS
-    from .dist import MPI_ALLREDUCE_ALGORITHMS
-    from .models import MODELS, PRESETS
-    from .schemes.async_avg import DEFAULT_K as ASYNC_AVG_DEFAULT_K
+    from real.training.data import DATASETS
+    from real.launch.dist import MPI_ALLREDUCE_ALGORITHMS
+    from real.training.models import MODELS, PRESETS
+    from real.schemes.async_avg import DEFAULT_K as ASYNC_AVG_DEFAULT_K
     p = cli.Parser(prog="python -m real.train", description=__doc__.split("\n")[0])
     p.add_argument("--schemes", "--algorithm", dest="algorithm", default="serial",
                    type=cli.choice_list(schemes.SCHEMES, False), metavar="NAME",
@@ -75,7 +75,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("--mpi-allreduce", default="auto", choices=MPI_ALLREDUCE_ALGORITHMS,
                    help="mpi_allreduce: MPICH's algorithm (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="where each rank computes: cpu, or cuda (one GPU per rank; real.devices)")
+                   help="where each rank computes: cpu, or cuda (one GPU per rank; real.launch.devices)")
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
                    help="torch.distributed backend of gather_scatter, allreduce, ddp "
                         "(auto: nccl with --device cuda, gloo on CPU)")
@@ -91,7 +91,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("--log-every", type=cli.positive_int, default=20, help="print the loss every N iterations")
     p.add_argument("--eval-every", type=cli.nonnegative_int, default=0,
                    help="test accuracy every N iterations of the evaluating worker, besides every "
-                        "epoch end (0: epoch ends only); scored after training (real.curve)")
+                        "epoch end (0: epoch ends only); scored after training (real.records.curve)")
     p.add_argument("--target-accuracy", type=cli.accuracy, default=None,
                    help="stop at the end of the epoch in which test accuracy reaches this, and "
                         "record the training time it first did (or that it was not reached "
@@ -161,7 +161,7 @@ def compute_problem(args, argv) -> str | None:
         if given:
             return (f"{flag}: a phantom run measures no accuracy (its weights never train); "
                     "leave it out, or run with --compute real")
-    from .phantom.plan import PhantomError, load_plan
+    from real.phantom.plan import PhantomError, load_plan
     try:
         plan = load_plan(args.workload, args.time_scale)
     except PhantomError as e:
@@ -176,7 +176,7 @@ def compute_problem(args, argv) -> str | None:
 
 
 def parse_args(argv=None):
-    from .models import PRESETS
+    from real.training.models import PRESETS
     parser = build_parser()
     first = parser.parse_args(argv)
     if first.preset:
@@ -191,7 +191,7 @@ def parse_args(argv=None):
     if first.data_dir and not os.path.isdir(first.data_dir):
         parser.error(f"--data-dir {first.data_dir} does not exist")
     if first.workers is not None and schemes.SCHEMES[first.algorithm].rank_based:
-        from .launchers import LaunchError, launched_world_size
+        from real.launch.launchers import LaunchError, launched_world_size
         try:
             launched = launched_world_size()
         except LaunchError as e:
@@ -217,8 +217,8 @@ def data_size_problem(args, ranks_here: int | None = None) -> str | None:
     (hogwild's processes share one copy)."""
     from contracts.checks import ConfigError, fits_in_memory
 
-    from .data import sample_shape
-    from .models import DEFAULT_DATASET
+    from real.training.data import sample_shape
+    from real.training.models import DEFAULT_DATASET
     dataset = args.dataset or DEFAULT_DATASET[args.model]
     shape, default_train, default_test = sample_shape(dataset)
     if not dataset.startswith("synthetic"):      # a real set has what it has
@@ -258,18 +258,18 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from .runner import run
+    from real.launch.runner import run
     try:
         code = run(args)
     except OSError as e:    # the file system refused a write: one line (the record is whole or absent)
-        from .supervise import Heartbeat
+        from real.launch.supervise import Heartbeat
         Heartbeat.from_env().failed(f"rank {cli.launched_rank()}: {e.strerror}: {e.filename}")
         return cli.io_error("python -m real.train", e)
-    except Exception as e:  # noqa: BLE001 - the recorder (real.supervise) names the failure
+    except Exception as e:  # noqa: BLE001 - the recorder (real.launch.supervise) names the failure
         import traceback
 
-        from .runner import _failure_cause
-        from .supervise import Heartbeat
+        from real.launch.runner import _failure_cause
+        from real.launch.supervise import Heartbeat
         traceback.print_exc()
         Heartbeat.from_env().failed(_failure_cause(e, cli.launched_rank()))
         return 1
@@ -278,7 +278,7 @@ def main(argv=None) -> int:
         # active exception"), under torchrun and under mpirun alike, after everything
         # is written and the gloo group destroyed; leave without static destructors
         # (but finalize MPI: hydra ends every rank when one leaves without it).
-        from .dist import finalize_mpi
+        from real.launch.dist import finalize_mpi
         finalize_mpi()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -287,8 +287,8 @@ def main(argv=None) -> int:
 
 
 def launched_main() -> int:
-    """``python -m real.train``: the rank runs under its recorder (``real.supervise``)."""
-    from .supervise import supervised, wanted
+    """``python -m real.train``: the rank runs under its recorder (``real.launch.supervise``)."""
+    from real.launch.supervise import supervised, wanted
     argv = sys.argv[1:]
     if wanted() and not {"-h", "--help"} & set(argv):
         return supervised(argv)

@@ -25,7 +25,7 @@ schemes carry the decision on their own messages (a broadcast where all
 ranks meet each epoch, a flag in the parameter server's and the holder's
 replies, a shared event for hogwild's processes).
 
-Imports: numpy, torch, real.models, real.step, contracts.curve.
+Imports: numpy, torch, real.training.models, real.training.step, contracts.curve.
 """
 from __future__ import annotations
 
@@ -114,8 +114,8 @@ def scored_curve(ctx, data, t_start: float, t_end: float, initial: torch.Tensor 
         # rank 0 alone from here: scoring waits for no peer, and a long run's points take
         # longer than --timeout, which the recorder would take for a hang
         ctx.heartbeat.phase("eval")
-    from real.models import load_flat_params
-    from real.step import evaluate
+    from real.training.models import load_flat_params
+    from real.training.step import evaluate
     scratch = copy.deepcopy(ctx.model)
     test_x, test_y = torch.from_numpy(data.test_x), torch.from_numpy(data.test_y)
     t0 = time.monotonic()
@@ -153,8 +153,8 @@ def target_fields(curve: list[dict], target: float | None, epochs: float) -> dic
 
 def scorer(model, data) -> Callable[[torch.Tensor], float]:
     """score(flat weights) -> test accuracy, on a copy of ``model`` (for ``--target-accuracy``)."""
-    from real.models import load_flat_params
-    from real.step import evaluate
+    from real.training.models import load_flat_params
+    from real.training.step import evaluate
     scratch = copy.deepcopy(model)
     test_x, test_y = torch.from_numpy(data.test_x), torch.from_numpy(data.test_y)
 
@@ -174,7 +174,7 @@ def psgd_agreed_stop(ctx) -> bool:
     if ctx.curve is None or ctx.cfg.target_accuracy is None:
         return False
     t0 = time.monotonic()
-    from real.models import flat_params
+    from real.training.models import flat_params
     flat = flat_params(ctx.model).numpy().copy()
     ctx.comm.allreduce_sum_(flat)
     flat /= ctx.comm.size

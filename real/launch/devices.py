@@ -1,7 +1,7 @@
 """Where a rank computes (``--device cpu|cuda``) and which torch.distributed backend it uses.
 
 * ``cpu`` (the default): every scheme; torch.distributed on gloo.
-* ``cuda``: one GPU per rank, ``cuda:<local rank>`` (``real.launchers``: ranks on a
+* ``cuda``: one GPU per rank, ``cuda:<local rank>`` (``real.launch.launchers``: ranks on a
   host take its GPUs in turn). The training shard lives on the GPU; the MPI schemes
   (psgd, async_avg, mpi_allreduce, ps_*) copy weights or gradients to host memory
   for each message (MPI here is not CUDA-aware); gather_scatter, allreduce and ddp

@@ -15,7 +15,7 @@ as three processes per rank::
 R knows how C ended because it is C's parent (exit code or signal), knows the
 last iteration C reached, and acts on what C cannot:
 
-* C is killed or crashes: R writes its rank's note (``real.failures``);
+* C is killed or crashes: R writes its rank's note (``real.records.failures``);
 * C finishes no iteration for ``--timeout`` + ``GRACE_S`` while it may be
   waiting for a peer (a blocking MPI call has no deadline of its own): from the
   moment it starts to join them (``join``: MPI_Init, the first collectives) and
@@ -30,10 +30,10 @@ Rank 0's R then writes the run's failed (or interrupted) record from every
 rank's note, naming the rank that died first, its signal or exit code and its
 last iteration, with the iterations every rank completed (C hands its rows to
 R as it goes, ``Heartbeat.rows``; a rank killed outright loses at most its
-last ``real.timing.STREAM_EVERY_S``); a usage error (exit code 2) writes nothing. C dies with R
+last ``real.records.timing.STREAM_EVERY_S``); a usage error (exit code 2) writes nothing. C dies with R
 (``PR_SET_PDEATHSIG``), so no rank outlives its recorder. ``PSGD_SUPERVISE=0``
 turns the wrapper off (the rank then runs as W itself, as before).
-Imports: the standard library; ``real.failures`` and ``cli``
+Imports: the standard library; ``real.records.failures`` and ``cli``
 in the recorder only (W and C's ``Heartbeat`` stay light: no torch, no MPI).
 """
 from __future__ import annotations
@@ -113,11 +113,11 @@ class Heartbeat:
         self._send("f " + json.dumps(cause))
 
     def rows(self, rows: list[dict]) -> None:
-        """Iteration rows (``real.timing.IterationLog``), one line each, in writes of at most
+        """Iteration rows (``real.records.timing.IterationLog``), one line each, in writes of at most
         PIPE_BUF bytes (whole lines, never interleaved with another writer's)."""
         if self.fd is None:
             return
-        from .timing import row_line
+        from real.records.timing import row_line
         lines = [row_line(r) for r in rows]
         chunk: list[str] = []
         for line in lines:
@@ -317,7 +317,7 @@ class Recorder:
 
     def _lock(self) -> None:
         """Rank 0's recorder holds the run's lock from the moment it knows the run id."""
-        from real import failures
+        from real.records import failures
         if self.rank == 0 and self.run_id and self.lock_fd is None:
             try:
                 self.lock_fd = failures.hold_lock(self.opts.out, self.run_id)
@@ -326,7 +326,7 @@ class Recorder:
 
     # -- after C
     def finish(self, why: str, code: int, r_fd: int) -> int:
-        from real import failures
+        from real.records import failures
         self.drain(r_fd)
         if why == "exited" and code == 0:
             if self.rank == 0 and self.run_id:
@@ -352,7 +352,7 @@ class Recorder:
 
     def forget(self) -> None:
         """A usage error leaves nothing behind: not the lock, not an --out it made."""
-        from real import failures
+        from real.records import failures
         if self.run_id:
             failures.clean(self.opts.out, self.run_id)
         if not self.out_existed:
@@ -369,7 +369,7 @@ class Recorder:
             self.feed(data)
 
     def note(self, why: str, code: int) -> dict:
-        from real import failures
+        from real.records import failures
         it, phase, r = self.last_iteration, self.phase, self.rank
         if why == "signal":
             kind = "interrupted" if self.stop_signal == signal.SIGINT else "terminated"
@@ -392,7 +392,7 @@ class Recorder:
         return failures.make_note(r, "died", it, phase, exit_code=code)
 
     def write_record(self, own: dict) -> None:
-        from real import failures
+        from real.records import failures
         time.sleep(NOTES_WAIT_S)                  # the others' notes, written as they end
         notes = failures.read_notes(self.opts.out, self.run_id)
         if any(n["kind"] == "usage" for n in notes):

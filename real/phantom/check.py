@@ -96,7 +96,7 @@ def workload_problem(path: str | None) -> str | None:
     it must drive a phantom and be the CNN's, as the real runs are."""
     if path is None:
         return None
-    from .phantom.plan import PhantomError, load_plan
+    from real.phantom.plan import PhantomError, load_plan
     try:
         name = load_plan(path).workload.name
     except PhantomError as e:
@@ -146,7 +146,7 @@ def measure_workload(args, out: Path) -> tuple[Path, float]:
 
 def run_command(args, alg: str, workers: int, mode: str, run_id: str,
                 workload: Path) -> list[str]:
-    from .sweep import mpirun
+    from real.launch.sweep import mpirun
     bind = ["-bind-to", "core"] if args.bind_to_core else []
     cmd = [mpirun(), *bind, "-n", str(schemes.ranks_for(alg, workers)), sys.executable, "-m", "real.train",
            "--schemes", alg, "--model", "cnn", "--dataset", "synthetic", "--train-size",
@@ -189,7 +189,7 @@ def run_all(args, workload: Path, start: float) -> dict:
 
 def one_run(args, workload: Path, times: dict, run_id: str, key: tuple) -> None:
     """Run one point and add its (time per iteration, disturbed) to ``times[key]``."""
-    from .sweep import run_point
+    from real.launch.sweep import run_point
     out = Path(args.out)
     t0 = time.monotonic()
     code, cause = run_point(run_command(args, key[0], key[1], key[2], run_id, workload),
