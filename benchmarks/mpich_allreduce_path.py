@@ -21,7 +21,7 @@ If ``auto`` runs Rabenseifner's reduce-scatter/allgather it takes what the force
 one takes. Run it on a quiet machine (``/work``'s ``quiet`` wrapper, or nothing else
 running): ranks share the cores. Rank mode (``--rank-mode``) is what mpirun starts.
 
-Imports: mpi4py and numpy (rank mode only).
+Imports: cli; mpi4py and numpy (rank mode only).
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import cli
 
 FORCED = ("reduce_scatter_allgather", "recursive_doubling", "ring")
 
@@ -64,7 +66,8 @@ def run(p: int, env: dict, args: list[str]) -> subprocess.CompletedProcess:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--workers", default="3,4", help="comma-separated P on this host")
+    ap.add_argument("--workers", default=[3, 4], type=cli.worker_counts, metavar="P",
+                    help=f"{cli.WORKERS_HELP}, on this host")
     ap.add_argument("--bytes", type=int, default=400_000, help="bytes per allreduce")
     ap.add_argument("--calls", type=int, default=300, help="timed calls per run")
     ap.add_argument("--rank-mode", nargs=3, metavar=("LEVEL", "BYTES", "CALLS"),
@@ -73,7 +76,7 @@ def main(argv=None) -> int:
     if a.rank_mode:
         rank_main(a.rank_mode[0], int(a.rank_mode[1]), int(a.rank_mode[2]))
         return 0
-    workers = [int(x) for x in a.workers.split(",")]
+    workers = a.workers
     forced_rg = {"MPIR_CVAR_ALLREDUCE_POSIX_INTRA_ALGORITHM": "release_gather",
                  "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
     for level in ("multiple", "single"):

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
 
@@ -62,7 +63,8 @@ def main(argv=None) -> int:
     p.add_argument("--bandwidths", default="20mbit,100mbit")
     p.add_argument("--queues", default="5ms,256kb", help="real.cluster up --queue values")
     p.add_argument("--schemes", default="gather_scatter,ps_sync,mpi_allreduce,allreduce")
-    p.add_argument("--workers", default="8", help="P values, comma-separated (each alone)")
+    p.add_argument("--workers", default=[8], type=cli.worker_counts, metavar="P",
+                   help=cli.WORKERS_HELP)
     p.add_argument("--train-size", default="3072")
     p.add_argument("--prefix", default="psgdbuf")
     p.add_argument("--subnet", default="10.92.0.0/24")
@@ -70,9 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("train_args", nargs="*", help="after --: more real.train flags")
     args = p.parse_args(argv)
     py = sys.executable
-    max_p = max(int(w) for w in args.workers.split(","))
-    workers = ",".join(f"{w}-{w}" if "," not in args.workers else w
-                       for w in args.workers.split(","))
+    max_p, workers = max(args.workers), cli.workers_flag(args.workers)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with open(args.out / "log.txt", "a") as log:

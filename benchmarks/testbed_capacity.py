@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
 
@@ -117,7 +118,8 @@ def main(argv=None) -> int:
     p.add_argument("--workloads", default="cnn.toml", help="workload TOML files, comma-separated")
     p.add_argument("--time-scale", default="1")
     p.add_argument("--schemes", default="allreduce,mpi_allreduce,ps_sync")
-    p.add_argument("--workers", default="2,4,8,16", help="P values in increasing order")
+    p.add_argument("--workers", default=[2, 4, 8, 16], type=cli.worker_counts, metavar="P",
+                   help=cli.WORKERS_HELP)
     p.add_argument("--steps", type=int, default=16, help="training steps of each worker")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--keep-going", action="store_true",
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
     if args.out is None:
         p.error("--out is required (or --rows)")
     py = sys.executable
-    sizes = [int(w) for w in args.workers.split(",")]
+    sizes = args.workers
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with open(args.out / "log.txt", "a") as log:

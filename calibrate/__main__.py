@@ -261,18 +261,15 @@ def fit_until_good(args, argv, plan, steps, workdir: Path, waits: list[dict]):
     return result, found, repeats
 
 
-@cli.one_line_io_errors('python -m calibrate')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command("python -m calibrate", parse_args, lambda args: run(args, argv), argv,
+                       (CalibrationError, ProfileError, RecordError))
+
+
+def run(args, argv: list[str]) -> int:
     try:
         timings = calibrate(args, argv)
-    except (CalibrationError, ProfileError, RecordError) as e:
-        print(f"calibrate: error: {e}", file=sys.stderr)
-        return 2
     except (StepFailed, BelowBar) as e:
         print(f"calibrate: {e}", file=sys.stderr)
         return 1

@@ -221,12 +221,11 @@ def write_report(out: Path, commands: list[tuple[str, list[str]]], compare_log: 
     return path
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     problem = preflight(args, out)
     if problem:

@@ -455,12 +455,11 @@ def run_stages(stages: list[tuple[str, list[str]]], out: Path, args) -> int:
     return 0
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     commands = stage_commands(args, out)

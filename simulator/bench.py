@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from cli import ONE_WORKER_HELP, Parser, int_in, one_worker_count, usage_error
+from cli import ONE_WORKER_HELP, Parser, command, int_in, one_worker_count, usage_error
 from contracts.cluster import Cluster, Link
 from contracts.profile import load_default
 from contracts.workload import Workload
@@ -32,8 +32,11 @@ def timed(*args, **kw):
     return r, time.perf_counter() - t0
 
 
+PROG = "python -m simulator.bench"
+
+
 def build_parser() -> Parser:
-    p = Parser(prog="python -m simulator.bench", description=__doc__.split("\n\n")[0])
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=one_worker_count(8, 8192), default=1024, metavar="P",
                    help=f"P of the large run: {ONE_WORKER_HELP}")
     p.add_argument("--iterations", type=int_in(1, 100_000), default=1000,
@@ -46,18 +49,17 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = build_parser()
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     for what, work, most in (("--workers x --iterations", args.workers * args.iterations,
                               MAX_FAST_WORK),
                              ("--des-workers x --des-iterations",
                               args.des_workers * args.des_iterations, MAX_DES_WORK)):
         if work > most:
-            return usage_error(p.prog, f"{what} is {work} worker-iterations, more than this "
-                                       f"benchmark runs in minutes ({most})")
+            return usage_error(PROG, f"{what} is {work} worker-iterations, more than this "
+                                   f"benchmark runs in minutes ({most})")
     prof = load_default()
     hosts = max(1, args.workers // 8)
     cluster = Cluster(hosts=hosts, cores_per_host=8, link=Link(1.25e9, 20e-6))

@@ -517,12 +517,11 @@ def build_parser():
     return p
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     from cli import print_out, usage_error
     skipped: list = []
     try:

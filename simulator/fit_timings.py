@@ -334,23 +334,22 @@ def build_parser() -> cli.Parser:
     return p
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        timings = read_timings(args.timings)
-        base = (load_preset(args.preset) if args.preset else
-                load_cluster(args.cluster) if args.cluster else load_preset("cpu-25gbe"))
-        prof = load(args.profile) if args.profile else load_default()
-        workloads = [(load_workload(args.workload), args.workload)] if args.workload else []
-        mach = machine(prof, args.profile or "embedded", base, workloads)
-        name = workloads[0][0].name if workloads else args.model
-        mach.profile.model(name)
-        model = Model(base, mach.profile, name, args.batch_size, tuple(args.params),
-                      args.backend or "")
-        result = fit(model, timings)
-    except (ConfigError, ProfileError, ValueError) as e:
-        return cli.usage_error(PROG, str(e))
+    return cli.command(PROG, build_parser().parse_args, run, argv, (ProfileError, ValueError))
+
+
+def run(args) -> int:
+    timings = read_timings(args.timings)
+    base = (load_preset(args.preset) if args.preset else
+            load_cluster(args.cluster) if args.cluster else load_preset("cpu-25gbe"))
+    prof = load(args.profile) if args.profile else load_default()
+    workloads = [(load_workload(args.workload), args.workload)] if args.workload else []
+    mach = machine(prof, args.profile or "embedded", base, workloads)
+    name = workloads[0][0].name if workloads else args.model
+    mach.profile.model(name)
+    model = Model(base, mach.profile, name, args.batch_size, tuple(args.params),
+                  args.backend or "")
+    result = fit(model, timings)
     print(report(result, timings))
     if args.out:
         paths = write_fitted(result, model, Path(args.out), args.timings)

@@ -53,15 +53,13 @@ def build_parser() -> cli.Parser:
     return p
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        like = schedules.read(args.like)
-        rec = records.read(args.run)
-        sched = measured(rec, like, str(args.run))
-    except (schedules.ScheduleError, records.RecordError, MeasuredError) as e:
-        return cli.usage_error(PROG, str(e))
+    return cli.command(PROG, build_parser().parse_args, run, argv,
+                       (schedules.ScheduleError, records.RecordError, MeasuredError))
+
+
+def run(args) -> int:
+    sched = measured(records.read(args.run), schedules.read(args.like), str(args.run))
     path = schedules.write(args.out, sched)
     n = sum(e["kind"] == "update" for e in sched.events)
     print(f"{n} measured updates of {args.run} written to {path}", file=sys.stderr)

@@ -191,12 +191,11 @@ def pool_accuracy_main(args, labels) -> int:
     return 0
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     from cli import usage_error
     labels = [x.strip() for x in args.labels.split(",")] if args.labels is not None else None
     if labels is not None and len(labels) != len(args.sweeps):

@@ -213,13 +213,9 @@ def configs(args, names) -> list[SchemeConfig]:
                          engine=args.engine, **describe.scheme_options(args)) for n in names]
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except (ConfigError, profile_mod.ProfileError, ValueError) as e:
-        return cli.usage_error(PROG, str(e))
+    return cli.command(PROG, build_parser().parse_args, run, argv,
+                       (profile_mod.ProfileError, ValueError))
 
 
 def run(args) -> int:

@@ -30,7 +30,6 @@ from pathlib import Path
 from simulator import accuracy
 import cli
 from contracts import profile as profile_mod
-from contracts.checks import ConfigError
 from contracts.files import atomic_write_text
 from contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
@@ -90,13 +89,9 @@ def build_parser() -> cli.Parser:
     return p
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except (ConfigError, profile_mod.ProfileError, ValueError) as e:
-        return cli.usage_error(PROG, str(e))
+    return cli.command(PROG, build_parser().parse_args, run, argv,
+                       (profile_mod.ProfileError, ValueError))
 
 
 def run(args) -> int:

@@ -205,12 +205,11 @@ def cluster_tools_missing() -> str | None:
     return f"the emulated cluster needs {' and '.join(missing)} (iproute2)" if missing else None
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     rates = args.bandwidths
     cal_at = args.calibrate_at or rates[0]

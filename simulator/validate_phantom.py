@@ -392,12 +392,11 @@ def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
     return 0
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     if (args.calibrate_at or args.bandwidths[0]) not in args.bandwidths:
         return cli.usage_error(PROG, f"--calibrate-at {args.calibrate_at} is not one of "

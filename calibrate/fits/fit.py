@@ -297,43 +297,39 @@ def fit_timings(argv: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "simulator.fit_timings", *argv], env=env)
 
 
-@cli.one_line_io_errors('python -m calibrate.fit')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a == "--timings" or a.startswith("--timings=") for a in argv):
         return fit_timings(argv)
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    try:
-        if args.show:
-            from calibrate.fits.report import show
-            print(show(args.show))
-            return 0
-        workdir = Path(args.workdir or "calibration")
-        if not workdir.is_dir():
-            raise CalibrationError(f"{workdir} does not exist: run calibrate.probe first "
-                                   "(or give --workdir)")
-        result = build(workdir, args.runs, args.max_workers,
-                       (command_line("calibrate.fit", argv),))
-        from calibrate.fits import quality
-        found = quality.checks(result, result.profile.cores)
-        write_json(workdir / "quality.json", quality.to_json(found, forced=args.force))
-        if quality.failing(found) and not args.force:
-            print(f"calibrate.fit: {quality.refusal(found)}", file=sys.stderr)
-            return 1
-        if args.link:
-            result = replace(result, profile=with_network(result.profile, args.link))
-        result = replace(result, profile=quality.marked(result.profile, found))
-        write_outputs(result, workdir, Path(args.out), plot=not args.no_plot)
-        weak = quality.failing(found)
-        print(f"profile written to {args.out}" + (
-            f", marked below its quality bar in {len(weak)} fit(s) (--force): every prediction "
-            "from it says so" if weak else ""))
-    except (CalibrationError, prof.ProfileError, RecordError) as e:
-        print(f"calibrate.fit: error: {e}", file=sys.stderr)
-        return 2
+    return cli.command("python -m calibrate.fit", parse_args, lambda args: run(args, argv), argv,
+                       (CalibrationError, prof.ProfileError, RecordError))
+
+
+def run(args, argv: list[str]) -> int:
+    if args.show:
+        from calibrate.fits.report import show
+        print(show(args.show))
+        return 0
+    workdir = Path(args.workdir or "calibration")
+    if not workdir.is_dir():
+        raise CalibrationError(f"{workdir} does not exist: run calibrate.probe first "
+                               "(or give --workdir)")
+    result = build(workdir, args.runs, args.max_workers,
+                   (command_line("calibrate.fit", argv),))
+    from calibrate.fits import quality
+    found = quality.checks(result, result.profile.cores)
+    write_json(workdir / "quality.json", quality.to_json(found, forced=args.force))
+    if quality.failing(found) and not args.force:
+        print(f"calibrate.fit: {quality.refusal(found)}", file=sys.stderr)
+        return 1
+    if args.link:
+        result = replace(result, profile=with_network(result.profile, args.link))
+    result = replace(result, profile=quality.marked(result.profile, found))
+    write_outputs(result, workdir, Path(args.out), plot=not args.no_plot)
+    weak = quality.failing(found)
+    print(f"profile written to {args.out}" + (
+        f", marked below its quality bar in {len(weak)} fit(s) (--force): every prediction "
+        "from it says so" if weak else ""))
     return 0
 
 

@@ -131,21 +131,22 @@ def derive(workdir: str | Path, plan) -> dict:
 
 def main(argv=None) -> int:
     import cli
-
-    from calibrate.probes.plan import full_plan, quick_plan
     p = cli.Parser(prog="python -m calibrate.estimate", description=__doc__.split("\n")[0])
     p.add_argument("workdir", type=cli.input_folder,
                    help="the workdir of a finished python -m calibrate (on this machine)")
     p.add_argument("--quick", action="store_true", help="it was a --quick calibration")
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(p.prog, p.parse_args, run, argv)
+
+
+def run(args) -> int:
+    import cli
+
+    from calibrate.probes.plan import full_plan, quick_plan
     try:
         ref = derive(args.workdir, quick_plan() if args.quick else full_plan())
     except (OSError, KeyError, ValueError) as e:
-        return cli.usage_error(p.prog, f"{args.workdir} is not a finished calibration's "
-                                       f"workdir ({type(e).__name__}: {e})")
+        return cli.usage_error("python -m calibrate.estimate", f"{args.workdir} is not a "
+                               f"finished calibration's workdir ({type(e).__name__}: {e})")
     cli.print_out(json.dumps(ref, indent=1))
     return 0
 

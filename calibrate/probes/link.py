@@ -347,13 +347,12 @@ def parse_args(argv):
     return build_parser().parse_args(argv)
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, parse_args, lambda args: run(args, argv), argv)
+
+
+def run(args, argv: list[str]) -> int:
     if args.ranks:
         delays = tuple(float(d) for d in args.buffer_delays.split(",") if d)
         probe_ranks(Path(args.raw), args.sizes, 8 * args.repeats, args.repeats, not args.no_gloo,
@@ -365,12 +364,11 @@ def main(argv=None) -> int:
         require_tools()
         cluster = read_state(args.prefix)
     except (ClusterUnavailable, ValueError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error(PROG, str(e))
     if cluster is None:
-        print(f"{PROG}: error: no emulated cluster '{args.prefix}' is up; start one with "
-              f"`python -m real.cluster up --hosts 2 --bandwidth 200mbit`", file=sys.stderr)
-        return 2
+        return cli.usage_error(PROG, f"no emulated cluster '{args.prefix}' is up; start one "
+                                     "with `python -m real.cluster up --hosts 2 --bandwidth "
+                                     "200mbit`")
     try:
         fits = calibrate_link(cluster, Path(args.out), args, " ".join([PROG, *argv]))
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:

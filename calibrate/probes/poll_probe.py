@@ -139,7 +139,10 @@ def build_parser() -> cli.Parser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)          # (a usage error exits 2 here)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     if args.rank_loop:
         out = rank_loop(args.bytes, args.calls)
         if out is not None:

@@ -226,44 +226,39 @@ def parse_args(argv):
     return build_parser().parse_args(argv)
 
 
-@cli.one_line_io_errors('python -m calibrate.probe')
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command("python -m calibrate.probe", parse_args, lambda args: run(args, argv), argv,
+                       (CalibrationError,))
+
+
+def run(args, argv: list[str]) -> int:
     from real.launch.dist import listen_locally
     listen_locally()              # before MPI starts: local ranks listen on loopback only
-    try:
-        plan = build_plan(args)
-        out = Path(args.workdir)
-        command = command_line("calibrate.probe", argv)
-        if args.part == "comm":
-            size = int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "0")))
-            if size < 2:
-                raise CalibrationError("--part comm runs under mpirun with at least 2 ranks: "
-                                       "mpirun -n 2 python -m calibrate.probe --part comm")
-            if size > planmod.MAX_RANKS_PER_CORE * planmod.host_cores():
-                raise CalibrationError(f"mpirun -n {size} is more than this machine can run "
-                                       f"({planmod.MAX_RANKS_PER_CORE} per core)")
-            run_comm(plan, out, args.algorithm, not args.no_gloo, not args.allreduce_only,
-                     f"mpirun -n {size} {command}")
-            return 0
-        {"compute": run_compute, "sharing": run_sharing, "server": run_server,
-         "scheduler": run_scheduler}[args.part](plan, out)
-        extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
-                 if args.part == "sharing" else {})
-        if args.part in quality.SPREAD_OF:
-            extra["spread"] = part_spread(out / quality.SPREAD_OF[args.part][0], args.part,
-                                          f"{args.part} probe")
-        write_json(out / f"{args.part}_meta.json", {**describe_host(plan.device if args.part ==
-                                                                    "compute" else "cpu"),
-                                                    "command": command, **extra})
-    except CalibrationError as e:
-        if os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0":
-            print(f"calibrate.probe: error: {e}", file=sys.stderr)   # rank 0 alone speaks
-        return 2
+    plan = build_plan(args)
+    out = Path(args.workdir)
+    command = command_line("calibrate.probe", argv)
+    if args.part == "comm":
+        size = int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "0")))
+        if size < 2:
+            raise CalibrationError("--part comm runs under mpirun with at least 2 ranks: "
+                                   "mpirun -n 2 python -m calibrate.probe --part comm")
+        if size > planmod.MAX_RANKS_PER_CORE * planmod.host_cores():
+            raise CalibrationError(f"mpirun -n {size} is more than this machine can run "
+                                   f"({planmod.MAX_RANKS_PER_CORE} per core)")
+        run_comm(plan, out, args.algorithm, not args.no_gloo, not args.allreduce_only,
+                 f"mpirun -n {size} {command}")
+        return 0
+    {"compute": run_compute, "sharing": run_sharing, "server": run_server,
+     "scheduler": run_scheduler}[args.part](plan, out)
+    extra = ({"sharing_model": plan.sharing_model, "sharing_batch": plan.sharing_batch}
+             if args.part == "sharing" else {})
+    if args.part in quality.SPREAD_OF:
+        extra["spread"] = part_spread(out / quality.SPREAD_OF[args.part][0], args.part,
+                                      f"{args.part} probe")
+    write_json(out / f"{args.part}_meta.json", {**describe_host(plan.device if args.part ==
+                                                                "compute" else "cpu"),
+                                                "command": command, **extra})
     return 0
 
 

@@ -235,10 +235,13 @@ def synced_step_w(k: int, work_s: float = 0.0086, steps: int = 300) -> float:
     return max(walls) / steps / work_s
 
 
+PROG = "python -m calibrate.sched_probe"
+
+
 def build_parser():
     from cli import Parser, float_in, int_in, int_list
     most = 4 * (os.cpu_count() or 1)          # processes at once: 4 per core at most
-    p = Parser(prog="python -m calibrate.sched_probe",
+    p = Parser(prog=PROG,
                description="Check how the kernel shares the cores in synchronous steps.")
     p.add_argument("--check", default=(3, 5), type=int_list(1, most),
                    help=f"process counts, comma-separated (1..{most})")
@@ -253,10 +256,11 @@ def build_parser():
 
 
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    from cli import command
+    return command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     counts = list(args.check)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if args.leaves:

@@ -475,9 +475,13 @@ def provenance(args) -> dict:
                     "medians; FLOPs by torch.utils.flop_counter (forward + backward)"}
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    from contracts.profile import ProfileError
+    return cli.command(PROG, build_parser().parse_args, run, argv,
+                       (ModelError, WorkloadError, ProfileError))
+
+
+def run(args) -> int:
     if not Path(args.out).parent.is_dir() and str(Path(args.out).parent) not in ("", "."):
         return usage_error(PROG, f"--out {args.out}: folder {Path(args.out).parent} does not exist")
     if args.device == "cuda":
@@ -486,19 +490,15 @@ def main(argv=None) -> int:
             return usage_error(PROG, "--device cuda: this machine has no CUDA device "
                                      "(torch.cuda.is_available() is false); use --device cpu "
                                      "or run it on a GPU host")
-    from contracts.profile import ProfileError
-    try:
-        if args.from_profile:
-            workload = from_profile(args)
-        elif args.input_shape is None:
-            return usage_error(PROG, "--input-shape is missing (the shape of one sample, "
-                                     "e.g. 3,224,224)")
-        else:
-            model = load_model(args.model, tuple(args.input_shape), args.classes)
-            workload = measure(args, model)
-        save_workload(workload, args.out, comment=f"workload of {args.model}, made by {PROG}")
-    except (ModelError, WorkloadError, ProfileError) as e:
-        return usage_error(PROG, str(e))
+    if args.from_profile:
+        workload = from_profile(args)
+    elif args.input_shape is None:
+        return usage_error(PROG, "--input-shape is missing (the shape of one sample, "
+                                 "e.g. 3,224,224)")
+    else:
+        model = load_model(args.model, tuple(args.input_shape), args.classes)
+        workload = measure(args, model)
+    save_workload(workload, args.out, comment=f"workload of {args.model}, made by {PROG}")
     print(f"wrote {args.out}: {workload.name}, {workload.params:,} parameters in "
           f"{len(workload.layers)} layers, {workload.step_s * 1e3:.3g} ms per step of "
           f"{workload.batch_size} on {workload.device} ({workload.flops_per_sample:.3g} FLOPs "

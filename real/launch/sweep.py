@@ -407,16 +407,17 @@ def record_failure(run_dir: Path, alg: str, p: int, rep: int, cause: str, cmd,
     record.write(rec, run_dir.parent)
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
+    return cli.command(PROG, build_parser().parse_args, lambda args: run(args, argv, extra), argv)
+
+
+def run(args, argv: list[str], extra: list[str]) -> int:
+    """The sweep of ``args``; ``argv``, the flags as given, ``extra``, real.train's after --."""
     try:
-        args = build_parser().parse_args(argv)
         mpirun()
-    except SystemExit as e:
-        return int(e.code or 0)
     except FileNotFoundError as e:
         return cli.usage_error(PROG, str(e))
     args.model_given = any(a == "--model" or a.startswith("--model=") for a in argv)

@@ -23,6 +23,7 @@ import sys
 from real import schemes
 import cli
 
+PROG = "python -m real.train"
 DEFAULT_TIMEOUT_S = 120.0
 RANKS_PER_CORE = 4                  # more processes or threads than this per core: a typo
 COMPUTE_MODES = ("real", "phantom")
@@ -39,7 +40,7 @@ def build_parser() -> cli.Parser:
     from real.launch.dist import MPI_ALLREDUCE_ALGORITHMS
     from real.training.models import MODELS, PRESETS
     from real.schemes.async_avg import DEFAULT_K as ASYNC_AVG_DEFAULT_K
-    p = cli.Parser(prog="python -m real.train", description=__doc__.split("\n")[0])
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--schemes", "--algorithm", dest="algorithm", default="serial",
                    type=cli.choice_list(schemes.SCHEMES, False), metavar="NAME",
                    help=f"the scheme (one): {', '.join(schemes.SCHEMES)} (--algorithm: its old "
@@ -254,17 +255,18 @@ def _launched_world_size() -> int | None:
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, parse_args, train, argv)
+
+
+def train(args) -> int:
+    """One rank's run; a failure goes to its recorder (``real.supervise``) as well."""
     from real.launch.runner import run
     try:
         code = run(args)
     except OSError as e:    # the file system refused a write: one line (the record is whole or absent)
         from real.launch.supervise import Heartbeat
         Heartbeat.from_env().failed(f"rank {cli.launched_rank()}: {e.strerror}: {e.filename}")
-        return cli.io_error("python -m real.train", e)
+        return cli.io_error(PROG, e)
     except Exception as e:  # noqa: BLE001 - the recorder (real.launch.supervise) names the failure
         import traceback
 

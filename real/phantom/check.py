@@ -243,10 +243,10 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     problem = workload_problem(args.workload)
     if problem:
         return cli.usage_error(PROG, problem)

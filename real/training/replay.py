@@ -61,12 +61,11 @@ def build_parser() -> cli.Parser:
     return p
 
 
-@cli.one_line_io_errors(PROG)
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     try:
         sched = schedules.read(args.schedule)
         _check_workload(args, sched.header)
