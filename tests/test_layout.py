@@ -211,3 +211,20 @@ def test_an_old_path_runs_its_pipeline(alias, monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         runpy.run_module(alias, run_name="__main__", alter_sys=True)
     assert e.value.code == 0 and ALIASES[alias] in capsys.readouterr().out
+
+
+def test_the_old_path_of_the_contracts_is_the_moved_module():
+    """``simulator.contracts.X`` (kept for a release) is the moved module itself, not a copy."""
+    import importlib
+    import warnings
+
+    import cli
+    import contracts.profile
+    from simulator.model.comm import closed_forms
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = {name: importlib.import_module(f"simulator.contracts.{name}")
+               for name in ("profile", "cli", "closed_forms")}
+        from simulator.contracts import workload
+    assert old == {"profile": contracts.profile, "cli": cli, "closed_forms": closed_forms}
+    assert workload.Workload is importlib.import_module("contracts.workload").Workload
