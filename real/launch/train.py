@@ -259,7 +259,7 @@ def main(argv=None) -> int:
 
 
 def train(args) -> int:
-    """One rank's run; a failure goes to its recorder (``real.supervise``) as well."""
+    """One rank's run; a failure goes to its recorder (``real.launch.supervise``) as well."""
     from real.launch.runner import run
     try:
         code = run(args)
