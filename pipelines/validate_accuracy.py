@@ -42,7 +42,7 @@ the project's own command, logged in ``OUT/<stage>.log``;
 
 Imports: numpy, pandas, simulator.accuracy (the replay of a measured order),
 cli, contracts.curve, contracts.checks,
-contracts.files, contracts.record, contracts.schedule,
+contracts.files, contracts.schedule, real.records.accuracy_report (the completed runs),
 simulator.measured_schedule, simulator.model.schemes, simulator.output.accuracy_plots,
 simulator.pool_accuracy (the goals), pipelines.validate (the calibration stage, the wait
 for a quiet machine), simulator.validate_cluster (the emulated cluster's rate and lifetime).
@@ -59,7 +59,6 @@ from pathlib import Path
 import numpy as np
 
 from simulator.accuracy import ReplaySettings, run_replay
-from contracts import record
 import cli
 from contracts import curve as curves
 from contracts import schedule as schedules
@@ -79,6 +78,7 @@ from simulator.measured_schedule import MeasuredError
 from simulator.measured_schedule import measured as measured_schedule
 from simulator.model.schemes import SCHEMES
 from pipelines.validate import calibrate_command, wait_for_low_load
+from real.records.accuracy_report import completed_runs
 from simulator.pool_accuracy import GOAL_POINTS, GOAL_RELATIVE
 from simulator.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
 
@@ -174,19 +174,6 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
 def on_cluster(name: str) -> bool:
     """Whether a stage runs on the emulated cluster (while it is up)."""
     return name == "link" or name.startswith("sweep")
-
-
-def completed_runs(runs_dir: Path) -> list[tuple[Path, dict]]:
-    """(folder, record) of every completed run with a curve, each record read once."""
-    runs = []
-    for d in record.find_runs(runs_dir):
-        try:
-            rec = record.read(d)
-        except record.RecordError:
-            continue
-        if rec["status"] == "completed" and rec["results"].get("curve"):
-            runs.append((d, rec))
-    return runs
 
 
 def measured_rows(runs: list[tuple[Path, dict]]) -> list[dict]:

@@ -22,19 +22,27 @@ from contracts import record
 from contracts.files import atomic_write_text
 
 
-def curves(runs_dir: str | os.PathLike, only: set[str] | None = None) -> list[dict]:
-    """scheme, workers, seed, repeat, epochs, run_id and points of every completed record
-    with a curve (``only``: of these run ids)."""
-    out = []
+def completed_runs(runs_dir: str | os.PathLike) -> list[tuple[Path, dict]]:
+    """(folder, record) of every completed run with a curve, each record read once."""
+    runs = []
     for d in record.find_runs(runs_dir):
         try:
             rec = record.read(d)
         except record.RecordError:
             continue
-        res, cfg = rec["results"], rec["config"]
-        if rec["status"] != "completed" or not res.get("curve") or (
-                only is not None and rec["run_id"] not in only):
+        if rec["status"] == "completed" and rec["results"].get("curve"):
+            runs.append((d, rec))
+    return runs
+
+
+def curves(runs_dir: str | os.PathLike, only: set[str] | None = None) -> list[dict]:
+    """scheme, workers, seed, repeat, epochs, run_id and points of every completed record
+    with a curve (``only``: of these run ids)."""
+    out = []
+    for _, rec in completed_runs(runs_dir):
+        if only is not None and rec["run_id"] not in only:
             continue
+        res, cfg = rec["results"], rec["config"]
         out.append({"run_id": rec["run_id"], "scheme": cfg.get("algorithm"),
                     "workers": rec["environment"].get("workers"), "seed": cfg.get("seed"),
                     "repeat": cfg.get("repeat", 0), "epochs": cfg.get("epochs"),
