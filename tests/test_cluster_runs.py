@@ -6,7 +6,6 @@ and after each test, whether the test passed or not.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -29,8 +28,7 @@ def test_two_host_allreduce_writes_a_record_naming_the_cluster(tmp_path):
         py = [sys.executable, "-m", "real.train", "--algorithm", "allreduce", "--run-id", "ar",
               "--out", str(tmp_path), "--model", "mlp", "--dataset", "synthetic",
               "--train-size", "256", "--test-size", "64", "--batch-size", "32", "--threads", "1"]
-        extra = rc.mpi_env(c) | {"MASTER_ADDR": c.addresses[0], "GLOO_SOCKET_IFNAME": c.interface,
-                                 "PSGD_CLUSTER": json.dumps(c.to_json())}
+        extra = rc.rank_env(c, c.to_json())
         done = subprocess.run(rc.mpirun_command(c, 2, py), env=env() | extra, cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -99,8 +97,7 @@ def test_a_phantom_run_at_another_rate_is_predicted_within_5_percent(tmp_path):
               "e2e", "--out", str(runs), "--compute", "phantom", "--workload", str(work),
               "--dataset", "synthetic", "--train-size", str(12 * 32 * 2), "--test-size", "64",
               "--batch-size", "32", "--epochs", "1", "--threads", "1"]
-        extra = rc.mpi_env(c) | {"MASTER_ADDR": c.addresses[0], "GLOO_SOCKET_IFNAME": c.interface,
-                                 "PSGD_CLUSTER": json.dumps(c.to_json())}
+        extra = rc.rank_env(c, c.to_json())
         done = subprocess.run(rc.mpirun_command(c, 2, py), env=env() | extra, cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]

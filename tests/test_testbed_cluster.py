@@ -4,7 +4,6 @@ settings reach tc. Prefix ``psgdtb``, subnet 10.93.0.0/24, removed before and af
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -24,8 +23,7 @@ def train(c, out, run_id: str, pin: list[str]) -> subprocess.CompletedProcess:
     py = [sys.executable, "-m", "real.train", "--schemes", "allreduce", "--run-id", run_id,
           "--out", str(out), "--model", "mlp", "--dataset", "synthetic", "--train-size", "1024",
           "--test-size", "64", "--batch-size", "32", "--threads", "1"]
-    extra = rc.mpi_env(c) | {"MASTER_ADDR": c.addresses[0], "GLOO_SOCKET_IFNAME": c.interface,
-                             "PSGD_CLUSTER": json.dumps(c.to_json())}
+    extra = rc.rank_env(c, c.to_json())
     return subprocess.run(pin + rc.mpirun_command(c, 2, py), env=env() | extra, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=180)
 

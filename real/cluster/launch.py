@@ -4,7 +4,8 @@ A host is a network namespace, so "logging in to host i" is ``ip netns exec
 <namespace i>``.  Three ways to run across hosts:
 
 * ``netns_command(cluster, i, argv)`` -- one command on host i.
-* ``mpirun_command(cluster, n_ranks, argv)`` + ``mpi_env(cluster)`` -- MPICH's
+* ``mpirun_command(cluster, n_ranks, argv)`` + ``mpi_env(cluster)`` (``rank_env``: with
+  torch.distributed's and the record's variables too) -- MPICH's
   hydra.  ``mpiexec`` itself runs on host 0 (the head node) and starts its
   proxies through the "ssh" launcher, whose executable is a generated script
   that maps a host's IP address to ``ip netns exec <namespace> sh -c <command>``
@@ -23,6 +24,7 @@ Imports: real.cluster.state.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -54,6 +56,15 @@ def mpi_env(cluster: Cluster) -> dict[str, str]:
         "FI_TCP_IFACE": cluster.interface,
         "HYDRA_IFACE": cluster.interface,
     }
+
+
+def rank_env(cluster: Cluster, facts: dict | None) -> dict[str, str]:
+    """Environment for the ranks of one run across the cluster, started by mpirun: MPICH's
+    (``mpi_env``), torch.distributed's rendezvous on host 0 and gloo's interface, and what
+    the run's record says of the cluster (``PSGD_CLUSTER``: ``facts``, JSON)."""
+    return mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
+                               "GLOO_SOCKET_IFNAME": cluster.interface,
+                               "PSGD_CLUSTER": json.dumps(facts)}
 
 
 def mpirun_command(cluster: Cluster, n_ranks: int, argv: list[str],

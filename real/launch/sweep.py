@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import shutil
 import signal
@@ -249,9 +248,7 @@ def train_command(alg: str, p: int, run_id: str, args, extra: list[str],
         launch = [mpirun(), *hostfile, "-n", str(ranks)] + py
         return (launch if "--download" in extra or hostfile else isolated(launch)), {}
     from real import cluster as emu
-    env = emu.mpi_env(cluster) | {"MASTER_ADDR": cluster.addresses[0],
-                                  "GLOO_SOCKET_IFNAME": cluster.interface,
-                                  "PSGD_CLUSTER": json.dumps(cluster_facts(args, alg, cluster))}
+    env = emu.rank_env(cluster, cluster_facts(args, alg, cluster))
     return emu.mpirun_command(cluster, ranks, py, args.ranks_per_host,
                               hostfile=hostfile[1] if hostfile else None), env
 
