@@ -100,6 +100,18 @@ def moved(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
                          "median |e| after": g["after"].apply(lambda e: e.abs().median())})
 
 
+def bias(df: pd.DataFrame) -> pd.DataFrame:
+    """The held-out signed error per scheme (rows) and P (columns), averaged over the
+    folders: the bias ``simulator.pool`` reports, here over the new predictions; an
+    emulated-cluster row is its own configuration, named by its link rate as there."""
+    held = df[df["held_out"]]
+    error = held["predicted_s"] / held["measured_s"] - 1
+    rate = held["bandwidth_bits_per_s"]
+    name = [s if pd.isna(b) else f"{s}-{int(b) // 10**6}mbit" for s, b in zip(held["scheme"], rate)]
+    return error.groupby([pd.Series(name, index=held.index, name="scheme"),
+                          held["workers"]]).mean().unstack("workers")
+
+
 def train_sizes(items: list[str], prog: str) -> dict[str, int] | None:
     sizes = {}
     for item in items:
@@ -150,6 +162,9 @@ def main(argv=None) -> int:
     df["error"] = df["predicted_s"] / df["measured_s"] - 1
     held = df[df["held_out"]].groupby(["folder", "scheme"])["error"]
     cli.print_out(held.agg(["mean", "median", "count"]).to_string(**pct))
+    if len(folders) > 1:
+        cli.print_out("bias over the folders (mean signed held-out error, by P)",
+                      bias(df).to_string(**pct))
     return 0
 
 

@@ -28,6 +28,14 @@ def test_the_table_keeps_the_schemes_that_moved_with_all_their_held_out_points()
     assert row["median |e| after"] == pytest.approx(0.3)
 
 
+def test_the_bias_is_the_mean_signed_held_out_error_over_the_folders():
+    table = repredict.bias(points([8.0, 14.0, 5.0]))
+    assert list(table.index) == ["ddp-100mbit"] and list(table.columns) == [4]
+    assert table.loc["ddp-100mbit", 4] == pytest.approx(0.1)   # (-20% + 40%) / 2; psgd not held out
+    one_host = repredict.bias(points([8.0, 14.0, 5.0]).assign(bandwidth_bits_per_s=float("nan")))
+    assert list(one_host.index) == ["ddp"]
+
+
 @pytest.mark.parametrize("argv", [["docs/results/validation-1", "--train-size", "x=0"],
                                   ["docs/results", "--train-size", "cluster-3=3072"]])
 def test_bad_input_is_one_line_and_exit_code_2(argv, tmp_path, capsys):
