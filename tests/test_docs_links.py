@@ -1,5 +1,5 @@
-"""Every link of the README and docs/ leads somewhere: the file exists, and a
-`#section` names a heading of it.
+"""Every link of the README, docs/ and the evidence pages of docs/results/ leads
+somewhere: the file exists, and a `#section` names a heading of it.
 
 The reports (docs/validation.md, docs/accuracy.md) are rewritten as results
 come in, and other docs and the README point into their sections; a heading
@@ -51,7 +51,8 @@ def broken_links(doc: Path, root: Path = ROOT) -> list[str]:
 
 
 def test_links_of_readme_and_docs_resolve():
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "docs" / "results").glob("*.md"))]
     broken = [line for doc in docs for line in broken_links(doc)]
     assert not broken, "\n".join(broken)
 
