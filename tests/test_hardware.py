@@ -285,7 +285,7 @@ def test_predict_bad_inputs_are_one_line(capsys, tmp_path, flags, expect):
 
 
 def test_the_nccl_protocol_flag_sets_the_rule_and_says_so(tmp_path, capsys):
-    code = predict.main(["--workers", "512", "--schemes", "horovod", "--allreduce-algorithm", "ring",
+    code = predict.main(["--workers", "8", "--schemes", "horovod", "--allreduce-algorithm", "ring",
                          "--workload", "benchmarks/horovod/resnet101-p100.toml",
                          "--preset", "pascal-pcie-25gbe", "--nccl-protocol", "nccl-2.2",
                          "--iterations", "5", "--no-plot", "--out", str(tmp_path), "--jobs", "1"])
