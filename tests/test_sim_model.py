@@ -403,14 +403,39 @@ def test_default_threads_follow_real_train():
 
 
 def test_ps_async_server_takes_one_push_its_update_and_its_answer_at_a_time():
-    """Server-bound: four workers whose compute is short against a push and its answer
-    crossing the server's port. The server's loop (real/schemes/ps.py, serve_async) takes
-    one push, applies it and sends the answer before the next, so twenty pushes take
-    20 (2 n / R + update) after the first w (4 n / R: four answers at once)."""
+    """Server-bound across hosts: four workers whose compute is short against a push or an
+    answer crossing a port. The server's loop (real/schemes/ps.py, serve_async) takes one
+    push, applies it and sends the answer before the next, but a push crosses whole before
+    the server takes it (libfabric's tcp provider saves an unexpected message), over the
+    server's ingress while its egress carries an answer; taken, it is copied out of the
+    provider's buffer. After the first w (four answers at once: 4 n / R) and the first
+    four pushes (at once: 4 n / R) twenty turns take 20 (n beta + update + n / R)."""
     prof = make_profile(step_intercept_s=1e-6, step_s_per_sample=0.0)
     rate = 1e7
     cluster = Cluster(hosts=5, cores_per_host=1, link=Link(rate, 0.0))
     r = simulate(SchemeConfig("ps_async", fidelity="message"), 4, wl(5), cluster, prof)
     n = 4 * prof.models[0].param_count
     update_s = 1e-4 + 1e-9 * prof.models[0].param_count
-    assert r.time_s == pytest.approx(4 * n / rate + 20 * (2 * n / rate + update_s), rel=0.02)
+    turn_s = n * 1e-9 + update_s + n / rate
+    assert r.time_s == pytest.approx(8 * n / rate + 20 * turn_s, rel=0.02)
+
+
+def test_ps_async_server_on_the_host_copies_each_push_in_its_turn():
+    """Server-bound on one oversubscribed host (five polling ranks on two cores: a message
+    waits ``h`` for its receiver's turn on a core; no eager limit, so a message is one
+    leg): a push's request to send crosses while the server serves another worker, and the
+    server copies the push itself in its turn (MPICH's CMA: the receiver reads the
+    sender's memory, with no hand-off), then answers (alpha + h + n beta). After the first
+    w (four answers out of the server's endpoint at once: alpha + h + 4 n beta) and the
+    first requests (alpha + h), twenty turns take 20 (2 n beta + alpha + h); with the push
+    crossing in the server's turn they took 20 (2 n beta + 2 alpha + 2 h)."""
+    beta, quantum_s = 1e-9, 0.004
+    prof = make_profile(step_intercept_s=1e-6, step_s_per_sample=0.0, beta_s_per_byte=beta,
+                        update_intercept_s=0.0, update_s_per_param=0.0, quantum_s=quantum_s)
+    r = simulate(SchemeConfig("ps_async", fidelity="message"), 4, wl(5),
+                 Cluster(hosts=1, cores_per_host=2), prof)
+    n, alpha = 4 * prof.models[0].param_count, 1e-5
+    h = cf.handoff_s(5, 2, quantum_s)
+    assert h == pytest.approx(quantum_s / 2)
+    expected = (alpha + h + 4 * n * beta) + (alpha + h) + 20 * (2 * n * beta + alpha + h)
+    assert r.time_s == pytest.approx(expected, rel=0.02)

@@ -38,6 +38,12 @@ class AnalyticComm(Comm):
         return self.env.timeout(alpha_s + beta_s_per_byte * n_bytes
                                 + self._rendezvous_s(dst, n_bytes))
 
+    def leg(self, src, dst, n_bytes):
+        if src == dst:
+            return self.env.timeout(0)
+        alpha_s, beta_s_per_byte = self.routes.params(src, dst)
+        return self.env.timeout(alpha_s + beta_s_per_byte * n_bytes)
+
     def _meet(self, call, kind, ranks, n_bytes, algorithm, root, is_last) -> None:
         """The barrier: once the last rank is in, the closed form elapses, then all leave."""
         if is_last:

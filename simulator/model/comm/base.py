@@ -105,6 +105,13 @@ class Comm:
     def transfer(self, src: int, dst: int, n_bytes: float):
         raise NotImplementedError
 
+    def leg(self, src: int, dst: int, n_bytes: float):
+        """Event: ``n_bytes`` from ``src`` have arrived at ``dst``, sent as they are, with no
+        rendezvous handshake around them (``transfer`` adds one above the eager limit):
+        one leg of a protocol, or a message its transport takes whole (its latency includes
+        the receiver's wait for its turn on a core, ``Routes.handoff_s``)."""
+        raise NotImplementedError
+
     def _order_by_host(self, ranks) -> tuple:
         """``ranks`` in NCCL's order (``nccl_order``), remembered by the group's id (the
         group is kept alive with it)."""

@@ -39,6 +39,9 @@ class MessageComm(Comm):
             lambda _ev: self.env.timeout(extra_s).callbacks.append(arrived.trigger))
         return arrived
 
+    def leg(self, src, dst, n_bytes):
+        return self.network.transfer(src, dst, n_bytes)
+
     # point to point with matching, for the algorithms in ``collectives``.
     # Rendezvous: a message moves once its receive is posted, so a rank that is
     # still busy with an earlier step does not get its port shared; between

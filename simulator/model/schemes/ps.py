@@ -13,11 +13,20 @@
   and the application of its gradient. The server's loop takes one push at a
   time (``real/schemes/ps.py``, ``serve_async``: ``Recv`` of a header from
   ``ANY_SOURCE``, then that worker's vector, the update, and the answer sent
-  before the next header), so what of a push has not crossed into the socket
-  buffers (``Routes.eager_bytes``) waits for the server's turn, and the server
-  waits for its answer (above MPICH's eager limit, a rendezvous: ``Link.send``
-  waits for it) before it takes the next push: pushes and answers do not share
-  the server's port, and the workers fall out of phase.
+  before the next header), but a push does not wait for the server's turn to
+  move: its receiver fetches it or it has arrived already. Between hosts
+  MPICH's ofi netmod hands a tagged send to libfabric whole up to the
+  provider's ``max_msg_size`` (``MPIDI_OFI_EAGER_THRESH``,
+  ``ch4/netmod/ofi/ofi_send.h``), and the tcp provider saves an unexpected
+  message whole (``xnet_handle_tag`` -> ``xnet_save_and_cont``,
+  ``prov/tcp/src/xnet_progress.c``; ``max_saved_size`` unlimited by default),
+  so pushes cross the server's ingress while its egress carries an answer. On
+  one host MPICH sends a message of 8 KiB or more by CMA
+  (``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD``): the request to send crosses, and
+  the receiver copies out of the sender's memory (``MPIDI_IPCI_copy_data``,
+  ``ch4/shm/ipc/src/ipc_p2p.h``), so the server's turn holds its copy of the
+  push, the update and the answer (a rendezvous the server waits for), not the
+  push's hand-offs.
 
 Imports: SimPy, model.schemes.base.
 """
@@ -76,6 +85,9 @@ def start_ps_async(env, setup: Setup):
 
 def ps_async_worker(env, worker, comm, recorder, plan, server, loop):
     me, n = worker.rank, plan.param_bytes
+    routes = comm.routes
+    across = routes.link is not None and routes.placement[me] != routes.placement[server.rank]
+    copy_s = n * routes.shm.beta_s_per_byte          # the server's copy of a push
     t0 = env.now
     yield comm.transfer(server.rank, me, n)              # initial w
     recorder.add(me, "comm", t0, env.now, "read w")
@@ -83,14 +95,12 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop):
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
         t0 = env.now
-        eager = min(n, comm.routes.eager_bytes(me, server.rank))
-        ahead = comm.transfer(me, server.rank, eager) if eager > 0 else None
+        # before the server's turn: between hosts the whole push, on one host its request
+        ahead = comm.leg(me, server.rank, n if across else 0)
         with loop.request() as turn:                     # the server takes this push
             yield turn
-            if ahead is not None:
-                yield ahead
-            if n > eager:
-                yield comm.transfer(me, server.rank, n - eager)   # push the rest
+            yield ahead
+            yield env.timeout(copy_s)                    # by CMA, or out of libfabric's buffer
             t1 = env.now
             applied_on = yield from server.apply(recorder)
             t2 = env.now
