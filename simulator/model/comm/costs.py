@@ -39,6 +39,7 @@ from simulator.model.comm.closed_forms import (
     gloo_ring_segments,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
+from simulator.model.comm.gloo_schedule import ring_alone_s
 from simulator.model.network import LINK_KEYS, Routes, host_groups, host_index_groups
 
 
@@ -69,6 +70,9 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
     if kind == "allreduce" and algorithm == "gloo_ring":  # two segments in flight
         if len(ranks) > GLOO_RING_SIMULATED_UP_TO:
             return gloo_ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
+        t = ring_alone_s(ranks, n_bytes, routes, gamma_s_per_byte)
+        if t is not None:             # (exact where no link carries two hops)
+            return t
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     if kind == "allreduce" and algorithm in PRICED_ALONE:
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
