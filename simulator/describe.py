@@ -66,6 +66,10 @@ def add_arguments(parser) -> None:
     w.add_argument("--negotiation-us", type=float, default=0.0,
                    help="horovod: rank 0's time per other rank and cycle to collect requests "
                         "and answer (us; 0: not modelled)")
+    w.add_argument("--requests-ahead", action="store_true",
+                   help="horovod: the framework hands each gradient over before the GPU has "
+                        "computed it (TensorFlow's asynchronous GPU ops): Horovod fuses by "
+                        "request and each fused buffer waits for its last tensor's data")
 
 
 def scheme_options(args) -> dict:
@@ -75,7 +79,8 @@ def scheme_options(args) -> dict:
                           "least 0")
     return {"backend": args.backend or "", "compression": args.compression,
             "fusion_bytes": int(args.fusion_mb * 2**20), "cycle_s": args.cycle_ms / 1e3,
-            "negotiation_s": args.negotiation_us / 1e6}
+            "negotiation_s": args.negotiation_us / 1e6,
+            "requests_ahead": bool(getattr(args, "requests_ahead", False))}
 
 
 # Hosts like the profile's are assumed to be linked as this preset's hosts are when the

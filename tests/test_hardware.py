@@ -24,7 +24,7 @@ from contracts.workload import Workload, load_workload
 from simulator.engine import simulate
 from simulator.engine.machine import machine, scaled_cost
 from simulator.model.config import SchemeConfig
-from simulator.model.schemes.fusion import cycles, fuse, next_tick
+from simulator.model.schemes.fusion import ahead, cycles, fuse, next_tick
 from simulator.testing import make_profile
 
 P100 = Device("Tesla P100 PCIe", 9.3e12)
@@ -161,13 +161,23 @@ def test_fusion_is_horovods():
         (0.005, [3]), (0.01, [3]), (0.015, [4])]
 
 
-@pytest.mark.parametrize("p,hosts", [(1, 1), (4, 1), (8, 2), (12, 3)])
-def test_horovod_fast_path_is_the_simpy_model(p, hosts):
+def test_requests_ahead_fuse_by_request_and_wait_for_the_last_data():
+    """All requests in before the data: the tensors in order fused up to the threshold,
+    each buffer's earliest start its last tensor's readiness on all ranks."""
+    assert ahead([1.0, 2.0, 3.0, 4.0], [10, 20, 30, 40], 35) == [
+        (2.0, [30]), (3.0, [30]), (4.0, [40])]
+    assert ahead([1.0, 2.0], [5, 5], 64) == [(2.0, [10])]
+
+
+@pytest.mark.parametrize("p,hosts,ahead_", [(1, 1, False), (4, 1, False), (8, 2, False),
+                                            (12, 3, False), (8, 2, True), (12, 3, True)])
+def test_horovod_fast_path_is_the_simpy_model(p, hosts, ahead_):
     prof = gpu_profile()
     cluster = gpu_cluster(hosts=hosts)
     work = Workload(model="toy", batch_per_worker=16, iterations=5)
     runs = [simulate(SchemeConfig("horovod", algorithm="ring", engine=e, cycle_s=0.004,
-                                  fusion_bytes=3_000_000), p, work, cluster, prof)
+                                  fusion_bytes=3_000_000, requests_ahead=ahead_),
+                     p, work, cluster, prof)
             for e in ("fast", "des")]
     assert runs[0].engine == "fast" and runs[1].engine == "des"
     assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-9)

@@ -19,8 +19,12 @@ Inputs, each with its source (nothing is fitted to the published efficiency):
   ring allreduce with the protocol rule of ``--protocol`` (default ``nccl-2.2``: the
   releases the published runs had, NCCL 2.0-2.2, ran LL only up to 16 KiB a call;
   ``nccl-2.3``: NCCL 2.3-2.4's per-rank rule; ``auto``: NCCL 2.5's tuner);
-* Horovod 0.12: fusion threshold 64 MiB, cycle 5 ms, NCCL ring (no tree, no
-  hierarchical allreduce then), fp32 gradients.
+* Horovod 0.9-0.13 under TensorFlow 1.x: fusion threshold 64 MiB, cycle 5 ms, NCCL ring
+  (no tree, no hierarchical allreduce then), fp32 gradients; the requests run ahead of the
+  data (``--requests ahead``, the default: TensorFlow's GPU ops return once enqueued, so
+  Horovod fuses by request and each fused buffer waits for its last tensor's data,
+  ``simulator.model.schemes.fusion``); ``--requests on-data`` is the model before that
+  mechanism (each gradient handed over when its data is ready).
 
 Writes ``horovod.csv`` (predicted efficiency at 1 ... 512 GPUs and the published
 points) and ``horovod.png``, and prints the table of published points.
@@ -130,19 +134,25 @@ def figure(results: dict[str, dict[int, float]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def sensitivity(costs_us: list[float], protocol: str) -> str:
+def sensitivity(costs_us: list[float], protocol: str, ahead: bool) -> str:
     """Predicted efficiency at the published points when rank 0's negotiation costs
     ``costs_us`` per other rank and cycle (Horovod's coordination, not in the main table)."""
     return points_table("negotiation per rank",
-                        [(f"{us:g} us", us, protocol) for us in costs_us])
+                        [(f"{us:g} us", us, protocol) for us in costs_us], ahead)
 
 
-def protocols_table(protocols: list[str]) -> str:
+def protocols_table(protocols: list[str], ahead: bool) -> str:
     """Predicted efficiency at the published points under other protocol rules."""
-    return points_table("protocol", [(name, 0.0, name) for name in protocols])
+    return points_table("protocol", [(name, 0.0, name) for name in protocols], ahead)
 
 
-def points_table(what: str, rows: list[tuple[str, float, str]]) -> str:
+def scheme(ahead: bool, negotiation_s: float = 0.0) -> SchemeConfig:
+    """Horovod over NCCL rings, requests ahead of the data or not."""
+    return SchemeConfig("horovod", backend="nccl", algorithm="ring", negotiation_s=negotiation_s,
+                        requests_ahead=ahead)
+
+
+def points_table(what: str, rows: list[tuple[str, float, str]], ahead: bool) -> str:
     """One row per (label, negotiation us per rank, protocol): efficiency at every
     published point, under the published row."""
     lines = [f"| {what} | " + " | ".join(
@@ -151,7 +161,7 @@ def points_table(what: str, rows: list[tuple[str, float, str]]) -> str:
     published = " | ".join(f"{PUBLISHED[p][0][n]:.1f}" for p in PUBLISHED for n in THROUGHPUT)
     lines.append(f"| published | {published} |")
     for label, us, protocol in rows:
-        cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring", negotiation_s=us * 1e-6)
+        cfg = scheme(ahead, negotiation_s=us * 1e-6)
         eff = {n: efficiency(n, p100_workload(n), list(PUBLISHED), cfg, protocol=protocol)
                for n in THROUGHPUT}
         lines.append(f"| {label} | " + " | ".join(f"{eff[n][p]:.1f}" for p in PUBLISHED
@@ -175,12 +185,18 @@ def main(argv=None) -> int:
     ap.add_argument("--protocols", default="",
                     help="also print the published points predicted under these protocol "
                          "rules, e.g. nccl-2.3,auto")
+    ap.add_argument("--requests", choices=("ahead", "on-data"), default="ahead",
+                    help="when TensorFlow hands a gradient to Horovod: ahead of its data "
+                         "(the default: its GPU ops return once enqueued; fused by request, "
+                         "each buffer waits for its data) or once its data is ready (the "
+                         "model without that mechanism)")
     args = ap.parse_args(argv)
     unknown = [x for x in args.protocols.split(",") if x and x not in PROTOCOLS]
     if unknown:
         ap.error(f"--protocols: unknown rule {unknown[0]!r} (choose from {', '.join(PROTOCOLS)})")
     counts = [2 ** k for k in range(10)]
-    cfg = SchemeConfig("horovod", backend="nccl", algorithm="ring")
+    ahead = args.requests == "ahead"
+    cfg = scheme(ahead)
     results = {}
     for name in THROUGHPUT:
         w = p100_workload(name)
@@ -199,10 +215,11 @@ def main(argv=None) -> int:
     print(table(results))
     if args.negotiation_us:
         print()
-        print(sensitivity([float(x) for x in args.negotiation_us.split(",")], args.protocol))
+        print(sensitivity([float(x) for x in args.negotiation_us.split(",")], args.protocol,
+                          ahead))
     if args.protocols:
         print()
-        print(protocols_table(args.protocols.split(",")))
+        print(protocols_table(args.protocols.split(","), ahead))
     print(f"\nwrote {out / 'horovod.csv'}, {out / 'horovod.png'}", file=sys.stderr)
     return 0
 

@@ -34,7 +34,7 @@ from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.network import nccl_order
-from simulator.model.schemes.fusion import cycles, uncovered_s
+from simulator.model.schemes.fusion import ahead, cycles, uncovered_s
 
 
 def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
@@ -215,8 +215,9 @@ def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
         backward_at = start + busy[:, i] * (1 - bf)
         ready_all = (backward_at[:, None] + busy[:, i, None] * bf * cum[None, :]).max(axis=0)
         end, spans = start, []
-        for tick, buffers in cycles(list(ready_all), sizes, plan.cycle_period_s,
-                                    plan.fusion_bytes):
+        schedule = (ahead(list(ready_all), sizes, plan.fusion_bytes) if plan.requests_ahead
+                    else cycles(list(ready_all), sizes, plan.cycle_period_s, plan.fusion_bytes))
+        for tick, buffers in schedule:
             for size in buffers:
                 if size not in cost:
                     cost[size] = allreduce_s(size)

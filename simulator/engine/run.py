@@ -73,6 +73,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         fusion_bytes=cfg.fusion_bytes,
         cycle_s=cfg.cycle_s,
         negotiation_s=cfg.negotiation_s,
+        requests_ahead=cfg.requests_ahead,
         precision=model.precision,
     )
 

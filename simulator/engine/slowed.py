@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.model.hardware.interference import progress_end_array
-from simulator.model.schemes.fusion import fuse, next_tick, uncovered_s
+from simulator.model.schemes.fusion import fuse, last_tensors, next_tick, uncovered_s
 
 
 def ddp_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
@@ -101,6 +101,31 @@ class SharedClock:
                                  np.interp(y, values, points)))
 
 
+class _Stream:
+    """One Horovod iteration's stream under the slowdown: fused allreduces one after
+    another, each slowing the backward it overlaps (``SharedClock``)."""
+
+    def __init__(self, t0, work, start: float, slowdown: float, allreduce_s, cost: dict):
+        self.t0, self.work, self.end, self.comm_s = t0, work, start, 0.0
+        self.clock, self.allreduce_s, self.cost = SharedClock(slowdown), allreduce_s, cost
+
+    def ready_by(self, share: float) -> float:
+        """When every rank has done ``share`` of its backward."""
+        return float(self.clock.time_of(self.clock.f(self.t0) + self.work * share).max())
+
+    def share_done(self, t: float) -> float:
+        """The least share of the backward any rank has done by ``t``."""
+        return float(((self.clock.f(t) - self.clock.f(self.t0)) / self.work).min())
+
+    def enqueue(self, size: int, earliest: float) -> None:
+        if size not in self.cost:
+            self.cost[size] = self.allreduce_s(size)
+        a = max(self.end, earliest)
+        self.end = a + self.cost[size]
+        self.clock.add(a, self.end)
+        self.comm_s += self.cost[size]
+
+
 def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
     bf = plan.backward_fraction
     sizes = [b for b, _ in plan.layers]
@@ -111,25 +136,24 @@ def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slow
     wait = np.zeros(busy.shape[0])
     for i in range(busy.shape[1]):
         t0 = start + busy[:, i] * (1 - bf)                               # backward starts
-        work = busy[:, i] * bf
-        clock, stream_end, j = SharedClock(slowdown), start, 0
+        stream = _Stream(t0, busy[:, i] * bf, start, slowdown, allreduce_s, cost)
+        j = 0
+        if plan.requests_ahead:                 # each fused buffer waits for its data
+            for size, last in last_tensors(sizes, plan.fusion_bytes):
+                stream.enqueue(size, stream.ready_by(cum[last]))
+            j = len(sizes)
         while j < len(sizes):
-            f0 = clock.f(t0)
-            ready = float(clock.time_of(f0 + work * cum[j]).max())
-            tick = next_tick(ready, plan.cycle_period_s)
-            done = float(((clock.f(tick) - f0) / work).min())
+            tick = next_tick(stream.ready_by(cum[j]), plan.cycle_period_s)
+            done = stream.share_done(tick)
             m = max(j + 1, int(np.searchsorted(cum, done * (1 + 1e-12), side="right")))
             for size in fuse(sizes[j:m], plan.fusion_bytes):
-                if size not in cost:
-                    cost[size] = allreduce_s(size)
-                a = max(stream_end, tick)
-                stream_end = a + cost[size]
-                clock.add(a, stream_end)
-                comm_s += cost[size]
+                stream.enqueue(size, tick)
             j = m
-        backward_end = clock.time_of(clock.f(t0) + work)
+        clock = stream.clock
+        backward_end = clock.time_of(clock.f(t0) + stream.work)
         compute += backward_end - start
-        wait += uncovered_s(backward_end, stream_end, zip(clock.a, clock.b))   # the cycle's
-        start = max(stream_end, float(backward_end.max()))
+        wait += uncovered_s(backward_end, stream.end, zip(clock.a, clock.b))   # the cycle's
+        comm_s += stream.comm_s
+        start = max(stream.end, float(backward_end.max()))
     workers = busy.shape[0]
     return start, compute, np.full(workers, comm_s if workers > 1 else 0.0), wait

@@ -45,6 +45,9 @@ class SchemeConfig:
     cycle_s: float = HOROVOD_CYCLE_S           # horovod: background loop's cycle time
     negotiation_s: float = 0.0                 # horovod: rank 0's time per other rank per
                                                # cycle (their requests, its responses)
+    requests_ahead: bool = False               # horovod: the framework requests each gradient
+                                               # before the GPU has computed it (TensorFlow):
+                                               # fused by request, each buffer waits for its data
 
     def __post_init__(self):
         if self.avg_every < 0:

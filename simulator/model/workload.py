@@ -49,6 +49,7 @@ class Plan:
     fusion_bytes: int = 64 * 2**20         # horovod: tensor fusion threshold
     cycle_s: float = 0.005                 # horovod: background loop's cycle time
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
+    requests_ahead: bool = False           # horovod: requests precede the data (schemes.fusion)
     first_buckets: tuple[tuple[int, float], ...] = ()   # ddp's first iteration (() = buckets)
     precision: str = "fp32"                # the step's arithmetic (its slowdown beside NCCL)
 

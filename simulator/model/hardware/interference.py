@@ -22,6 +22,8 @@ as a closed form (buckets in one stream, the last bucket exposed), which the Sim
 """
 from __future__ import annotations
 
+import math
+
 import simpy
 
 
@@ -126,6 +128,17 @@ class Interference:
             spans.pop(0)
         closed = [(a, now if b is None else b) for a, b in spans if a < now]
         return progress_end_s(t0, work_s, closed, self.slowdown) <= now * (1 + 1e-12)
+
+    def ready_at(self, rank: int, t0: float, work_s: float) -> float:
+        """When ``work_s`` of compute started at ``t0`` on ``rank`` ends if the collectives
+        in flight now run on for ever (exact until one starts or ends: ``changed_event``)."""
+        spans = [(a, math.inf if b is None else b)
+                 for a, b in self.intervals.get(rank, []) if b is None or b > t0]
+        return progress_end_s(t0, work_s, spans, self.slowdown)
+
+    def changed_event(self, rank: int) -> simpy.Event:
+        """The event of the next start or end of a collective on ``rank``."""
+        return self.changed.setdefault(rank, self.env.event())
 
     def _signal(self, rank: int) -> None:
         ev = self.changed.pop(rank, None)

@@ -21,6 +21,20 @@ compute job per rank (exact where a rank has its device or core to itself,
 as on accelerator hosts). A layer is ready on all ranks at
 ``R_l = max_r (t_r + W_r c_l)``; the cycle that takes it is the first tick
 ``k * cycle_s >= R_l``.
+
+Requests ahead of the data (``Plan.requests_ahead``; TensorFlow 1.x, whose GPU ops
+return once their kernels are enqueued): the framework hands a gradient to Horovod
+when the op that makes it has been *scheduled*, and Horovod records an event on the
+compute stream that says when its data is there (``RecordReadyEvent``,
+``horovod/tensorflow/mpi_ops.cc`` of 0.9-0.13). Requests therefore run ahead of the
+GPU, and the responses of a cycle are fused by request; before enqueuing a fused
+allreduce the background thread waits until the GPU has computed every tensor in it
+(``PerformOperation``: "WAIT_FOR_DATA", "WAIT_FOR_OTHER_TENSOR_DATA: ... other inputs
+... that are part of the same fusion batch", Horovod's ``docs/timeline.md``). With the
+host ahead of the device by the backward (all requests in before the first gradient's
+data), the buffers are the tensors in order fused up to the threshold, and buffer
+``k`` (its last tensor ``l_k``) starts at ``max(R_{l_k}, end_{k-1})`` (``ahead``): the
+loop's cycles and negotiation happen while it waits and cost nothing.
 Imports: ``schemes.base`` (and SimPy).
 """
 from __future__ import annotations
@@ -70,6 +84,27 @@ def cycles(ready_all: list[float], sizes: list[int], cycle_s: float,
     return out
 
 
+def ahead(ready_all: list[float], sizes: list[int],
+          threshold: int) -> list[tuple[float, list[int]]]:
+    """(earliest start, [buffer size]) of every fused buffer when the requests precede
+    the data: the tensors in order fused up to ``threshold``, each buffer waiting for its
+    last tensor's data on all ranks (the stream runs them one after another)."""
+    out, j = [], 0
+    for size in fuse(sizes, threshold):
+        held = 0
+        while held < size:
+            held += sizes[j]
+            j += 1
+        out.append((ready_all[j - 1], [size]))
+    return out
+
+
+def last_tensors(sizes: list[int], threshold: int) -> list[tuple[int, int]]:
+    """(size, index of its last tensor) of each buffer ``ahead`` makes (its readiness
+    taken as the tensors' own indices)."""
+    return [(bs[0], int(t)) for t, bs in ahead(list(range(len(sizes))), sizes, threshold)]
+
+
 MIN_TICK_S = 1e-4      # with a cycle of 0 and slowed compute: how often readiness is checked
 
 
@@ -99,8 +134,11 @@ class Fusion:
         if len(starts) == len(self.queues):
             starts = self.started.pop(it)
             interference = self.setup.extra.get("interference")
-            self.env.process(self._negotiate(it, starts) if interference is None
-                             else self._negotiate_slowed(it, starts, interference))
+            if self.setup.plan.requests_ahead and interference is not None:
+                self.env.process(self._ahead_slowed(it, starts, interference))
+            else:
+                self.env.process(self._negotiate(it, starts) if interference is None
+                                 else self._negotiate_slowed(it, starts, interference))
 
     def _send(self, it: int, buffers: list[int], last_cycle: bool) -> None:
         for b, size in enumerate(buffers):
@@ -129,10 +167,26 @@ class Fusion:
             if j < n:
                 yield env.timeout(step)
 
+    def _ahead_slowed(self, it: int, starts, interference):
+        """``ahead`` when the allreduces slow the backward: each buffer is sent once
+        every rank has computed its last tensor, as far as its compute got under the
+        allreduces in flight (recomputed whenever one starts or ends)."""
+        env = self.env
+        buffers = last_tensors(self.sizes, self.setup.plan.fusion_bytes)
+        for k, (size, j) in enumerate(buffers):
+            while True:
+                ready = max(interference.ready_at(r, t, w * self.cum[j]) for t, w, r in starts)
+                if ready <= env.now * (1 + 1e-12):
+                    break
+                yield env.timeout(ready - env.now) | env.any_of(
+                    [interference.changed_event(r) for _, _, r in starts])
+            self._send(it, [size], k == len(buffers) - 1)
+
     def _negotiate(self, it: int, starts: list[tuple[float, float, int]]):
         plan = self.setup.plan
         ready_all = [max(t + w * c for t, w, _ in starts) for c in self.cum]
-        schedule = cycles(ready_all, self.sizes, plan.cycle_period_s, plan.fusion_bytes)
+        schedule = (ahead(ready_all, self.sizes, plan.fusion_bytes) if plan.requests_ahead
+                    else cycles(ready_all, self.sizes, plan.cycle_period_s, plan.fusion_bytes))
         for k, (tick, buffers) in enumerate(schedule):
             if tick > self.env.now:
                 yield self.env.timeout(tick - self.env.now)
