@@ -167,14 +167,34 @@ def test_mpich_reduces_and_broadcasts_are_their_closed_forms(p):
 def test_gloo_ring_sends_two_segments_a_rank_to_the_previous_rank():
     """gloo/allreduce.cc ``ring`` (torch's ProcessGroupGloo sets no algorithm): to rank - 1,
     numSegments = roundUp(max(ceil(n / 1 MiB), 2P), P): 16 segments of n/16 at P = 8,
-    (P - 1) * 2 = 14 a phase; 12 of n/12 at P = 6."""
+    (P - 1) * 2 = 14 a phase; 12 of n/12 at P = 6. Each message carries gloo's framing
+    (gloo/transport/tcp/pair.cc: three 48-byte preambles)."""
+    f = cf.GLOO_RING_FRAMING_BYTES
+    assert f == 3 * 48
     t = trace(gloo.ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
-    for r in range(8):
-        assert sends_of(t, r) == [((r - 1) % 8, N / 16)] * 28
-    assert [crossing_bytes(t, r) for r in range(8)] == [28 * N / 16, 0, 0, 0,
-                                                        28 * N / 16, 0, 0, 0]
+    for r in range(8):                          # ranks 0 and 4 send to the other host
+        assert sends_of(t, r) == [((r - 1) % 8, N / 16 + (f if r in (0, 4) else 0))] * 28
+    assert [crossing_bytes(t, r) for r in range(8)] == [28 * (N / 16 + f), 0, 0, 0,
+                                                        28 * (N / 16 + f), 0, 0, 0]
     t = trace(gloo.ring_allreduce, tuple(range(6)), 48.0, (0, 0, 0, 1, 1, 1))
-    assert sends_of(t, 4) == [(3, 4.0)] * 20
+    assert sends_of(t, 3) == [(2, 4.0 + f)] * 20 and sends_of(t, 4) == [(3, 4.0)] * 20
+
+
+def test_gloo_ring_cuts_whole_elements_and_skips_empty_segments():
+    """A 10-element float32 bias at P = 8: 16 segments of one element, the last six empty
+    (chunks 5-7). The reduce-scatter sends every chunk but the rank's own, the allgather
+    every chunk but rank - 1's (``computeReduceScatterOffsets``,
+    ``computeAllgatherOffsets``): 8 or 10 non-empty segments a phase (what
+    ``real.records.wire`` counts; the model splits bytes evenly)."""
+    sends = [18, 16, 16, 16, 16, 18, 20, 20]
+    for r in range(8):
+        assert cf.gloo_ring_rank_traffic(8, r, 10, 4) == (4 * sends[r], sends[r],
+                                                          sends[(r + 1) % 8])
+    # 37 elements over 16 segments: 3 elements (12 B) each, the 13th has one, the rest none
+    lengths = cf.gloo_ring_lengths(8, 0, 148.0)
+    # rank 0 sends segments 2-15, then 0-13: ten and twelve whole ones and the 13th's 4 B
+    assert sum(s for phase in lengths for s, _ in phase) == 10 * 12 + 4 + 12 * 12 + 4
+    assert sorted({s for phase in lengths for s, _ in phase}) == [0.0, 4.0, 12.0]
 
 
 def test_gloo_ring_cuts_large_buffers_in_segments_of_at_most_1_mib():
@@ -187,7 +207,7 @@ def test_gloo_ring_cuts_large_buffers_in_segments_of_at_most_1_mib():
 
 def test_gloo_ring_keeps_two_segments_in_flight():
     """Segments k and k+1 are posted together; k+2 only once k has arrived."""
-    t = trace(gloo.ring_allreduce, (0, 1, 2), 6.0)
+    t = trace(gloo.ring_allreduce, (0, 1, 2), 24.0)
     times = [when for when, src, _dst, _n in t.sends if src == 0]
     assert times == [0, 0, 1, 1, 2, 2, 3, 3]
 
@@ -202,13 +222,23 @@ def test_torch_gloo_allreduce_is_the_segmented_ring():
 @pytest.mark.parametrize("p", [2, 3, 4, 8])
 @pytest.mark.parametrize("n_bytes", [4e3, 4e5, 4e7])
 def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
-    """One rank per host: exact with g = 0; with g, gloo reduces one segment while the
-    next moves, and the closed form is an upper bound."""
+    """One rank per host: exact with g = 0 where the buffer is S equal segments of whole
+    elements; with g, gloo reduces one segment while the next moves, and the closed form
+    is an upper bound."""
+    n_bytes = whole_segments(p, n_bytes)
     spread = tuple(range(p))
-    closed = cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET)
+    f = cf.GLOO_RING_FRAMING_BYTES                  # every hop crosses hosts
+    closed = cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, framing=f)
     assert run_alone(gloo.ring_allreduce, spread, n_bytes, 0.0) == pytest.approx(closed, rel=1e-9)
     with_g = run_alone(gloo.ring_allreduce, spread, n_bytes, 1e-9)
-    assert closed < with_g <= cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, 1e-9) * (1 + 1e-12)
+    assert closed < with_g <= cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, 1e-9,
+                                                       f) * (1 + 1e-12)
+
+
+def whole_segments(p: int, n_bytes: float) -> float:
+    """The nearest size gloo's ring cuts into S equal segments of whole float32 elements."""
+    segments = cf.gloo_ring_segments(p, n_bytes)[0] * p
+    return max(1, round(n_bytes / (4 * segments))) * 4 * segments
 
 
 def test_gloo_gathers_and_scatters_through_the_root_in_rank_order():
@@ -293,7 +323,7 @@ def test_gloo_on_a_cuda_tensor_copies_it_out_rings_on_the_host_and_copies_it_bac
     """ProcessGroupGlooCuda.cpp, AsyncAllreduceCUDAHostWork: a copy to pinned memory, gloo's
     ring on the host (as on CPU tensors), a copy back."""
     t = trace(gloo.host_ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
-    assert sends_of(t, 0) == [(7, N / 16)] * 28
+    assert sends_of(t, 0) == [(7, N / 16 + cf.GLOO_RING_FRAMING_BYTES)] * 28
     assert [n for _, n in t.stages] == [N] * 16           # each of 8 ranks: out, back
 
 
@@ -312,7 +342,8 @@ def test_gloo_on_gpus_pays_two_copies_and_talks_tcp_inside_a_host():
     ring = run_on(routes.host_routes, loopback, ranks, n)
     assert got == pytest.approx(2 * n / 10e9 + ring, rel=1e-9)
     per_rank, seg = cf.gloo_ring_segments(8, n)
-    hop = max(30e-6 + 2 * seg / 2e9, 10e-6 + 2 * seg / 1.25e9)   # a pair of segments
+    framed = seg + cf.GLOO_RING_FRAMING_BYTES                     # between the hosts
+    hop = max(30e-6 + 2 * seg / 2e9, 10e-6 + 2 * framed / 1.25e9)   # a pair of segments
     assert ring == pytest.approx(2 * (7 * per_rank // 2) * hop, rel=1e-9)
 
 

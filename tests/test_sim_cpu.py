@@ -43,8 +43,10 @@ def test_cpu_costs_nothing_while_every_rank_has_a_core():
 @pytest.mark.parametrize("engine", ["fast", "des"])
 def test_oversubscribed_calls_stretch_to_their_cpu_over_the_core_share(engine):
     """4 ranks on 2 cores: each compute step runs at half speed, and each per-tensor
-    allreduce takes max(D, F D / (1/2)) = 2 F D > D."""
-    prof = make_profile(cores=2, alpha_s=A, beta_s_per_byte=B, cpu_fraction=F)
+    allreduce takes max(D, F D / (1/2)) = 2 F D > D (tensors of whole segments: gloo's
+    ring is the ring's closed form)."""
+    prof = make_profile(cores=2, alpha_s=A, beta_s_per_byte=B, cpu_fraction=F,
+                        layer_param_counts=(1000, 16, 200_000, 56, 5000, 16))
     wl = Workload(model="toy", iterations=3, batch_per_worker=32)
     r = simulate(SchemeConfig("allreduce", engine=engine), 4, wl, CL2, prof)
     step = prof.models[0].step_fit(1).step_s(32)

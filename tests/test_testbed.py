@@ -248,8 +248,9 @@ def test_sleeping_waits_keep_what_the_user_set():
 
 def test_expected_bytes_follow_the_scheme_the_hosts_and_the_steps():
     """gloo's ring allreduce per tensor at P = 2 on two hosts: each rank sends each
-    tensor once a step; a parameter server's rank 0 sends the weights to each worker
-    once a step and once at the start; a scheme without messages is not judged."""
+    tensor once a step, in two segments a phase, each framed by three 48-byte preambles;
+    a parameter server's rank 0 sends the weights to each worker once a step and once at
+    the start; a scheme without messages is not judged."""
     import torch
 
     from real.records import wire
@@ -259,7 +260,9 @@ def test_expected_bytes_follow_the_scheme_the_hosts_and_the_steps():
     rec = record.RunRecord(run_id="x", config={"algorithm": "allreduce"},
                            environment={"hosts": [{"host": "a", "ranks": [0]},
                                                   {"host": "b", "ranks": [1]}]})
-    assert testbed.expected_tcp_bytes(rec, model, rows) == [3 * 33 * 4.0] * 2
+    # 4 segments a tensor: the weight's of 8 elements (the last 6), the bias's of one (the
+    # last empty): each rank sends and receives 4 and 3 of them, 48 bytes x 3 a message
+    assert testbed.expected_tcp_bytes(rec, model, rows) == [3 * (33 * 4 + 7 * 144)] * 2
     rec.config = {"algorithm": "ps_sync"}
     rows = [{"rank": r, "batch_size": 32} for r in (1, 1)]
     msg = wire.PS_HEADER_BYTES + 33 * 4

@@ -49,8 +49,10 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
 * ``bytes_low`` / ``bytes_high`` 0.95 / 1.15, plus ``header_bytes_per_step`` 4 KiB for
   each step of the rank (the server's: each of its workers' steps): below, a rank sent
   less than its scheme must (a message missing); above, more than the scheme plus the
-  libraries' headers and the run's control messages (barriers) explain. gloo's per-tensor
-  allreduce of six tensors at P = 2 put 1.7 kB a step on TCP beyond the payload.
+  headers the count leaves out (MPICH's) and the run's control messages (barriers, the
+  rendezvous store) explain. gloo's framing is in the count (``real.records.wire``): the
+  CNN's per-tensor allreduce at P = 2-16 on the emulated cluster sent within 500 B of it
+  over a run.
 * ``link_rate_min`` 90%: a shaper that has an interval's worth of traffic queued sends
   at its rate unless the kernel that runs it is short of CPU (a bulk stream at 20 Mbit/s
   on an idle machine: 99.9%); under 90% the links were the machine's, not the network

@@ -8,7 +8,7 @@ not a power of two, recursive doubling and Rabenseifner first fold the
 ``rem = P - pof2`` extra ranks in and send the result back (MPICH)::
 
     ring                  2(P-1) a + 2(P-1)/P n b + (P-1)/P n g
-    gloo's ring           2 ceil(m/2) a + 2 m s b + m s g      [m = (P-1) S/P segments of s]
+    gloo's ring           2 ceil(m/2) a + 2 m (s + F) b + m s g  [m = (P-1) S/P segments of s, F framing]
     recursive doubling    log2(pof2) (a + n b + n g)              [+ 2a + 2nb + ng if rem]
     Rabenseifner          2 log2(pof2) a + 2(pof2-1)/pof2 n b + (pof2-1)/pof2 n g   [+ same]
     release/gather        d_r (a + c n (b + g)) + d_b (a + c_b n b)     [MPICH's shared memory]
@@ -206,17 +206,78 @@ def gloo_ring_segments(p: int, n: float) -> tuple[int, float]:
     return segments // p, n / segments
 
 
-def gloo_ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0) -> float:
+# gloo/transport/tcp/pair.h: every operation on a pair's socket starts with ``Op::preamble``
+# (six size_t: 48 bytes). A message to an unbound buffer (gloo/transport/tcp/pair.cc) costs
+# its sender two (``Pair::send``: ``sendNotifySendReady``, then ``sendUnboundBuffer``'s with
+# the payload) and its receiver one, sent back to the sender (``Pair::recv``:
+# ``sendNotifyRecvReady``).
+GLOO_PREAMBLE_BYTES = 48
+GLOO_SEND_FRAMING_BYTES = 2 * GLOO_PREAMBLE_BYTES
+GLOO_RECV_FRAMING_BYTES = GLOO_PREAMBLE_BYTES
+
+
+GLOO_ELEMENT_BYTES = 4       # the schemes' gradients are float32: gloo cuts whole elements
+# In a ring a rank sends to rank - 1 and notifies rank + 1; both leave through its host's
+# NIC, so a hop between hosts carries a message's payload and all three preambles.
+GLOO_RING_FRAMING_BYTES = GLOO_SEND_FRAMING_BYTES + GLOO_RECV_FRAMING_BYTES
+
+
+def gloo_ring_lengths(p: int, rank: int, n_bytes: float,
+                      element_bytes: int = GLOO_ELEMENT_BYTES) -> list[list[tuple[float, float]]]:
+    """(bytes sent, bytes received) at each iteration of ``rank``'s reduce-scatter and
+    allgather in one gloo ring allreduce (``gloo/allreduce.cc``, ``ring``), cut in whole
+    elements as gloo cuts them: ``S = roundUp(max(ceil(n / maxSegmentBytes), 2P), P)``
+    segments of ``roundUp(ceil(n / S), element_bytes)`` bytes, the last ones short or
+    empty. The reduce-scatter sends segment ``(rank + 1) S/P + i`` and receives
+    ``(rank + 2) S/P + i``, the allgather sends ``rank S/P + i`` and receives
+    ``(rank + 1) S/P + i``, i < S - S/P (``computeReduceScatterOffsets``,
+    ``computeAllgatherOffsets``); an empty segment is neither sent nor received."""
+    if p <= 1:
+        return [[], []]
+    max_segment = element_bytes * max(1, GLOO_MAX_SEGMENT_BYTES // element_bytes)
+    segments = -(-max(math.ceil(n_bytes / max_segment), 2 * p) // p) * p
+    per_rank = segments // p
+    segment = math.ceil(n_bytes / segments / element_bytes) * element_bytes
+
+    def length(index: int) -> float:
+        return max(0.0, min(segment, n_bytes - index % segments * segment))
+    return [[(length((rank + first) * per_rank + i), length((rank + first + 1) * per_rank + i))
+             for i in range(segments - per_rank)] for first in (1, 0)]
+
+
+def gloo_ring_rank_traffic(p: int, rank: int, elements: int, element_bytes: int
+                           ) -> tuple[int, int, int]:
+    """(payload bytes, messages sent, messages received) of ``rank`` in one gloo ring
+    allreduce of ``elements`` (``gloo_ring_lengths``). Over the ranks the payload is
+    2 (P - 1) n; a rank's share depends on which segments are empty (small tensors at
+    large P)."""
+    phases = gloo_ring_lengths(p, rank, elements * element_bytes, element_bytes)
+    steps = [step for phase in phases for step in phase]
+    return (int(sum(s for s, _ in steps)), sum(s > 0 for s, _ in steps),
+            sum(r > 0 for _, r in steps))
+
+
+def gloo_tcp_bytes(payload: float, sends: int, recvs: int) -> float:
+    """What a rank puts on TCP for gloo messages: the payload, two preambles a message it
+    sends and one a message it receives (``GLOO_PREAMBLE_BYTES``)."""
+    return payload + sends * GLOO_SEND_FRAMING_BYTES + recvs * GLOO_RECV_FRAMING_BYTES
+
+
+def gloo_ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0,
+                          framing: float = 0.0) -> float:
     """gloo's ring, two segments in flight: each phase sends m = (P-1) S/P segments of s
-    bytes, a pair at a time (the pair shares the hop): ``ceil(m/2) (a) + m s b`` a phase,
-    and the reduce-scatter adds ``m s g``. Exact without reductions (g = 0); with them an
-    upper bound (gloo reduces one segment while the next is in flight). With two
-    segments a rank, the ring's ``2(P-1) a + 2(P-1)/P n b + (P-1)/P n g``."""
+    bytes, each with ``framing`` bytes (``GLOO_RING_FRAMING_BYTES`` between hosts; 0 on a
+    transport fitted to gloo's own messages), a pair at a time (the pair shares the hop):
+    ``ceil(m/2) (a) + m (s + F) b`` a phase, and the reduce-scatter adds ``m s g``. Exact
+    without reductions (g = 0) where n is S segments of whole elements (no short or empty
+    segment: ``gloo_ring_lengths``); with reductions an upper bound (gloo reduces one
+    segment while the next is in flight). With two segments a rank and no framing, the
+    ring's ``2(P-1) a + 2(P-1)/P n b + (P-1)/P n g``."""
     if p <= 1:
         return 0.0
     per_rank, seg = gloo_ring_segments(p, n)
     m = (p - 1) * per_rank
-    return 2 * (math.ceil(m / 2) * a + m * seg * b) + m * seg * g
+    return 2 * (math.ceil(m / 2) * a + m * (seg + framing) * b) + m * seg * g
 
 
 NCCL_CHAIN_CHUNK_BYTES = 512 * 1024   # NCCL 2.4: buffSize 4 MiB / NCCL_STEPS 8, 1 step a chunk

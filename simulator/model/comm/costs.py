@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 
 from simulator.model.comm.closed_forms import (
+    GLOO_RING_FRAMING_BYTES,
     RELEASE_GATHER_BCAST_RADIX,
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
@@ -202,8 +203,9 @@ def gloo_ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) 
     per_rank, seg = gloo_ring_segments(p, n_bytes)
     m = (p - 1) * per_rank
     hops = tuple((ranks[i], ranks[(i - 1) % p]) for i in range(p))
-    pair_s = max(message_times_s(hops + hops, seg, routes))
-    one_s = max(message_times_s(hops, seg, routes))
+    framed = seg + (GLOO_RING_FRAMING_BYTES if routes.hosts(ranks) > 1 else 0)
+    pair_s = max(message_times_s(hops + hops, framed, routes))
+    one_s = max(message_times_s(hops, framed, routes))
     phase_s = (m // 2) * pair_s + (m % 2) * one_s
     return 2 * phase_s + m * seg * gamma_s_per_byte
 

@@ -14,7 +14,7 @@ Imports: ``simulator.model.comm.closed_forms``.
 """
 from __future__ import annotations
 
-from simulator.model.comm.closed_forms import gloo_ring_segments
+from simulator.model.comm.closed_forms import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
 
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):
@@ -25,13 +25,21 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     reduces it, in the reduce-scatter) and its send, then posts the receive and send of
     segment k. The reduce-scatter sends rank ``r + 1``'s segments first, the allgather
     rank ``r``'s (``computeReduceScatterOffsets``, ``computeAllgatherOffsets``); here the
-    segments are of equal size (gloo rounds them to whole elements)."""
+    segments are of equal size (gloo rounds them to whole elements, the last ones short
+    or empty: ``closed_forms.gloo_ring_lengths``, which ``real.records.wire`` counts). A
+    message between hosts carries gloo's TCP framing (``GLOO_RING_FRAMING_BYTES``: the
+    sender's two preambles and the receiver's notification; a ring crosses out of a host
+    as often as into it, so each host's network card sends the notifications of as many
+    messages as it sends). Inside a host the profile's gloo transport was fitted to
+    gloo's own messages, framing and all."""
     p = len(ranks)
     if p == 1:
         return
     per_rank, seg = gloo_ring_segments(p, n_bytes)
     sends = (p - 1) * per_rank
     me, send_to, recv_from = ranks[i], ranks[(i - 1) % p], ranks[(i + 1) % p]
+    placement = p2p.routes.placement
+    framed = seg + (GLOO_RING_FRAMING_BYTES if placement[me] != placement[send_to] else 0)
     for phase, reduce in (("rs", True), ("ag", False)):
         posted = []
         for k in range(sends + 2):
@@ -43,7 +51,7 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
                 yield sent
             if k < sends:
                 arrived = p2p.recv(me, recv_from, (tag, phase, k))
-                posted.append((p2p.isend(me, send_to, seg, (tag, phase, k)), arrived))
+                posted.append((p2p.isend(me, send_to, framed, (tag, phase, k)), arrived))
 
 
 def host_ring_allreduce(p2p, ranks, i, n_bytes, tag):

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from simulator.model.comm.closed_forms import gloo_ring_segments
+from simulator.model.comm.closed_forms import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
 from simulator.model.network import LINK_KEYS, Routes
 
 
@@ -47,11 +47,11 @@ def ring_alone_s(ranks: tuple[int, ...], n_bytes: float, routes: Routes,
     hops = _hops(ranks, seg, routes)
     if hops is None or seg <= 0:
         return None
-    latency, r1, r2, eager = hops
+    latency, r1, r2, eager, framed = hops
     sends = (p - 1) * per_rank
     cursor = np.zeros(p)
     for reduce_s in (gamma_s_per_byte * seg, None):      # reduce-scatter, then allgather
-        cursor = _phase(cursor, sends, seg, reduce_s, latency, r1, r2, eager)
+        cursor = _phase(cursor, sends, framed, reduce_s, latency, r1, r2, eager)
         if cursor is None:
             return None
     return float(cursor.max())
@@ -60,8 +60,9 @@ def ring_alone_s(ranks: tuple[int, ...], n_bytes: float, routes: Routes,
 def _hops(ranks, seg: float, routes: Routes):
     """Per hop i (``ranks[i]`` to ``ranks[i - 1]``): latency with the receiver's hand-off,
     the rate of a message alone and of two, whether it crosses before its receive is
-    posted; None where a resource is on two hops, ACKs or token buckets load the links,
-    or a segment is only partly eager."""
+    posted, and the bytes of its messages (a segment, with gloo's framing between hosts:
+    ``comm.gloo``); None where a resource is on two hops, ACKs or token buckets load the
+    links, or a segment is only partly eager."""
     p = len(ranks)
     link = routes.link
     buckets = link is not None and link.burst_bytes > 0
@@ -69,8 +70,11 @@ def _hops(ranks, seg: float, routes: Routes):
     seen: set = set()
     latency, r1, r2 = np.empty(p), np.empty(p), np.empty(p)
     eager = np.zeros(p, dtype=bool)
+    framed = np.full(p, float(seg))
     for i in range(p):
         src, dst = ranks[i], ranks[i - 1]
+        if routes.placement[src] != routes.placement[dst]:
+            framed[i] += GLOO_RING_FRAMING_BYTES
         lat, resources = routes.path(src, dst)
         if routes.acks(src, dst):
             return None
@@ -79,19 +83,19 @@ def _hops(ranks, seg: float, routes: Routes):
             return None
         seen.update(keys)
         buffered = routes.eager_bytes(src, dst)
-        if 0 < buffered < seg:
+        if 0 < buffered < framed[i]:
             return None
         latency[i] = lat + routes.handoff_s[dst]
         least = min((c for _k, c in resources), default=math.inf)
         r1[i] = min(least, cap) if resources else math.inf
         r2[i] = min(least / 2.0, cap) if resources else math.inf
         eager[i] = buffered > 0
-    return latency, r1, r2, eager
+    return latency, r1, r2, eager, framed
 
 
-def _phase(cursor, sends: int, seg: float, reduce_s: float | None, latency, r1, r2, eager):
-    """One phase of ``sends`` segments a rank from each rank's ``cursor`` (when it starts
-    the phase); returns when each leaves it, or None if a hop would carry three messages."""
+def _phase(cursor, sends: int, seg, reduce_s: float | None, latency, r1, r2, eager):
+    """One phase of ``sends`` segments a rank (``seg``: each hop's message bytes) from each
+    rank's ``cursor`` (when it starts the phase); returns when each leaves it, or None if a hop would carry three messages."""
     p = len(cursor)
     after, before = np.roll(np.arange(p), -1), np.roll(np.arange(p), 1)   # i + 1, i - 1
     delivered: list = []                     # per segment, per hop: delivered and received
@@ -128,6 +132,6 @@ def _phase(cursor, sends: int, seg: float, reduce_s: float | None, latency, r1, 
                 rem = np.where(shared, seg - left, seg)
                 at = np.where(shared, both_end, start)
             else:
-                rem, at = np.full(p, seg), start
+                rem, at = np.array(seg, dtype=float), start
             pending = posted_by_receiver
     return cursor
