@@ -9,8 +9,9 @@ images per second at 1 to 8 (16 on a DGX-2) GPUs of one server, the batch per GP
 * PyTorch (``PyTorch/Classification/ConvNets/resnet50v1.5/README.md``, commit
   291f0d02e815, pytorch-21.03 NGC container): DGX A100 80GB (TF32, mixed precision),
   DGX-1 16GB and 32GB (FP32, mixed precision); DDP over NCCL, gradients in fp32 (native
-  AMP keeps fp32 master weights), DALI on the CPU for the input (the README recommends
-  ``dali-cpu`` for DGX A100 and DGX-1);
+  AMP keeps fp32 master weights); the input through PyTorch's DataLoader (the benchmark
+  command's ``configs.yml``: ``data_backend: pytorch``, 10 workers a GPU on a DGX A100 and 8
+  on a DGX-1, each process pinned to its own slice of its socket's cores);
 * MXNet (``MxNet/Classification/RN50v1.5/README.md``, commit 134510b4b7ff, mxnet-20.12
   NGC container): DGX A100 80GB, DGX-1 16GB, DGX-2; Horovod over NCCL, gradients in fp16
   with ``--dtype float16``, in fp32 otherwise.

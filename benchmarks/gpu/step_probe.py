@@ -15,11 +15,12 @@ not price (docs/results/gpu-published.md):
   its smallest sizes: a one-element CUDA kernel, and NCCL's ``all_reduce`` of 8 bytes on the
   one-rank group (its enqueue path); both the host's enqueue rate and the time per call to
   the last one's end. Also the GPU time of one-rank ``all_reduce`` from 8 bytes to 64 MiB.
-* ``input``: the CPU's time per image of an ImageNet-like input pipeline (PIL: decode a
-  500x375 JPEG of about 110 KB, RandomResizedCrop to 224, flip), on one process and on one
-  process per core: an upper bound on DALI's CPU pipeline (libjpeg-turbo as PIL, fused
-  resize), to set against the images per second per core the published runs needed
-  (16,621 per second over 128 cores on a DGX A100 in mixed precision).
+* ``input``: the CPU's time per image of the input pipeline of DeepLearningExamples' PyTorch
+  benchmarks (``data_backend: pytorch``: PIL decodes a JPEG, RandomResizedCrop to 224, flip;
+  here a 500x375 JPEG of about 90 KB), on one process and on one process per core: the
+  published rates need at most 4.05 ms a worker per image alone and 4.81 ms with every GPU's
+  workers busy on a DGX A100 (x1.19), 6.7 and 7.7 ms on a DGX-1 (x1.15), if the pipeline
+  bounds them (docs/results/gpu-published.md).
 
 Each step measurement: 5 warm-up steps, then 20 timed with CUDA events; medians. Everything
 goes to ``OUT/step_probe.json`` with the device, CPU, torch, CUDA and NCCL versions; a summary
