@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Phantom against real runs with a core for every rank: python -m real.phantom_check on one
-# host of 16 cores, ddp and mpi_allreduce at P = 4, 8, 15, each rank bound to a core of its
-# own (mpirun -bind-to core), two runs of each mode alternating, the CNN's workload measured
-# here (two measurements, one a core). Every step says how it ended; a failed step does not
-# stop the next, and the check itself stops starting runs in time to judge what ran, so the
-# script ends in under 5 minutes. Everything goes under $OUT: env.txt (the machine),
-# install.log, check.txt (the table: real against phantom per scheme and P), check.err (each
-# run as it ended), check/ (records, logs, workload files) and run.log (all of it).
+# host of 16 cores, ddp and mpi_allreduce at P = 15, 8, 4, 2 (the largest first: the time
+# limit cuts the smallest), each rank bound to a core of its own (mpirun -bind-to core), two
+# runs of each mode alternating. The CNN's workload is measured as the ranks compute: P
+# calibrate.workload processes at once under the same mpirun and binding, two sets per P,
+# and each phantom rank sleeps its own process's measurement (a step's time differs between
+# processes, and between 2 and 15 busy cores: turbo, shared caches, hyperthread siblings).
+# Every step says how it ended; a failed step does not stop the next, and the check itself
+# stops starting runs in time to judge what ran, so the script ends in under 6 minutes.
+# Everything goes under $OUT: env.txt (the machine: cores, their siblings and caches),
+# install.log, check.txt (the table: real against phantom per scheme and P), check.err
+# (each run as it ended), check/ (records, logs, workload files) and run.log (all of it).
 #
 # Run from the repository root:
 #     OUT=/tmp/out bash benchmarks/phantom_16core.sh
@@ -18,15 +22,15 @@
 #         --platform manylinux2014_x86_64 -d .device-wheels mpich mpi4py simpy
 # No network namespaces: the machine this was written for has no iproute2; the ranks talk
 # over loopback. Overrides for a smaller machine: PH16_SCHEMES, PH16_WORKERS, PH16_TRAIN_SIZE,
-# PH16_BUDGET_S (the whole script's seconds, default 280), PYTHON.
+# PH16_BUDGET_S (the whole script's seconds, default 330), PYTHON.
 set -uo pipefail
 OUT=${OUT:?set OUT to the folder that receives the results}
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.device-wheels}
 SCHEMES=${PH16_SCHEMES:-ddp,mpi_allreduce}
-WORKERS=${PH16_WORKERS:-4,8,15}
-TRAIN_SIZE=${PH16_TRAIN_SIZE:-30720}       # 120 / 60 / 32 iterations at P = 4 / 8 / 15
-BUDGET_S=${PH16_BUDGET_S:-280}
+WORKERS=${PH16_WORKERS:-2,4,8,15}
+TRAIN_SIZE=${PH16_TRAIN_SIZE:-30720}       # 240 / 120 / 60 / 32 iterations at P = 2 / 4 / 8 / 15
+BUDGET_S=${PH16_BUDGET_S:-330}
 START=$(date +%s)
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1
@@ -47,6 +51,9 @@ environment() {
   $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
   grep -m1 "model name" /proc/cpuinfo
   free -g | head -2
+  lscpu | grep -E "^(Thread|Core|Socket|NUMA node\(s\)|L2|L3|CPU max|CPU min)" || true
+  echo "hyperthread siblings: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -u | tr '\n' ' ')"
+  lscpu -e=CPU,CORE,SOCKET,NODE,MAXMHZ 2>/dev/null | head -20 || true
 }
 
 install() {

@@ -293,14 +293,31 @@ def test_the_check_judges_against_5_percent_beyond_the_spread():
              ("psgd", 2, "phantom"): [(0.012, False), (0.012, False)],
              ("ps_sync", 2, "real"): [(0.010, True), (0.010, False)],
              ("ps_sync", 2, "phantom"): [(0.010, False), (0.010, False)],
+             ("ps_async", 2, "real"): [(0.020, False, True), (0.020, False, True)],
+             ("ps_async", 2, "phantom"): [(0.010, False), (0.010, False)],
              ("ddp", 4, "real"): [(0.010, False), (0.010, False)]}
-    rows = {r["scheme"]: r for r in verdicts(times, ["ddp", "psgd", "ps_sync"], [2], 0.03)}
+    rows = {r["scheme"]: r for r in verdicts(times, ["ddp", "psgd", "ps_sync", "ps_async"], [2])}
     assert rows["ddp"]["agrees"] and rows["ddp"]["disturbed_left_out"] == 1
-    assert rows["ddp"]["allowed"] == pytest.approx(0.08)      # 5% + the workload's 3%
+    assert rows["ddp"]["allowed"] == pytest.approx(0.05)      # no spread in either mode
     assert not rows["psgd"]["agrees"] and rows["psgd"]["difference"] == pytest.approx(0.2)
     assert not rows["ps_sync"]["judged"]
+    assert rows["ps_async"]["testbed_bound"] and not rows["ps_async"]["judged"]
     text = table(list(rows.values()))
-    assert "MISSES" in text and "not judged" in text
+    assert "MISSES" in text and "not judged" in text and "testbed-bound" in text
+
+
+def test_each_phantom_rank_takes_its_own_measured_workload(tmp_path):
+    """MPMD: one mpirun section per rank; worker i sleeps file i, the server file 0."""
+    from real.phantom.check import build_parser, run_command
+    args = build_parser().parse_args(["--out", str(tmp_path)])
+    files = [tmp_path / "w0.toml", tmp_path / "w1.toml"]
+    cmd = run_command(args, "ps_sync", 2, "phantom", "r", files)
+    sections = " ".join(cmd).split(" : ")
+    assert len(sections) == 3 and all("-n 1 " in s for s in sections)
+    assert [s.split("--workload ")[1].split()[0] for s in sections] == \
+        [str(files[0]), str(files[0]), str(files[1])]
+    real = run_command(args, "ps_sync", 2, "real", "r", files)
+    assert ":" not in real and real[real.index("-n") + 1] == "3" and "--workload" not in real
 
 
 def test_the_stand_in_charges_its_own_work_not_the_schemes(tmp_path):

@@ -63,6 +63,16 @@ def test_only_waits_longer_than_the_wake_up_path_count_as_waits_for_a_core(tmp_p
 def test_cpu_check_leaves_a_real_run_off_the_cluster_unjudged():
     c = testbed.cpu_check(LOAD, [probe(5.0), probe(5.0)], judged=False)
     assert c["verdict"] == "not judged" and c["machines"][0]["max_wait_share"] == 0.5
+    assert not c["shared_cores"]
+
+
+def test_cpu_check_says_when_a_machine_held_more_ranks_than_cores():
+    """Three ranks on two cores (the parameter server at P = 2 on the 2-core VM): the
+    record says their compute was time-shared, judged or not."""
+    load = LOAD + [{"machine": "m"}]
+    c = testbed.cpu_check(load, [probe(), probe(), probe()], judged=False)
+    assert c["shared_cores"] and "3 ranks on 2 core(s)" in c["why"]
+    assert testbed.cpu_check(load, [probe(), probe(), probe()], judged=True)["shared_cores"]
 
 
 def sleeps(late_ms, asked_ms=10.0):

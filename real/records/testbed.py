@@ -31,7 +31,10 @@ again (``real.sweep --retry-testbed-bound``). The thresholds (``THRESHOLDS``) an
   real ones. Judged for phantom runs and for any run on the emulated cluster (hosts
   that stand for machines with cores of their own share this machine's); a real run on
   one host or a real cluster shares its cores by design (the simulator models that
-  sharing) and ``disturbed`` judges other processes' load there.
+  sharing) and ``disturbed`` judges other processes' load there. Either way the check
+  says ``shared_cores`` where a machine held more ranks than cores the ranks could use:
+  such a real run's compute is time-shared, which a phantom (sleeps that need no core)
+  does not reproduce, so ``real.phantom_check`` judges no phantom against it.
 * ``late_mean_share`` 5%: sleeps that woke late by more than 5% of their length on
   average stretched the phantom compute by that much (judged for a sleeper that does not
   take each sleep's lateness off the next; the phantom's does, and sets its thread's timer
@@ -248,11 +251,15 @@ def cpu_check(load: list[dict], probes: list[dict], judged: bool,
                      kernel_irq_cores=(stat["irq"] + stat["softirq"]) / wall)
         machines.append({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()})
     worst = max(machines, key=lambda m: m["max_wait_share"])
-    figures = {"machines": machines,
+    crowded = [m for m in machines if len(m["ranks"]) > m["cores"]]
+    figures = {"machines": machines, "shared_cores": bool(crowded),
                "thread_waits": [p.get("thread_waits") for p in probes]}
     if not judged:
         return _check("not judged", "a real run off the emulated cluster shares its cores by "
-                      "design (modelled); `disturbed` judges other load", **figures)
+                      "design (modelled); `disturbed` judges other load" + "".join(
+                          f"; {len(m['ranks'])} ranks on {m['cores']} core(s): their compute "
+                          "is time-shared, which a phantom (sleeps that need no core) does "
+                          "not reproduce" for m in crowded[:1]), **figures)
     if worst["max_wait_share"] > limits["cpu_wait_share"]:
         return _check("fail", f"rank {worst['max_wait_rank']} waited for a core "
                       f"{worst['max_wait_share']:.0%} of its window (limit "
@@ -395,10 +402,11 @@ def expected_tcp_bytes(rec, model, rows: list[dict]) -> list[float | None] | Non
     steps = [sum(1 for r in rows if r["rank"] == rank and r["batch_size"] > 0)
              for rank in range(first, ranks)]
     tensors = [(p.numel(), str(p.dtype).removeprefix("torch.")) for p in model.parameters()]
+    buffers = [(b.numel(), str(b.dtype).removeprefix("torch.")) for b in model.buffers()]
     try:
         return wire.tcp_bytes(cfg["algorithm"], tensors, [host_of[r] for r in range(ranks)],
                               steps, cfg.get("average_every") or 0,
-                              cfg.get("mpi_allreduce") or "auto")
+                              cfg.get("mpi_allreduce") or "auto", buffers)
     except (ValueError, KeyError, TypeError):      # a count real.records.wire cannot make: unjudged,
         return None                                 # the record itself must still be written
 
