@@ -44,6 +44,12 @@ The measured form (every time a value with a unit)::
     source = "measured"             # or "numbers"
     command = "python -m calibrate.workload --model cnn ..."
 
+A model's buffers (BatchNorm's running statistics: not trained, but DDP broadcasts
+them from rank 0 before every forward in training, ``broadcast_buffers=True``) are listed
+as ``buffers = [ { name = "bn1.running_mean", params = 64, dtype = "float32" }, ... ]``
+under ``[model]``, in ``named_buffers()`` order; ``calibrate.workload`` writes them, and
+a phantom run's stand-in holds them, so its DDP sends what the real model's does.
+
 A tensor's optional ``param_index`` is its position in the model's
 ``parameters()``: the order a loop over the tensors (the per-tensor all_reduce)
 and DDP's first buckets follow. Give it for every tensor or for none; without
@@ -100,7 +106,8 @@ from contracts.units import duration_text, parse_duration, parse_flop_rate
 
 SCHEMA_VERSION = 1
 PRECISIONS = ("fp32", "tf32", "amp")   # what --precision takes
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
+               "int64": 8}     # int64: a buffer's (BatchNorm's num_batches_tracked)
 DEFAULT_BACKWARD_FRACTION = 2 / 3      # backward: about twice the forward's FLOPs
 
 
@@ -198,6 +205,7 @@ class ModelWorkload:
     input_s_per_sample: float = 0.0    # host CPU core-seconds of input pipeline per sample
     precision: str = "fp32"            # the arithmetic the times were measured in
     precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
+    buffers: tuple[Tensor, ...] = ()   # the model's buffers, named_buffers() order
 
     @property
     def params(self) -> int:
@@ -431,7 +439,17 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
         device_flops_per_s=device_flops, input_shape=tuple(shape),
         provenance={str(k): v for k, v in provenance.items()},
         precision=precision, precision_steps=_precision_steps(measured, batch, precision),
-        input_s_per_sample=_time(measured, "input_per_sample", "measured", 0.0))
+        input_s_per_sample=_time(measured, "input_per_sample", "measured", 0.0),
+        buffers=_buffers(model))
+
+
+def _buffers(model: dict) -> tuple[Tensor, ...]:
+    """``model.buffers``: the model's buffers (name, elements, dtype), in order."""
+    raw = model.get("buffers", [])
+    if not isinstance(raw, list):
+        raise ConfigError("value model.buffers must be a list of tables like "
+                          "{ name = \"bn1.running_mean\", params = 64, dtype = \"float32\" }")
+    return tuple(_tensor(t, f"model.buffers[{i}]") for i, t in enumerate(raw))
 
 
 def _precision_steps(measured: dict, batch: int, own: str) -> tuple:
@@ -539,7 +557,9 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
                               "per_sample": duration_text(s.s_per_sample),
                               "spread_cv": float(s.spread_cv)} for s in w.lines]
     model = {"name": w.name, "input_shape": list(w.input_shape) or None,
-             "flops_per_sample": float(w.flops_per_sample) if w.flops_per_sample else None}
+             "flops_per_sample": float(w.flops_per_sample) if w.flops_per_sample else None,
+             "buffers": [{"name": t.name, "params": t.params, "dtype": t.dtype}
+                         for t in w.buffers] or None}
     layers = [{"name": layer.name,
                "forward": duration_text(layer.forward_s) if layer.forward_s else None,
                "backward": duration_text(layer.backward_s) if layer.backward_s else None,

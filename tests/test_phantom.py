@@ -208,6 +208,46 @@ def test_ddp_launches_the_first_bucket_while_backward_still_sleeps(tmp_path):
     assert sum(e[1] for e in events if e[0] == "bucket") == 3 * 400_000 + 60
 
 
+def test_ddp_broadcasts_the_same_buffers_for_the_phantom_as_for_the_real_model(tmp_path):
+    """A model with BatchNorm: DDP broadcasts its buffers before every forward in training;
+    the stand-in of its workload file (buffers written by calibrate.workload's
+    ``buffer_tensors``, read back from TOML) hands DDP the same tensors: sizes, dtypes, order."""
+    import dataclasses
+
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from calibrate.probes.workload import buffer_tensors
+    from contracts.workload import load_workload, save_workload
+    real = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 6 * 6, 8), nn.BatchNorm1d(8))
+    path = tmp_path / "bn.toml"
+    save_workload(dataclasses.replace(load_workload(workload_file(tmp_path)),
+                                      buffers=buffer_tensors(real)), path)
+    compute = PhantomCompute(load_plan(str(path)), Sleeper())
+    sent = {}
+
+    def spied(name, ddp):
+        def broadcast(tensors, size, rank=0):
+            sent.setdefault(name, []).append([(t.numel(), t.dtype) for t in tensors])
+            return original(tensors, size, rank)
+        original = ddp._distributed_broadcast_coalesced
+        ddp._distributed_broadcast_coalesced = broadcast
+        return ddp
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        spied("real", DistributedDataParallel(real))(torch.randn(2, 1, 8, 8)).sum().backward()
+        compute.forward_backward(spied("phantom", DistributedDataParallel(compute.model())),
+                                 torch.empty(32, 0), None)
+    finally:
+        dist.destroy_process_group()
+    assert sent["real"] == sent["phantom"] == [[(4, torch.float32), (4, torch.float32),
+                                                (1, torch.int64), (8, torch.float32),
+                                                (8, torch.float32), (1, torch.int64)]]
+
+
 # ------------------------------------------------------------------ bad input
 
 def test_a_workload_without_per_layer_times_is_refused(tmp_path):

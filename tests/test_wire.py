@@ -61,6 +61,11 @@ def test_per_scheme_counts_at_two_workers():
     ring = flat + 4 * 144           # 4 segments of 1,320 elements: each rank sends 2 a phase
     assert wire.tcp_bytes("ddp", T, ["a", "b"], steps) == [4 * ring + flat + 96,  # + broadcast
                                                           4 * ring + 48]
+    bn = [(64, "float32"), (64, "float32"), (1, "int64")]       # a BatchNorm's buffers: 520 B
+    # rank 0 broadcasts them with the weights (int64: a message more) and before each step
+    # (two messages: one a dtype)
+    assert wire.tcp_bytes("ddp", T, ["a", "b"], steps, buffers=bn) == \
+        [4 * ring + flat + 520 + 2 * 96 + 4 * (520 + 2 * 96), 4 * ring + 2 * 48 + 4 * 2 * 48]
     assert wire.record_bytes("psgd", T, steps, average_every=2) == [3 * flat] * 2
     assert wire.record_bytes("async_avg", T, steps, average_every=2) == [2 * flat, 3 * flat]
     msg = 16 + flat

@@ -25,7 +25,7 @@ where the output is ``(batch, classes)``) the command
 
 The file (``contracts.workload``) lists layers in gradient-ready
 order with their tensors (element count, dtype and position in
-``parameters()``), times and FLOPs, and the
+``parameters()``), times and FLOPs, the model's buffers (``buffer_tensors``), and the
 provenance (command, host, torch version, date). ``simulator.predict
 --workload FILE`` predicts with it.
 
@@ -54,7 +54,7 @@ from contracts.workload import (
 
 PROG = "python -m calibrate.workload"
 DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
-          "torch.float64": "float64"}
+          "torch.float64": "float64", "torch.int64": "int64"}
 
 
 class ModelError(ValueError):
@@ -384,6 +384,13 @@ def _tensors(output) -> list:
     return [output]
 
 
+def buffer_tensors(model) -> tuple[Tensor, ...]:
+    """The model's buffers in ``named_buffers()`` order (BatchNorm's running statistics):
+    DDP broadcasts them before every forward, so a phantom's stand-in holds them too."""
+    return tuple(Tensor(name, b.numel(), DTYPES.get(str(b.dtype), "float32"))
+                 for name, b in model.named_buffers() if b.numel() > 0)
+
+
 def build_layers(bench: Bench, order, forward: dict, backward: dict, flops: dict,
                  scale_f: float, scale_b: float) -> tuple[Layer, ...]:
     """Layers (modules owning parameters) in the order their last gradient became ready."""
@@ -437,7 +444,8 @@ def measure(args, model) -> ModelWorkload:
         batch_size=args.batch_size, step_s=step_s, backward_s=b_s, forward_s=f_s, update_s=u_s,
         spread_cv=spread, threads=args.threads, lines=lines,
         flops_per_sample=total_flops / args.batch_size, input_shape=tuple(args.input_shape),
-        provenance=provenance(args) | spread_verdict(spread, args.steps))
+        provenance=provenance(args) | spread_verdict(spread, args.steps),
+        buffers=buffer_tensors(bench.model))
 
 
 def spread_verdict(spread_cv: float, steps: int) -> dict:

@@ -34,6 +34,13 @@ but with no hook (``_tare``), and charged; DDP's hooks and their copies into
 buckets, which run in those same intervals, are not: a real run does that on
 top of its layers' times too.
 
+The workload's buffers (BatchNorm's running statistics) are buffers of the stand-in, in
+the real model's ``named_buffers()`` order and dtypes: DDP broadcasts a module's buffers
+from rank 0 before each forward in training (torch/nn/parallel/distributed.py:
+``_pre_forward`` -> ``_sync_buffers`` -> ``_default_broadcast_coalesced``, which hands
+``modules_buffers`` to ``dist._broadcast_coalesced``: one flat message per dtype and
+bucket), so a phantom DDP run sends those messages too. They stay zeros.
+
 No arithmetic of the model runs: the activations are one-element tensors, the
 gradients zeros (written once, as a real backward writes its gradients). The
 parameters start at zero on every rank, so the weights every scheme averages
@@ -54,7 +61,7 @@ from .sleep import Sleeper
 TARE_PASSES = 5                  # backward passes that measure autograd's steps (_tare)
 TARE_SLEEP_MAX_S = 5e-3          # a layer sleeps its backward time in them, at most this
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16,
-                "bfloat16": torch.bfloat16, "float64": torch.float64}
+                "bfloat16": torch.bfloat16, "float64": torch.float64, "int64": torch.int64}
 
 
 class _Layer(torch.autograd.Function):
@@ -127,6 +134,8 @@ class PhantomModel(nn.Module):
         order = plan.workload.parameter_order()
         self.weights = nn.ParameterList(
             nn.Parameter(torch.zeros(t.params, dtype=TORCH_DTYPES[t.dtype])) for t in order)
+        for i, t in enumerate(plan.workload.buffers):     # DDP broadcasts them every forward
+            self.register_buffer(f"buffer{i}", torch.zeros(t.params, dtype=TORCH_DTYPES[t.dtype]))
         position = {id(t): i for i, t in enumerate(order)}
         forward = list(reversed(plan.workload.layers))
         n = len(forward)

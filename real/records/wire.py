@@ -20,8 +20,11 @@ took. Two counts per rank:
     rank's n to the root, ``scatter`` the root's n to each other rank; DDP
     all-reduces every bucket (all gradients once a step, framed as one ring a
     dtype: its 25 MiB buckets add a few messages on large models, under 0.01%)
-    and, when it is built, broadcasts the weights from rank 0 along a binomial
-    tree (``_sync_module_states``; gloo/broadcast.cc). Measured on the emulated
+    and, when it is built, broadcasts the weights and buffers from rank 0 along
+    a binomial tree (``_sync_module_states``; gloo/broadcast.cc), and the buffers
+    again before every forward in training (``_sync_buffers``: BatchNorm's
+    running statistics, ``broadcast_buffers=True``; ``_broadcast_coalesced``
+    sends one flat message a dtype). Measured on the emulated
     cluster, the CNN's per-tensor allreduce at P = 2-16: within 0.01% of each
     rank's bytes (the framing is 28% of them at P = 8, 41% at P = 16);
   - MPICH moves messages between ranks of one host through shared memory: only
@@ -91,7 +94,8 @@ def record_bytes(scheme: str, tensors: list[tuple[int, str]], steps: list[int],
 
 def tcp_bytes(scheme: str, tensors: list[tuple[int, str]], hosts: list[str],
               steps: list[int], average_every: int = 0,
-              mpi_allreduce: str = "auto") -> list[float | None]:
+              mpi_allreduce: str = "auto",
+              buffers: list[tuple[int, str]] = ()) -> list[float | None]:
     """Payload each rank puts on TCP over the run; ``hosts``: each rank's host, in rank
     order (see the module docstring; None where the placement makes it unknown)."""
     ranks = len(hosts)
@@ -104,9 +108,13 @@ def tcp_bytes(scheme: str, tensors: list[tuple[int, str]], hosts: list[str],
     if sends == "buckets":
         each = sum(n * DTYPE_BYTES[d] for n, d in tensors)
         by_dtype = {d: sum(n for n, e in tensors if e == d) for _, d in tensors}
+        bufs = sum(n * DTYPE_BYTES[d] for n, d in buffers)
+        msgs = len({d for _, d in buffers})            # a broadcast of the buffers: a dtype
+        start = 1 + len({d for _, d in buffers} - set(by_dtype))   # weights and buffers
+        kids = [binomial_children(r, ranks) for r in range(ranks)]
         return [s * sum(gloo_ring_tcp_bytes(ranks, r, n, d) for d, n in by_dtype.items())
-                + gloo_tcp_bytes(binomial_children(r, ranks) * each,
-                                 binomial_children(r, ranks), int(r > 0))
+                + gloo_tcp_bytes(kids[r] * (each + bufs), kids[r] * start, start * int(r > 0))
+                + s * gloo_tcp_bytes(kids[r] * bufs, kids[r] * msgs, msgs * int(r > 0))
                 for r, s in enumerate(steps)]
     if sends == "gather_scatter":      # the root scatters to and gathers from each other rank
         return [s * (gloo_tcp_bytes((ranks - 1) * flat, ranks - 1, ranks - 1) if r == 0
