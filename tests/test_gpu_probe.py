@@ -1,7 +1,8 @@
-"""The GPU probe (benchmarks.gpu.interference_probe) refuses a machine without CUDA in one line."""
+"""The GPU probes (benchmarks.gpu.interference_probe, step_probe) refuse a machine without
+CUDA, and step_probe an unknown part, in one line."""
 import pytest
 
-from benchmarks.gpu import interference_probe
+from benchmarks.gpu import interference_probe, step_probe
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)
@@ -13,3 +14,17 @@ def test_without_cuda_it_says_so(capsys, tmp_path):
         pytest.skip("a GPU is here: the probe would run")
     refused(interference_probe.main, ["--out", tmp_path], "no CUDA device", capsys)
     assert not (tmp_path / "interference.json").exists()
+
+
+def test_the_step_probe_without_cuda_says_so(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the probe would run")
+    refused(step_probe.main, ["--out", tmp_path], "no CUDA device", capsys)
+    assert not (tmp_path / "step_probe.json").exists()
+
+
+def test_the_step_probe_refuses_an_unknown_part(capsys, tmp_path):
+    refused(step_probe.main, ["--out", tmp_path, "--parts", "ddp,nvlink"], "unknown part 'nvlink'",
+            capsys)
+    assert not (tmp_path / "step_probe.json").exists()
