@@ -208,6 +208,29 @@ def test_ddp_launches_the_first_bucket_while_backward_still_sleeps(tmp_path):
     assert sum(e[1] for e in events if e[0] == "bucket") == 3 * 400_000 + 60
 
 
+def test_a_workload_set_measured_beside_other_load_is_measured_again(tmp_path, monkeypatch):
+    """Other processes took half a core while the first set was measured: it is measured
+    again, and measurements.csv keeps both tries with the cores the others used."""
+    import shutil
+
+    import pandas as pd
+
+    from real.phantom import check
+    source, others = workload_file(tmp_path), iter([0.5, 0.0, 0.1])
+
+    def fake_set(args, files):
+        for f in files:
+            shutil.copy(source, f)
+        return next(others)
+    monkeypatch.setattr(check, "measure_set", fake_set)
+    args = check.build_parser().parse_args(["--out", str(tmp_path), "--measurements", "2"])
+    sets, steps = check.measure_workloads(args, tmp_path)
+    assert [len(s) for s in sets[2]] == [2, 2] and len(steps) == 4
+    log = pd.read_csv(tmp_path / "workload" / "measurements.csv")
+    assert log["attempt"].tolist() == [1, 2, 1]
+    assert log["disturbed"].tolist() == [True, False, False]
+
+
 def test_ddp_broadcasts_the_same_buffers_for_the_phantom_as_for_the_real_model(tmp_path):
     """A model with BatchNorm: DDP broadcasts its buffers before every forward in training;
     the stand-in of its workload file (buffers written by calibrate.workload's

@@ -26,7 +26,10 @@ fewer than two undisturbed runs of a mode is not judged, nor one whose real rank
 cores (more ranks than cores, as the run's record says: ``real.records.testbed``): the
 row says testbed-bound. Output: a table on stdout, ``OUT/phantom_check.csv`` (one row
 per scheme), ``OUT/runs/`` (every record), ``OUT/logs/`` and ``OUT/workload/`` (every
-measurement, ``cnn-P{P}-set{r}-w{i}.toml``: worker i of phantom run r).
+measurement, ``cnn-P{P}-set{r}-w{i}.toml``: worker i of phantom run r; and
+``measurements.csv``: each set's steps and the cores other processes used meanwhile: a
+set measured while they used a quarter core or more is disturbed and measured again, up
+to three times).
 
 Imports: pandas, real (schemes, sweep), cli, contracts (files, record, stats, workload); calibrate.workload runs as a subprocess.
 """
@@ -46,6 +49,7 @@ PROG = "python -m real.phantom_check"
 AGREEMENT = 0.05                 # the issue's bar: within 5% beyond the compute's spread
 MODES = ("real", "phantom")
 WORKLOAD_STEPS = 50              # calibrate.workload's timed steps (its default: 10)
+MEASURE_TRIES = 3                # a set measured while other processes took CPU: again
 
 
 def build_parser() -> cli.Parser:
@@ -123,16 +127,34 @@ def measure_workloads(args, out: Path) -> tuple[dict, list[float]]:
     ranks all sleep one median measurement stands for equal ranks. Each phantom rank sleeps
     a measured process's times instead (``run_command``: rank i of phantom run r takes set
     r's file i), so a phantom run draws its ranks' speeds as a real run does."""
+    import pandas as pd
+
+    from contracts.files import atomic_write_text
     from contracts.workload import load_workload
+    from real.records.load import OTHERS_MIN_CORES
     folder = out / "workload"
     folder.mkdir(parents=True, exist_ok=True)
     sets: dict[int, list[list[Path]]] = {}
+    log = []
     for workers in args.workers:
         sets[workers] = []
         for k in range(args.measurements):
             files = [folder / f"cnn-P{workers}-set{k}-w{i}.toml" for i in range(workers)]
-            measure_set(args, files)
+            for attempt in range(1, MEASURE_TRIES + 1):
+                others = measure_set(args, files)
+                disturbed = others is not None and others >= OTHERS_MIN_CORES
+                log.append({"workers": workers, "set": k, "attempt": attempt,
+                            "others_cores": others, "disturbed": disturbed,
+                            "steps_ms": " ".join(f"{load_workload(f).step_s * 1e3:.3f}"
+                                                 for f in files)})
+                if not disturbed:
+                    break
+                print(f"{PROG}: P = {workers}, set {k}: other processes used {others:.2f} "
+                      f"cores while it was measured"
+                      + ("; measuring again" if attempt < MEASURE_TRIES else
+                         f"; kept after {MEASURE_TRIES} tries (disturbed)"), file=sys.stderr)
             sets[workers].append(files)
+    atomic_write_text(folder / "measurements.csv", pd.DataFrame(log).to_csv(index=False))
     steps = [load_workload(f).step_s for per_p in sets.values() for s in per_p for f in s]
     for workers, per_p in sets.items():
         print(f"{PROG}: P = {workers}: workload steps " + "; ".join(
@@ -142,12 +164,20 @@ def measure_workloads(args, out: Path) -> tuple[dict, list[float]]:
     return sets, steps
 
 
-def measure_set(args, files: list[Path]) -> None:
+def measure_set(args, files: list[Path]) -> float | None:
     """One set: ``calibrate.workload`` into each of ``files``, all at once under mpirun
-    (the process of MPI rank i writes file i), or one after another with ``--alone``."""
+    (the process of MPI rank i writes file i), or one after another with ``--alone``.
+    Returns the cores other processes used meanwhile (the machine's busy CPU less the
+    set's own, as ``real.records.load`` judges a run disturbed; None without /proc/stat)."""
+    import resource
     import subprocess
 
     from real.launch.sweep import mpirun
+    from real.records.load import busy_cpu_s
+    def own_cpu_s() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+    busy0, own0, t0 = busy_cpu_s(), own_cpu_s(), time.monotonic()
     measure = [sys.executable, "-m", "calibrate.workload", "--model", "cnn", "--input-shape",
                "1,28,28", "--batch-size", str(args.batch_size), "--threads", "1",
                "--steps", str(WORKLOAD_STEPS)]
@@ -164,9 +194,13 @@ def measure_set(args, files: list[Path]) -> None:
         if done.returncode:
             raise RuntimeError(f"calibrate.workload exited {done.returncode}: "
                                f"{done.stderr[-300:]}")
+    busy1, own1, wall = busy_cpu_s(), own_cpu_s(), time.monotonic() - t0
     missing = [f.name for f in files if not f.exists()]
     if missing:
         raise RuntimeError(f"calibrate.workload wrote no {', '.join(missing)}")
+    if busy0 is None or busy1 is None:
+        return None
+    return round(max(0.0, (busy1 - busy0) - (own1 - own0)) / max(wall, 1e-9), 3)
 
 
 def rank_command(args, alg: str, workers: int, run_id: str, workload: Path | None) -> list[str]:
