@@ -138,6 +138,8 @@ def test_flows_on_arrays_end_when_they_do_on_objects(capacities, specs):
         return out
     shipped = fluid.ARRAYS_FROM, fluid.RATES_KEPT
     try:
-        assert ends(2, 4096) == ends(10**9, 0)
+        on_objects = ends(10**9, 0)
+        assert ends(2, 4096) == on_objects
+        assert ends(8, 0) == on_objects         # (arrays dropped, amounts written back)
     finally:
         fluid.ARRAYS_FROM, fluid.RATES_KEPT = shipped

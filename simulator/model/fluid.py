@@ -12,13 +12,15 @@ Whenever a flow starts or ends, every flow's remaining amount is advanced at
 its old rate, the rates are recomputed and the next completion is scheduled.
 Stale completion timers (any but the last one set) are ignored, so no process is
 ever interrupted. With many flows (a server's incast at large P) the filling runs on
-arrays kept in step with the flows (``Crossings``): the same floats, fewer Python steps. Congestion, incast and core sharing are not
+arrays kept in step with the flows (``Crossings``), and the flows advance and end on
+them: the same floats, fewer Python steps. Congestion, incast and core sharing are not
 written anywhere as formulas; they follow from this one mechanism.
 
 Imports: numpy, SimPy.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable
 
@@ -57,11 +59,13 @@ class Flow:
         self.done = done
 
 
-def max_min_rates(flows: list[Flow], crossings: Crossings | None = None) -> None:
+def max_min_rates(flows: list[Flow], crossings: Crossings | None = None,
+                  set_rates: bool = True) -> np.ndarray | None:
     """Set ``flow.rate`` for every flow by progressive filling (max-min fairness); a flow
     uses ``weight`` units of a resource per unit of its rate (its ACKs: a small share).
     ``crossings``: the flows as arrays, kept by the caller (else made here when there are
-    ``ARRAYS_FROM`` flows or more)."""
+    ``ARRAYS_FROM`` flows or more). Filled on arrays, it returns the rates as one, and
+    leaves them off the flows unless ``set_rates``."""
     first = flows[0].resources
     if len(first) == 1 and all(f.resources is first or f.resources == first for f in flows):
         _one_resource(flows, first[0])
@@ -72,9 +76,9 @@ def max_min_rates(flows: list[Flow], crossings: Crossings | None = None) -> None
     if crossings is None and len(flows) >= ARRAYS_FROM:
         crossings = Crossings(flows)
     if crossings is not None and crossings.lossless:
-        _filling_arrays(flows, crossings)
-        return
+        return _filling_arrays(flows, crossings, set_rates)
     _filling(flows)
+    return None
 
 
 def _filling(flows: list[Flow]) -> None:
@@ -142,7 +146,10 @@ class Crossings:
     """The flows' crossings as arrays for ``_filling_arrays``, kept in step with the flows as
     they start (``add``) and end (``keep``): row i holds flow i's resources (by index, 0
     a padding that no flow crosses) and weights (0.0 on the padding), ``caps`` their caps.
-    ``lossless``: no resource seen has sharing losses (``efficiency``)."""
+    ``lossless``: no resource seen has sharing losses (``efficiency``). While they are kept,
+    the flows' amounts left (``left``) and rates (``rate``) live here, as arrays, and
+    ``FluidShare`` advances and ends the flows on them (the same floats as flow by flow);
+    ``FluidShare`` writes them back to the flows when it stops keeping them."""
 
     def __init__(self, flows: list[Flow]):
         self._index: dict[Resource, int] = {}
@@ -151,7 +158,7 @@ class Crossings:
         self._ids: dict[tuple, tuple] = {}    # a resources tuple -> its indices
         self.lossless = True
         self.width = max(len(f.resources) for f in flows)
-        self.res, self.weight, self.caps = self._rows(flows)
+        self.res, self.weight, self.caps, self.left, self.rate, self.amount = self._rows(flows)
         self._new: list[Flow] = []
 
     def _ids_of(self, resources: tuple[Resource, ...]) -> tuple[int, ...]:
@@ -177,16 +184,26 @@ class Crossings:
             res[row, :len(ids)] = ids
             weight[row, :len(ids)] = f.weights
         caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
-        return res, weight, caps
+        left = np.fromiter((f.remaining for f in flows), dtype=float, count=len(flows))
+        rate = np.fromiter((f.rate for f in flows), dtype=float, count=len(flows))
+        amount = np.fromiter((f.amount for f in flows), dtype=float, count=len(flows))
+        return res, weight, caps, left, rate, amount
 
     def add(self, flow: Flow) -> None:
         self._new.append(flow)
 
-    def keep(self, kept: list[bool]) -> None:
+    def keep(self, kept) -> None:
         """Only the flows marked True stay (the flows' order kept)."""
         self._flush()
-        mask = np.array(kept, dtype=bool)
+        mask = np.asarray(kept, dtype=bool)
         self.res, self.weight, self.caps = self.res[mask], self.weight[mask], self.caps[mask]
+        self.left, self.rate, self.amount = self.left[mask], self.rate[mask], self.amount[mask]
+
+    def write_back(self, flows: list[Flow]) -> None:
+        """The amounts left and rates of ``flows`` (the flows kept) back on them."""
+        self._flush()
+        for f, left, rate in zip(flows, self.left.tolist(), self.rate.tolist()):
+            f.remaining, f.rate = left, rate
 
     def arrays(self):
         """(resources (F, K), weights (F, K), caps (F), capacity of each resource index)."""
@@ -203,14 +220,17 @@ class Crossings:
             pad = ((0, 0), (0, wider - self.width))
             self.res, self.weight = np.pad(self.res, pad), np.pad(self.weight, pad)
             self.width = wider
-        res, weight, caps = self._rows(self._new)
+        res, weight, caps, left, rate, amount = self._rows(self._new)
         self._new = []
         self.res = np.concatenate((self.res, res))
         self.weight = np.concatenate((self.weight, weight))
         self.caps = np.concatenate((self.caps, caps))
+        self.left = np.concatenate((self.left, left))
+        self.rate = np.concatenate((self.rate, rate))
+        self.amount = np.concatenate((self.amount, amount))
 
 
-def _filling_arrays(flows: list[Flow], crossings: Crossings) -> None:
+def _filling_arrays(flows: list[Flow], crossings: Crossings, set_rates: bool = True):
     """``_filling`` on arrays, for many flows (a server's incast at large P): the same
     elementary operations on the same floats, so the same rates to the last bit
     (``tests/test_fluid.py``). Each crossing (a flow through a resource, in the flows'
@@ -218,7 +238,7 @@ def _filling_arrays(flows: list[Flow], crossings: Crossings) -> None:
     (``np.add.at`` applies them one by one, in order); the cap left of every live resource
     is updated each round as one product and one difference, as in ``_filling``; the least
     ratio and the least cap are minima, whatever the order. Resources with sharing losses
-    are left to ``_filling``."""
+    are left to ``_filling``. Returns the rates (an array); ``set_rates``: on the flows too."""
     res2d, weight2d, caps, capacity = crossings.arrays()
     res, weight = res2d.ravel(), weight2d.ravel()
     owner = np.arange(len(flows)).repeat(res2d.shape[1])        # the flow of each crossing
@@ -259,8 +279,10 @@ def _filling_arrays(flows: list[Flow], crossings: Crossings) -> None:
         if has_cap:
             capped &= ~frozen
             has_cap = bool(capped.any())
-    for f, r in zip(flows, rate.tolist()):
-        f.rate = r
+    if set_rates:
+        for f, r in zip(flows, rate.tolist()):
+            f.rate = r
+    return rate
 
 
 def _one_flow(f: Flow) -> None:
@@ -336,8 +358,13 @@ class FluidShare:
     def _advance(self) -> None:
         dt = self.env.now - self._updated_at
         if dt > 0:
-            for f in self.flows:
-                f.remaining -= f.rate * dt
+            c = self._crossings
+            if c is not None:
+                c._flush()
+                c.left -= c.rate * dt
+            else:
+                for f in self.flows:
+                    f.remaining -= f.rate * dt
         self._updated_at = self.env.now
 
     def _reschedule(self) -> None:
@@ -345,11 +372,19 @@ class FluidShare:
         if not self.flows:
             return
         if len(self.flows) < ARRAYS_FROM // 2:
+            if self._crossings is not None:
+                self._crossings.write_back(self.flows)
             self._crossings = None
         elif self._crossings is None and len(self.flows) >= ARRAYS_FROM:
             self._crossings = Crossings(self.flows)
         self._rates_now()
-        dt = min(f.remaining / f.rate if f.rate > 0 else math.inf for f in self.flows)
+        c = self._crossings
+        if c is not None:
+            positive = c.rate > 0
+            dt = (float((c.left[positive] / c.rate[positive]).min()) if positive.any()
+                  else math.inf)
+        else:
+            dt = min(f.remaining / f.rate if f.rate > 0 else math.inf for f in self.flows)
         if math.isinf(dt):
             raise RuntimeError("flows with zero rate: a resource has no capacity")
         self._timer = self.env.timeout(max(dt, 0.0))
@@ -361,15 +396,21 @@ class FluidShare:
         bring the same flows back again and again, and their rates are looked up."""
         key = tuple([f.kind for f in self.flows])
         rates = self._rates.get(key)
+        c = self._crossings
         if rates is None:
-            max_min_rates(self.flows, self._crossings)
+            on_arrays = max_min_rates(self.flows, c, set_rates=c is None)
+            rates = tuple(on_arrays.tolist() if on_arrays is not None
+                          else [f.rate for f in self.flows])
             if len(self._rates) >= RATES_KEPT:
                 self._rates.clear()
             if RATES_KEPT:
-                self._rates[key] = tuple([f.rate for f in self.flows])
-            return
-        for f, rate in zip(self.flows, rates):
-            f.rate = rate
+                self._rates[key] = rates
+        elif c is None:
+            for f, rate in zip(self.flows, rates):
+                f.rate = rate
+        if c is not None:                   # (the flows' own rates go stale meanwhile)
+            c._flush()
+            c.rate = np.array(rates)
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
@@ -377,14 +418,30 @@ class FluidShare:
         self._advance()
         # the flow this timer was set for always ends now (rounding may leave a crumb);
         # so does every flow due within a relative rounding tolerance of now
+        c = self._crossings
+        if c is not None:
+            self._end_arrays(c)
+            return
         due = [f.remaining / f.rate for f in self.flows]
         tol = min(due) + 1e-12 * max(1.0, self.env.now)
         finished, self.flows, flows = [], [], self.flows
         for f, t in zip(flows, due):
             (finished if t <= tol or f.remaining <= 1e-9 * f.amount else self.flows).append(f)
-        if self._crossings is not None:
-            ended = set(map(id, finished))
-            self._crossings.keep([id(f) not in ended for f in flows])
+        for f in finished:
+            f.done.succeed()
+        self._reschedule()
+
+    def _end_arrays(self, c: Crossings) -> None:
+        """``_on_timer``'s ends on the arrays kept in ``c``: the same tests on the same floats."""
+        c._flush()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            due = c.left / c.rate
+        tol = float(due.min()) + 1e-12 * max(1.0, self.env.now)
+        ends = (due <= tol) | (c.left <= 1e-9 * c.amount)
+        flows, kept = self.flows, ~ends
+        finished = list(itertools.compress(flows, ends.tolist()))
+        self.flows = list(itertools.compress(flows, kept.tolist()))
+        c.keep(kept)
         for f in finished:
             f.done.succeed()
         self._reschedule()

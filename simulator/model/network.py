@@ -29,6 +29,7 @@ Imports: SimPy, contracts (cluster, profile), model.fluid.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import simpy
@@ -171,9 +172,17 @@ def host_groups(placement, ranks) -> tuple[list[list[int]], bool]:
 
 def host_and_roots(placement, ranks, i) -> tuple[list[int], list[int]]:
     """The ranks on the host of ``ranks[i]`` (in rank order) and each host's first rank
-    (hosts by first rank): the two groups of a hierarchical collective."""
+    (hosts by first rank): the two groups of a hierarchical collective. Every rank of a
+    call asks: the groups are made once a call (``_hosts_of``), not once a rank."""
+    group_of, roots = _hosts_of(tuple(placement), tuple(ranks))
+    return group_of[ranks[i]], roots
+
+
+@functools.lru_cache(maxsize=64)
+def _hosts_of(placement: tuple, ranks: tuple) -> tuple[dict[int, list[int]], list[int]]:
+    """Each rank's host group (``host_groups``) and the groups' first ranks."""
     groups, _ = host_groups(placement, ranks)
-    return next(g for g in groups if ranks[i] in g), [g[0] for g in groups]
+    return {r: g for g in groups for r in g}, [g[0] for g in groups]
 
 
 LINK_KEYS = ("nic_out", "nic_in")    # the resources a shaped link's token buckets meter
