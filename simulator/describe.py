@@ -133,9 +133,12 @@ def resolve_cluster(args, profile, profile_origin: str) -> Setting:
             overrides.append(f"--hosts {args.hosts} ({what}: {base.hosts})")
         cluster = replace(base, hosts=args.hosts, link=base.link if args.hosts > 1 else None)
     elif getattr(args, "ranks_per_host", None):
-        if fixed:
+        over = [f"hosts = {base.hosts}"] if fixed else []
+        if base.ranks_per_host is not None and base.ranks_per_host != args.ranks_per_host:
+            over.append(f"ranks_per_host = {base.ranks_per_host}")
+        if over:
             overrides.append(f"--ranks-per-host {args.ranks_per_host}: hosts grow with P "
-                             f"({what}: hosts = {base.hosts})")
+                             f"({what}: {', '.join(over)})")
         cluster = growing(replace(base, ranks_per_host=args.ranks_per_host, placement="packed"))
     else:
         cluster = base if fixed else growing(base)

@@ -138,6 +138,9 @@ def test_a_workload_files_batch_is_the_default_and_a_flag_over_it_is_said(files,
     (["--hosts", "2"], "--hosts 2 (cluster file C: 4)", lambda m: m["cluster"]["hosts"] == 2),
     (["--ranks-per-host", "2"], "--ranks-per-host 2: hosts grow with P (cluster file C: hosts "
      "= 4)", lambda m: m["cluster"]["hosts"] == 4 and m["hosts"]["grows"]),
+    (["--ranks-per-host", "2", "+ranks_per_host = 4"], "--ranks-per-host 2: hosts grow with P "
+     "(cluster file C: hosts = 4, ranks_per_host = 4)",
+     lambda m: m["hosts"]["ranks_per_host"] == 2 and m["hosts"]["grows"]),
     (["--bandwidth", "1gbit"], "--bandwidth 1 Gbit/s (cluster file C: 10 Gbit/s)",
      lambda m: m["cluster"]["link"]["bandwidth_bytes_per_s"] == 1.25e8),
     (["--latency", "1ms"], "--latency 1 ms (cluster file C: 20 us)",
@@ -149,6 +152,9 @@ def test_a_workload_files_batch_is_the_default_and_a_flag_over_it_is_said(files,
 ])
 def test_a_flag_over_a_cluster_files_value_wins_and_is_said(files, capsys, flags, said, check):
     c = str(files / "c.toml")
+    flags = list(flags)
+    if flags[-1].startswith("+"):           # a line the file has too
+        (files / "c.toml").write_text(CLUSTER.replace("[link]", flags.pop()[1:] + "\n[link]"))
     out, doc = predicted(files, capsys, "--cluster", c, "--workers", "8", "--schemes",
                          "mpi_allreduce", *flags)
     assert "Flags over files: " + said.replace("C", c) in out
