@@ -109,6 +109,8 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         else:
             parts = (_ddp(plan, steps, cost, speed) if spec.exchange == "buckets"
                      else _horovod(plan, steps, cost, speed))
+        if spec.exchange == "buckets" and p > 1:   # DDP broadcasts the weights when built
+            parts = _started(parts, coll("bcast", ranks, n))
     elif spec.exchange in ("none", "average"):
         k = plan.avg_every or plan.iterations
         bounds = list(range(0, plan.iterations, k)) + [plan.iterations]
@@ -152,6 +154,12 @@ def _segments(finish: np.ndarray, comm_s: float):
     comm = np.full(finish.shape[1], comm_s * len(slowest)) if comm_s > 0 else np.zeros(finish.shape[1])
     wait = (slowest[:, None] - finish).sum(axis=0) if finish.shape[1] > 1 else np.zeros(1)
     return time_s, finish.sum(axis=0), comm, wait
+
+
+def _started(parts, start_s: float):
+    """A collective every worker runs before its first step (``start_s``), as SimPy runs it."""
+    time_s, compute, comm, wait = parts
+    return time_s + start_s, compute, comm + start_s, wait
 
 
 def _root_average(parts, average_s: float):

@@ -13,7 +13,10 @@
   backward. The step is split as ``(1 - backward_fraction)``
   forward and update, then the backward in bucket-sized pieces (each layer's
   share of the backward from the workload: measured, by FLOPs or by
-  parameters).
+  parameters). Building ``DistributedDataParallel`` broadcasts the weights from
+  rank 0 first (``torch/nn/parallel/distributed.py``, ``_sync_module_states``:
+  ``_broadcast_coalesced`` in buckets of 250 MB; gloo/broadcast.cc's binomial tree):
+  the runs build it inside their training time (``real/schemes/ddp.py``).
 
 Gradients travel as ``plan.grad_bytes_per_param`` bytes per element (2 with
 fp16 compression) with the library's allreduce (``plan.gradient_algorithm``).
@@ -79,6 +82,7 @@ def mpi_allreduce_rank(env, worker, comm, recorder, plan):
 def ddp_rank(env, worker, comm, recorder, plan):
     me, bf, ranks = worker.rank, plan.backward_fraction, plan.worker_ranks
     interference = worker.interference
+    yield from comm.bcast(me, ranks, plan.param_bytes, root=ranks[0])   # DDP is built
     for i in range(plan.iterations):
         *early, (last_bytes, last_share) = (plan.first_buckets or plan.buckets) if i == 0 \
             else plan.buckets

@@ -6,7 +6,9 @@
   receiver), every worker computes its gradient as soon as its w is in and
   pushes it (a gather to the server: an incast on the server's port), the
   server adds the P gradients (``gamma * P * grad_bytes``) and applies one
-  update.
+  update. It sends w after the last update too (``serve_sync`` answers every
+  push; a worker's last step ends with that answer): P (I + 1) messages of w
+  over I iterations.
 * ``ps_async``: the server applies each push as it arrives (first come, first
   served) and replies with the new w to that worker alone; workers never wait
   for each other. Staleness = updates applied between the worker's read of w
@@ -50,10 +52,12 @@ def start_ps_sync(env, setup: Setup):
 
 def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox):
     root = len(group) - 1
-    for i in range(plan.iterations):
+    for i in range(plan.iterations + 1):
         t0 = env.now
         yield inbox.get()
         recorder.add(worker.rank, "comm", t0, env.now, "read w")
+        if i == plan.iterations:            # the answer to its last push
+            return
         yield from train_step(env, worker, recorder, i)
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
@@ -74,6 +78,11 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
         for w in range(plan.workers):                    # the mean of the P pushes, once
             recorder.update(env.now, w, i, version, version)
         recorder.after_step(env.now, 0, i + 1)
+    t0 = env.now
+    for w in plan.worker_ranks:                          # it answers the last pushes too
+        yield comm.transfer(server.rank, w, plan.param_bytes)
+        inbox[plan.worker_of(w)].put(server.version)
+    recorder.add(server.rank, "comm", t0, env.now, "send w")
 
 
 def start_ps_async(env, setup: Setup):
