@@ -34,8 +34,8 @@ from contracts.cluster import (
 )
 from contracts.files import atomic_write_text
 from contracts.workload import Workload
-from simulator.engine.machine import provenance_line, resolve_backend
-from simulator.engine.placement import check
+from simulator.engine.machine import provenance_line
+from simulator.engine.placement import check, resolve_backend
 from simulator.engine.run import simulate
 from simulator.engine.sweep import points_of, sweep
 from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES, Heterogeneity, SchemeConfig

@@ -10,7 +10,7 @@ import pytest
 from contracts.cluster import Cluster, Device, Hardware, Link
 from contracts.workload import Workload
 from simulator.engine import simulate
-from simulator.engine.machine import on_hardware
+from simulator.engine.placement import on_hardware
 from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.config import SchemeConfig

@@ -391,7 +391,8 @@ def test_more_bandwidth_is_never_slower(scheme, p, gbit, factor, seed):
 
 def test_default_threads_follow_real_train():
     """threads_per_worker=None: cores // ranks on the host (the parameter server counts)."""
-    from simulator.engine.run import default_threads, resolve_scheme
+    from simulator.engine.placement import default_threads
+    from simulator.engine.run import resolve_scheme
     cl = Cluster(hosts=1, cores_per_host=4)
     assert default_threads(resolve_scheme("psgd")[0], cl, 1) == 4
     assert default_threads(resolve_scheme("psgd")[0], cl, 2) == 2

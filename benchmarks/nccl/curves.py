@@ -32,7 +32,7 @@ from simulator.model.comm.closed_forms import bus_bandwidth
 from contracts.cluster import PRESETS_DIR, Cluster, load_preset
 from contracts.files import atomic_write_text, save_figure
 from contracts.profile import load_default
-from simulator.engine.machine import on_hardware
+from simulator.engine.placement import on_hardware
 from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.fabric import make_routes

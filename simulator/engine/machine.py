@@ -1,26 +1,13 @@
 """What a prediction runs on: the profile, the cluster's hardware and the workload files.
 
-A profile holds what ``calibrate`` measured on one machine: its cores' step
-times, how they share, its shared-memory transports, its scheduler. A
-cluster with accelerators (``Cluster.hardware.device``) replaces every one of
-those that the hardware decides:
-
-* each device is a compute slot of its host, one rank each: no core sharing,
-  no scheduler delays (``sharing_slowdown``, quantum, balance and wake delays
-  are dropped);
-* messages inside a host cross the cluster's intra-host link, between hosts
-  its NICs (``model.fabric``); the ``nccl`` and ``mpi`` transports are built
-  from those links, with NCCL's call latency; the reduction is the device's
-  (not modelled: ``gamma = 0``); ``gloo`` keeps the profile's measured costs: torch
-  runs it on the host's CPU over TCP, each tensor copied from the device and back
-  over the cluster's ``host_link`` (``Scheme.gloo_on_devices``: allreduce and ddp);
-* a workload measured on another device is scaled to this one by the ratio
-  of their sustained compute rates (``scaled_cost``).
+A workload measured on another device is scaled to this one by the ratio of their
+sustained compute rates (``scaled_cost``); what a cluster's accelerator hosts decide
+instead of the profile is ``placement.on_hardware``'s.
 
 ``machine(profile, cluster, workloads)`` returns the profile the engines run on
 and the provenance of every number in it: measured (a profile or a workload
 file), preset (with the preset's source), or the user's.
-Imports: ``contracts``, ``model.config`` and ``model.schemes``.
+Imports: ``contracts``.
 """
 from __future__ import annotations
 
@@ -31,71 +18,15 @@ import tomllib
 
 from contracts.checks import ConfigError
 from contracts.cluster import PRESETS_DIR, Cluster
-from contracts.profile import Profile, Transport
+from contracts.profile import Profile
 from contracts.units import format_rate, parse_flop_rate
 from contracts.workload import ModelWorkload, model_cost
-from simulator.model.config import BACKEND_ALGORITHMS, SchemeConfig
-from simulator.model.schemes import SCHEMES
-
 
 
 @dataclass(frozen=True)
 class Machine:
     profile: Profile
     provenance: tuple[dict, ...]          # {"quantity", "value", "origin"}, one per number
-
-
-def resolve_backend(spec, cfg: SchemeConfig, cluster: Cluster | None):
-    """The scheme with the library that moves its data: the user's choice for the
-    gradient schemes (``nccl`` by default on accelerator hosts), else its own."""
-    on_devices = cluster is not None and cluster.device is not None
-    backend = cfg.backend or ("nccl" if on_devices and spec.chosen_backend else spec.backend)
-    if cfg.backend and cfg.backend != spec.backend and not spec.chosen_backend:
-        chosen = (name for name, s in SCHEMES.items() if s.chosen_backend)
-        raise ConfigError(f"scheme {spec.name!r} runs on {spec.backend} only "
-                          f"(--backend applies to {', '.join(chosen)})")
-    if backend == "nccl" and not on_devices:
-        raise ConfigError(f"{spec.name} with nccl needs accelerator hosts: describe them "
-                          "(devices_per_host and [device] in a cluster file, or a --preset)")
-    if on_devices and backend == "gloo" and not spec.gloo_on_devices:
-        raise ConfigError(f"{spec.name} with gloo on accelerator hosts is not modelled: "
-                          "use --backend nccl")
-    if on_devices and backend == "gloo" and cluster.hardware.host_link is None:
-        raise ConfigError(f"{spec.name} with gloo on accelerator hosts copies every gradient "
-                          "to host memory and back: give the copy's rate ([host_link] "
-                          "bandwidth in the cluster file, e.g. CUDA's bandwidthTest pinned)")
-    if on_devices and not spec.on_devices:
-        raise ConfigError(f"scheme {spec.name!r} shares CPU memory and does not run on "
-                          "accelerator hosts")
-    if cfg.algorithm == "reduce_broadcast" and not on_devices:
-        raise ConfigError("reduce_broadcast reduces a host's accelerators (Horovod's and "
-                          "Caffe2's hierarchical allreduce): describe accelerator hosts")
-    if cfg.algorithm == "reduce_broadcast" and cluster.hardware.host_link is None:
-        raise ConfigError("reduce_broadcast copies the sum to host memory and back: give "
-                          "the copy's rate ([host_link] bandwidth in the cluster file)")
-    valid = BACKEND_ALGORITHMS[backend]
-    if cfg.algorithm not in valid:
-        raise ConfigError(f"{backend} has no allreduce algorithm {cfg.algorithm!r} "
-                          f"(choose from {', '.join(valid)})")
-    return replace(spec, backend=backend, polls=spec.polls and not on_devices)
-
-
-def on_hardware(profile: Profile, cluster: Cluster) -> Profile:
-    """The profile with what the cluster's accelerator hosts decide instead (see above)."""
-    hw = cluster.hardware
-    if hw is None or hw.device is None:
-        return profile
-    if hw.intra is None:
-        raise ConfigError("accelerator hosts need the link between their devices: "
-                          "add an [intra] section (bandwidth, latency)")
-    alpha, beta = hw.intra.latency_s, 1.0 / hw.intra.bandwidth_bytes_per_s
-    transports = (Transport("nccl", alpha, beta, 0.0, call_latency_s=hw.call_latency_s),
-                  Transport("mpi", alpha, beta, 0.0))
-    # gloo runs on the host's CPU over TCP: its costs on the profile's host stay
-    transports += tuple(t for t in profile.transports if t.backend == "gloo")
-    return replace(profile, cores=cluster.cores_per_host, transports=transports,
-                   sharing_slowdown={}, scheduler_quantum_s=0.0, balance_delay_s=0.0,
-                   wake_wait_s=0.0, balance_delays_s=())
 
 
 # the devices table's key of each precision's rate (a device without TF32 runs FP32)

@@ -85,13 +85,6 @@ def _model(profile: Profile, name: str):
         raise ConfigError(str(e)) from None
 
 
-def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
-    """floor(cores / ranks on the busiest host), at least 1: what real.train picks."""
-    ranks = spec.ranks(workers)                      # the parameter server is a rank too
-    per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
-    return max(1, cluster.cores_per_host // int(per_host))
-
-
 def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Workload(),
              cluster: Cluster | None = None, profile: Profile | None = None, seed: int = 0,
              heterogeneity: Heterogeneity = Heterogeneity(), trace: bool = False,
@@ -107,9 +100,9 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
         profile = load_default()
     spec, cfg = resolve_scheme(scheme)
     run = layout(spec, cfg, workers, cluster or calibrated_cluster(profile.cores), profile)
-    spec, cluster, profile = run.spec, run.cluster, run.profile
+    spec, profile = run.spec, run.profile
     if workload.threads_per_worker is None:
-        workload = replace(workload, threads_per_worker=default_threads(spec, cluster, workers))
+        workload = replace(workload, threads_per_worker=run.default_threads())
     plan = make_plan(spec, cfg, workers, workload, profile)
     if cfg.fidelity == "auto":        # (the fast engine, asked for, is analytic)
         cfg = replace(cfg, fidelity="analytic" if cfg.engine == "fast"

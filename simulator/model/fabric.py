@@ -148,6 +148,6 @@ def make_routes(placement: tuple[int, ...], cluster: Cluster, shm: Transport,
                 pools: tuple[int, ...] | None = None) -> Routes:
     """Plain ``Routes`` for cores and one link per host; ``FabricRoutes`` where the
     cluster describes accelerators, NICs or a topology."""
-    if cluster.hardware is None:
-        return Routes(placement, cluster.link, shm, handoff_s, pools)
-    return FabricRoutes(placement, cluster, shm, handoff_s, pools)
+    if cluster.hardware is not None:
+        return FabricRoutes(placement, cluster, shm, handoff_s, pools)
+    return Routes(placement, cluster.link, shm, handoff_s, pools)
