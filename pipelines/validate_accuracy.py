@@ -43,7 +43,7 @@ the project's own command, logged in ``OUT/<stage>.log``;
 Imports: numpy, pandas, simulator.accuracy (the replay of a measured order),
 cli, contracts.curve, contracts.checks,
 contracts.files, contracts.schedule, real.records.accuracy_report (the completed runs),
-simulator.measured_schedule, simulator.model.schemes, simulator.output.accuracy_plots,
+simulator.measured_schedule, simulator.model.schemes, report.accuracy,
 simulator.pool_accuracy (the goals), pipelines.validate (the calibration stage, the wait
 for a quiet machine), simulator.validate_cluster (the emulated cluster's rate and lifetime).
 """
@@ -386,7 +386,7 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands,
                   skipped: set[str] = frozenset(), ordered: list[dict] = ()) -> str:
     import pandas as pd
 
-    from simulator.output.accuracy_plots import (
+    from report.accuracy import (
         accuracy_time_plot,
         final_accuracy_plot,
         time_to_target_plot,

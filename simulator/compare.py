@@ -10,17 +10,16 @@ MPI algorithm) and the table shows
 
     scheme | workers | measured (mean ± 95% CI) | predicted | relative error %
 
-per epoch, with the median and worst error per scheme, on all points and on
-the held-out ones (worker counts the profile's calibration did not see, from
-its provenance). The measured time leaves out each run's warm-up, its slowest
-worker's first iteration, and scales the rest to the epoch (``steady_epoch_s``):
-a run of a few iterations on a slow link is otherwise half first-use costs
-that a long training pays once. Records of the emulated cluster (``environment.cluster``) are
-predicted on that cluster: its hosts with their own links at the record's
-shaped rate, sharing the machine's cores (``Cluster.shared_cores``); with
-``--link`` (a cluster TOML of ``python -m calibrate.link``) a message also pays
-the calibrated latency and sees the calibrated payload share of the rate. A figure per scheme shows measured speedup with error bars,
-the predicted curve and the ideal line, and below it the relative error.
+per epoch, with the median and worst error per scheme, on all points and on the held-out ones
+(worker counts the profile's calibration did not see, from its provenance). The measured time
+leaves out each run's warm-up, its slowest worker's first iteration, and scales the rest to the
+epoch (``steady_epoch_s``): a run of a few iterations on a slow link is otherwise half first-use
+costs that a long training pays once. Records of the emulated cluster (``environment.cluster``)
+are predicted on that cluster: its hosts with their own links at the record's shaped rate,
+sharing the machine's cores (``Cluster.shared_cores``); with ``--link`` (a cluster TOML of
+``python -m calibrate.link``) a message also pays the calibrated latency and sees the calibrated
+payload share of the rate. A figure per scheme shows measured speedup with error bars, the
+predicted curve and the ideal line, and below it the relative error.
 
 Every model is predicted from a workload file (``contracts.workload``):
 the files given with ``--workloads`` (by the model name in them), else the
@@ -47,7 +46,7 @@ friends); one that cannot be used is left out and named on stderr with the
 reason (a damaged iterations file by its line). A folder with no usable record
 is a usage error.
 
-Imports: numpy, pandas, contracts, simulator.engine, simulator.model.config,
+Imports: numpy, pandas, contracts, report.stats, simulator.engine, simulator.model.config,
 simulator.output.compare_plot.
 """
 from __future__ import annotations
@@ -312,7 +311,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     cannot predict) left out otherwise go to ``skipped``. ``buckets=False`` predicts the
     emulated cluster's links without their token buckets (what that mechanism moves).
     """
-    from contracts.stats import mean_ci95
+    from report.stats import mean_ci95
     from simulator.engine import simulate
     seen = set(profile.provenance.workers_seen)
     files = workload_files(workloads)

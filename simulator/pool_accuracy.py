@@ -192,7 +192,7 @@ def format_table(pooled: pd.DataFrame, n: int, target: float, held_out_above: in
 
 def write_outputs(pooled: pd.DataFrame, target: float, out: Path) -> list[Path]:
     from contracts.files import atomic_write_text
-    from simulator.output.accuracy_plots import time_to_target_plot
+    from report.accuracy import time_to_target_plot
 
     def side(which):
         return [{"scheme": r.scheme, "workers": r.workers,

@@ -19,7 +19,7 @@ one-host validations replay). Bad input: one line on stderr, exit code 2.
 Imports: pandas, tqdm, simulator.accuracy, contracts.checks,
 cli, contracts.cluster, contracts.files,
 contracts.profile, contracts.workload, simulator.model.config,
-simulator.model.schemes, simulator.output.accuracy_plots, simulator.predict.
+simulator.model.schemes, report.accuracy, simulator.predict.
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def write_outputs(out: Path, rows: list[dict], table: list[dict], summary: list[
     atomic_write_text(out / "summary.csv", pd.DataFrame(summary).to_csv(index=False))
     atomic_write_text(out / "curves.json", json.dumps(
         [{k: r[k] for k in ("scheme", "workers", "seed", "points")} for r in rows]))
-    from simulator.output.accuracy_plots import accuracy_time_plot
+    from report.accuracy import accuracy_time_plot
     path = accuracy_time_plot(rows, out / "accuracy-time.png",
                               "Predicted test accuracy against predicted training time")
     print(f"wrote {out / 'replay.csv'}, {out / 'summary.csv'}, {path}", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
+from libraries import gloo as gloo_cut
 from simulator.model.comm import closed_forms as cf
 from contracts.cluster import Link
 from contracts.profile import Transport
@@ -169,7 +170,7 @@ def test_gloo_ring_sends_two_segments_a_rank_to_the_previous_rank():
     numSegments = roundUp(max(ceil(n / 1 MiB), 2P), P): 16 segments of n/16 at P = 8,
     (P - 1) * 2 = 14 a phase; 12 of n/12 at P = 6. Each message carries gloo's framing
     (gloo/transport/tcp/pair.cc: three 48-byte preambles)."""
-    f = cf.GLOO_RING_FRAMING_BYTES
+    f = gloo_cut.GLOO_RING_FRAMING_BYTES
     assert f == 3 * 48
     t = trace(gloo.ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
     for r in range(8):                          # ranks 0 and 4 send to the other host
@@ -188,18 +189,18 @@ def test_gloo_ring_cuts_whole_elements_and_skips_empty_segments():
     ``real.records.wire`` counts; the model splits bytes evenly)."""
     sends = [18, 16, 16, 16, 16, 18, 20, 20]
     for r in range(8):
-        assert cf.gloo_ring_rank_traffic(8, r, 10, 4) == (4 * sends[r], sends[r],
+        assert gloo_cut.gloo_ring_rank_traffic(8, r, 10, 4) == (4 * sends[r], sends[r],
                                                           sends[(r + 1) % 8])
     # 37 elements over 16 segments: 3 elements (12 B) each, the 13th has one, the rest none
-    lengths = cf.gloo_ring_lengths(8, 0, 148.0)
+    lengths = gloo_cut.gloo_ring_lengths(8, 0, 148.0)
     # rank 0 sends segments 2-15, then 0-13: ten and twelve whole ones and the 13th's 4 B
     assert sum(s for phase in lengths for s, _ in phase) == 10 * 12 + 4 + 12 * 12 + 4
     assert sorted({s for phase in lengths for s, _ in phase}) == [0.0, 4.0, 12.0]
 
 
 def test_gloo_ring_cuts_large_buffers_in_segments_of_at_most_1_mib():
-    assert cf.gloo_ring_segments(8, 4e5) == (2, 4e5 / 16)
-    per_rank, seg = cf.gloo_ring_segments(4, 37e6)     # ceil(37e6 / 2^20) = 36 segments
+    assert gloo_cut.gloo_ring_segments(8, 4e5) == (2, 4e5 / 16)
+    per_rank, seg = gloo_cut.gloo_ring_segments(4, 37e6)     # ceil(37e6 / 2^20) = 36 segments
     assert (per_rank, seg) == (9, 37e6 / 36) and seg <= 2**20
     t = trace(gloo.ring_allreduce, (0, 1, 2, 3), 37e6)
     assert len(sends_of(t, 0)) == 2 * 3 * 9
@@ -227,7 +228,7 @@ def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
     is an upper bound."""
     n_bytes = whole_segments(p, n_bytes)
     spread = tuple(range(p))
-    f = cf.GLOO_RING_FRAMING_BYTES                  # every hop crosses hosts
+    f = gloo_cut.GLOO_RING_FRAMING_BYTES                  # every hop crosses hosts
     closed = cf.gloo_ring_allreduce_s(p, n_bytes, A_NET, B_NET, framing=f)
     assert run_alone(gloo.ring_allreduce, spread, n_bytes, 0.0) == pytest.approx(closed, rel=1e-9)
     with_g = run_alone(gloo.ring_allreduce, spread, n_bytes, 1e-9)
@@ -237,7 +238,7 @@ def test_gloo_ring_is_its_closed_form_without_reductions(p, n_bytes):
 
 def whole_segments(p: int, n_bytes: float) -> float:
     """The nearest size gloo's ring cuts into S equal segments of whole float32 elements."""
-    segments = cf.gloo_ring_segments(p, n_bytes)[0] * p
+    segments = gloo_cut.gloo_ring_segments(p, n_bytes)[0] * p
     return max(1, round(n_bytes / (4 * segments))) * 4 * segments
 
 
@@ -323,7 +324,7 @@ def test_gloo_on_a_cuda_tensor_copies_it_out_rings_on_the_host_and_copies_it_bac
     """ProcessGroupGlooCuda.cpp, AsyncAllreduceCUDAHostWork: a copy to pinned memory, gloo's
     ring on the host (as on CPU tensors), a copy back."""
     t = trace(gloo.host_ring_allreduce, tuple(range(8)), N, TWO_HOSTS)
-    assert sends_of(t, 0) == [(7, N / 16 + cf.GLOO_RING_FRAMING_BYTES)] * 28
+    assert sends_of(t, 0) == [(7, N / 16 + gloo_cut.GLOO_RING_FRAMING_BYTES)] * 28
     assert [n for _, n in t.stages] == [N] * 16           # each of 8 ranks: out, back
 
 
@@ -341,8 +342,8 @@ def test_gloo_on_gpus_pays_two_copies_and_talks_tcp_inside_a_host():
     got = collective_time_s("allreduce", ranks, n, routes, 0.0, "gloo_ring_host")
     ring = run_on(routes.host_routes, loopback, ranks, n)
     assert got == pytest.approx(2 * n / 10e9 + ring, rel=1e-9)
-    per_rank, seg = cf.gloo_ring_segments(8, n)
-    framed = seg + cf.GLOO_RING_FRAMING_BYTES                     # between the hosts
+    per_rank, seg = gloo_cut.gloo_ring_segments(8, n)
+    framed = seg + gloo_cut.GLOO_RING_FRAMING_BYTES                     # between the hosts
     hop = max(30e-6 + 2 * seg / 2e9, 10e-6 + 2 * framed / 1.25e9)   # a pair of segments
     assert ring == pytest.approx(2 * (7 * per_rank // 2) * hop, rel=1e-9)
 

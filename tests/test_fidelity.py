@@ -14,6 +14,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from libraries import gloo as gloo_cut
+from libraries.mpich import choose_allreduce
 from simulator.model.comm import closed_forms as cf
 from contracts.cluster import ACK_SHARE, Cluster, Hardware, Link
 from contracts.profile import Transport
@@ -90,7 +92,7 @@ def test_analytic_collectives_are_the_message_model(kind, algorithm, root, nics,
         return
     root = root % len(ranks)
     if kind == "allreduce":
-        algorithm = cf.choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
+        algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     analytic = collective_time_s(kind, ranks, n_bytes, routes, shm.gamma_s_per_byte, algorithm,
                                  root)
     message = message_time_s(kind, ranks, n_bytes, routes, shm, algorithm, root)
@@ -124,7 +126,7 @@ def test_one_rank_per_host_is_the_contention_free_closed_form():
                 continue
             got = collective_time_s("allreduce", ranks, 1e6, routes, 2e-10, algorithm)
             if algorithm.startswith("gloo_ring"):   # reduces a segment while the next moves
-                f = cf.GLOO_RING_FRAMING_BYTES       # gloo's preambles between hosts
+                f = gloo_cut.GLOO_RING_FRAMING_BYTES       # gloo's preambles between hosts
                 assert got <= closed(p, 1e6, 10e-6, 1e-9, 2e-10, framing=f) * (1 + 1e-12)
                 n = 8 * p * round(1e6 / (8 * p))  # 2P equal segments of whole elements
                 got = collective_time_s("allreduce", ranks, n, routes, 0.0, algorithm)

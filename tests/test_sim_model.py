@@ -6,6 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from libraries import mpich
 from simulator.model.comm import closed_forms as cf
 from contracts.checks import ConfigError
 from contracts.cluster import Cluster, Link
@@ -163,33 +164,33 @@ def test_kary_depth():
 
 
 def test_auto_allreduce_is_mpichs_choice():
-    """MPICH 5.0's choice (``closed_forms.choose_allreduce``): the MPIR level on one host
+    """MPICH 5.0's choice (``libraries.mpich.choose_allreduce``): the MPIR level on one host
     (release/gather needs a single-threaded MPI; mpi4py's is MULTIPLE) and with one rank
     per host; ch4's composition ``smp`` over several hosts with several ranks on some."""
-    assert cf.choose_allreduce("auto", 4e4, 4, hosts=1) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("auto", 4e4, 4, hosts=4) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("auto", 4e4, 4) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("auto", 4e4, 8, hosts=2) == "smp"
-    assert cf.choose_allreduce("auto", 4e4, 5, hosts=2) == "smp"
+    assert mpich.choose_allreduce("auto", 4e4, 4, hosts=1) == "reduce_scatter_allgather"
+    assert mpich.choose_allreduce("auto", 4e4, 4, hosts=4) == "reduce_scatter_allgather"
+    assert mpich.choose_allreduce("auto", 4e4, 4) == "reduce_scatter_allgather"
+    assert mpich.choose_allreduce("auto", 4e4, 8, hosts=2) == "smp"
+    assert mpich.choose_allreduce("auto", 4e4, 5, hosts=2) == "smp"
     # recursive doubling up to 8 bytes, or for fewer float32 elements than pof2(P)
-    assert cf.choose_allreduce("auto", 8, 4, hosts=1) == "recursive_doubling"
-    assert cf.choose_allreduce("auto", 12, 4, hosts=1) == "recursive_doubling"
-    assert cf.choose_allreduce("auto", 16, 4, hosts=1) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("auto", 4 * 15, 16) == "recursive_doubling"
-    assert cf.choose_allreduce("auto", 4 * 16, 16) == "reduce_scatter_allgather"
-    assert cf.choose_allreduce("ring", 4e4, 4, hosts=1) == "ring"
+    assert mpich.choose_allreduce("auto", 8, 4, hosts=1) == "recursive_doubling"
+    assert mpich.choose_allreduce("auto", 12, 4, hosts=1) == "recursive_doubling"
+    assert mpich.choose_allreduce("auto", 16, 4, hosts=1) == "reduce_scatter_allgather"
+    assert mpich.choose_allreduce("auto", 4 * 15, 16) == "recursive_doubling"
+    assert mpich.choose_allreduce("auto", 4 * 16, 16) == "reduce_scatter_allgather"
+    assert mpich.choose_allreduce("ring", 4e4, 4, hosts=1) == "ring"
     # a forced Rabenseifner falls back to auto below pof2 elements (size-ge-pof2)
-    assert cf.choose_allreduce("reduce_scatter_allgather", 4 * 7, 8) == "recursive_doubling"
+    assert mpich.choose_allreduce("reduce_scatter_allgather", 4 * 7, 8) == "recursive_doubling"
 
 
 def test_the_mpir_level_choices_of_reduce_and_broadcast():
-    assert cf.mpir_reduce_choice(2048, 4) == "binomial"
-    assert cf.mpir_reduce_choice(2052, 4) == "reduce_scatter_gather"
-    assert cf.mpir_bcast_choice(4e6, 7) == "binomial"
-    assert cf.mpir_bcast_choice(12288, 8) == "binomial"
-    assert cf.mpir_bcast_choice(2**19, 8) == "scatter_recursive_doubling_allgather"
-    assert cf.mpir_bcast_choice(2**19 + 4, 8) == "scatter_ring_allgather"
-    assert cf.mpir_bcast_choice(2**14, 12) == "scatter_ring_allgather"
+    assert mpich.mpir_reduce_choice(2048, 4) == "binomial"
+    assert mpich.mpir_reduce_choice(2052, 4) == "reduce_scatter_gather"
+    assert mpich.mpir_bcast_choice(4e6, 7) == "binomial"
+    assert mpich.mpir_bcast_choice(12288, 8) == "binomial"
+    assert mpich.mpir_bcast_choice(2**19, 8) == "scatter_recursive_doubling_allgather"
+    assert mpich.mpir_bcast_choice(2**19 + 4, 8) == "scatter_ring_allgather"
+    assert mpich.mpir_bcast_choice(2**14, 12) == "scatter_ring_allgather"
 
 
 def test_auto_allreduce_on_one_host_pays_the_hand_off_once_per_step():

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("contracts", "cli", "real", "calibrate", "simulator", "pipelines")   # every package
+# every package
+STAGES = ("contracts", "cli", "libraries", "report", "real", "calibrate", "simulator", "pipelines")
 pytestmark = pytest.mark.timeout(300)
 
 

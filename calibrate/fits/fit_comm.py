@@ -16,7 +16,8 @@ From the raw rows (one per rank and repetition) to a profile entry:
    and ``cpu_fraction``: the CPU time of the calling process (all its threads)
    over the wall time of its collective calls at the smallest P.
 
-Imports: numpy, pandas, calibrate.fits.linefit, contracts.profile, simulator.model.comm.closed_forms.
+Imports: numpy, pandas, calibrate.fits.linefit, contracts.profile, libraries.mpich,
+simulator.model.comm.closed_forms.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simulator.model.comm.closed_forms import choose_allreduce, collective_s, steps
+from libraries.mpich import choose_allreduce
+from simulator.model.comm.closed_forms import collective_s, steps
 from contracts.profile import CollectiveFit, Segment, Transport
 
 from calibrate.fits.linefit import Line, fit_line, fit_segments, predict_segments, relative_errors, segment_edges

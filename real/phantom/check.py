@@ -31,7 +31,8 @@ measurement, ``cnn-P{P}-set{r}-w{i}.toml``: worker i of phantom run r; and
 set measured while they used a quarter core or more is disturbed and measured again, up
 to three times).
 
-Imports: pandas, real (schemes, sweep), cli, contracts (files, record, stats, workload); calibrate.workload runs as a subprocess.
+Imports: pandas, real (schemes, sweep), cli, contracts (files, record, workload), report.stats;
+calibrate.workload runs as a subprocess.
 """
 from __future__ import annotations
 
@@ -300,7 +301,7 @@ def verdict(times: dict, alg: str, workers: int) -> dict:
     in quadrature: the phantom's holds its ranks' measured steps, drawn per run). Real
     runs whose ranks shared cores (more ranks than cores) are not judged: a phantom stands
     for ranks with a core each (its sleeps need none), so the row is testbed-bound."""
-    from contracts.stats import mean_ci95
+    from report.stats import mean_ci95
     runs = {m: [(r + (False,))[:3] for r in times.get((alg, workers, m), [])] for m in MODES}
     kept = {m: [t for t, bad, _ in runs[m] if not bad] for m in MODES}
     left = sum(bad for m in MODES for _, bad, _ in runs[m])

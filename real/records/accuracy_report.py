@@ -7,8 +7,7 @@ reached in E epochs"); ``report`` writes ``OUT/time_to_target.csv`` and
 ``OUT/accuracy-time.png`` (accuracy against wall time, one panel per
 scheme, one line per P) and returns the table as text.
 
-Imports: pandas, real.records.plots, contracts.curve, contracts.files,
-contracts.record.
+Imports: pandas, contracts.curve, contracts.files, contracts.record, report.accuracy.
 """
 from __future__ import annotations
 
@@ -80,8 +79,9 @@ def report(out: Path, target: float | None, only: set[str] | None = None) -> str
     runs = curves(out, only)
     if not runs:
         return ""
-    from real.records.plots import accuracy_time_plot
-    accuracy_time_plot(runs, out / "accuracy-time.png")
+    from report.accuracy import accuracy_time_plot
+    accuracy_time_plot(runs, out / "accuracy-time.png",
+                       "Measured test accuracy against training time")
     if target is None:
         return f"wrote {out / 'accuracy-time.png'}"
     df = time_to_target_table(runs, target)

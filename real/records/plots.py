@@ -1,7 +1,8 @@
-"""Figures of measured runs: speedup against P (with the ideal line), accuracy against P, and
-test accuracy against training time per scheme.
+"""Figures of a sweep's measured runs: speedup against P (with the ideal line) and the final
+accuracy against P. Test accuracy against training time is ``report.accuracy``'s, the one
+figure of curves that measured and predicted runs share.
 
-Imports: matplotlib, real.schemes, contracts.files, simulator.output.accuracy_plots.
+Imports: matplotlib, real.schemes, contracts.files.
 """
 from __future__ import annotations
 
@@ -51,10 +52,3 @@ def accuracy_plot(summary, path, title: str = "Test accuracy of the final model"
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
-
-
-def accuracy_time_plot(runs: list[dict], path,
-                       title: str = "Measured test accuracy against training time") -> Path:
-    """One panel per scheme, one line per P (the mean over runs, point by point)."""
-    from simulator.output.accuracy_plots import accuracy_time_plot as draw
-    return draw(runs, path, title)

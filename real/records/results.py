@@ -7,8 +7,8 @@ A point's time is the mean of its undisturbed runs (``real.records.load``); wher
 run of a point was disturbed, of those, and the table marks it. An efficiency
 above 1 never appears without a warning that says how it can happen.
 
-Imports: numpy, pandas, real.records.load (the disturbed-run summary), real.schemes, contracts
-(record, stats).
+Imports: numpy, pandas, real.records.load (the disturbed-run summary), real.schemes,
+contracts.record, report.stats.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from contracts import record
-from contracts.stats import mean_ci95
+from report.stats import mean_ci95
 
 from real import schemes
 

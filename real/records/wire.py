@@ -11,12 +11,12 @@ took. Two counts per rank:
   algorithm:
 
   - gloo (gather_scatter, allreduce, ddp) talks TCP even between ranks of one
-    host, and frames every message (``closed_forms.gloo_tcp_bytes``: a 48-byte
+    host, and frames every message (``libraries.gloo.gloo_tcp_bytes``: a 48-byte
     preamble for each of the sender's two operations and one the receiver sends
     back, gloo/transport/tcp/pair.cc). ``all_reduce`` is gloo's ring
     (gloo/allreduce.cc, ``ring``: a reduce-scatter and an allgather in segments,
     2 (P - 1) / P n a rank on average, each rank's own segments counted in whole
-    elements by ``closed_forms.gloo_ring_rank_traffic``); ``gather`` sends each
+    elements by ``libraries.gloo.gloo_ring_rank_traffic``); ``gather`` sends each
     rank's n to the root, ``scatter`` the root's n to each other rank; DDP
     all-reduces every bucket (all gradients once a step, framed as one ring a
     dtype: its 25 MiB buckets add a few messages on large models, under 0.01%)
@@ -29,7 +29,7 @@ took. Two counts per rank:
     rank's bytes (the framing is 28% of them at P = 8, 41% at P = 16);
   - MPICH moves messages between ranks of one host through shared memory: only
     peers on other hosts count. An Allreduce across hosts (one rank a host) is
-    MPICH's algorithm (``simulator.model.comm.closed_forms.choose_allreduce`` for
+    MPICH's algorithm (``libraries.mpich.choose_allreduce`` for
     ``auto``): recursive doubling (log2 p n) or reduce-scatter + allgather
     (2 (p - 1) / p n), p the largest power of two in P, with MPICH's fold of
     the other P - p ranks (an even rank below 2 (P - p) sends its n to the
@@ -43,16 +43,16 @@ async_avg's weights) is ``torch.cat`` of the tensors: one dtype, the widest
 (``flat_bytes``). The parameter server's messages carry a 16-byte header; MPICH's own
 headers are left out (tens of bytes a message: within the check's margin).
 
-Imports: real.schemes (no scheme module), contracts.workload, simulator.model.comm.closed_forms.
+Imports: real.schemes (no scheme module), contracts.workload, libraries (gloo, mpich).
 """
 from __future__ import annotations
 
 import math
 
 from real.schemes import SCHEMES
-from simulator.model.comm.closed_forms import (choose_allreduce, gloo_ring_rank_traffic,
-                                                gloo_tcp_bytes)
 from contracts.workload import DTYPE_BYTES
+from libraries.gloo import gloo_ring_rank_traffic, gloo_tcp_bytes
+from libraries.mpich import choose_allreduce
 
 PS_HEADER_BYTES = 16                 # [version, done] as int64 (real.schemes.ps)
 

@@ -21,7 +21,7 @@ call stretches to ``max(its time, cpu / speed)``. Leaving the call, such a
 rank needs a core again: while every core of its host computes it waits for
 the scheduler (``CoreHost.wake``).
 
-Imports: SimPy, ``contracts``, ``model.network``, ``model.recorder``.
+Imports: SimPy, ``contracts``, ``libraries.gloo``, ``model.network``, ``model.recorder``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import functools
 
 import simpy
 
-from simulator.model.comm.closed_forms import collective_s, gloo_ring_segments, steps
+from libraries.gloo import gloo_ring_segments
+from simulator.model.comm.closed_forms import collective_s, steps
 from contracts.profile import Transport
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.network import Routes, nccl_order

@@ -1,12 +1,15 @@
-"""Which allreduce a library runs: MPICH's choice, gloo's ring, NCCL's tuner.
+"""Which allreduce a library runs on the model's routes: MPICH's choice
+(``libraries.mpich``), gloo's ring, NCCL's tuner.
 
-Imports: contracts.profile, simulator.model.comm.closed_forms, ``model.network`` (routes, host groups).
+Imports: contracts.profile, libraries.mpich, simulator.model.comm.closed_forms,
+``model.network`` (routes, host groups).
 """
 from __future__ import annotations
 
 import functools
 
-from simulator.model.comm.closed_forms import choose_allreduce, ring_allreduce_s, tree_allreduce_s
+from libraries.mpich import choose_allreduce
+from simulator.model.comm.closed_forms import ring_allreduce_s, tree_allreduce_s
 from contracts.profile import Transport
 from simulator.model.network import Routes, host_groups
 

@@ -24,89 +24,29 @@ Release/gather is MPICH's shared-memory allreduce (ch4's POSIX collectives): the
 ranks reduce up a k-ary tree of radix 4 into shared memory (``d_r`` levels, a
 parent reducing ``c = min(4, P-1)`` children) and the root releases the result
 down a k-ary tree of radix 64 (``d_b`` levels, ``c_b = min(64, P-1)`` readers).
-MPICH runs it only where MPI is single-threaded (``choose_allreduce``). The form
+MPICH runs it only where MPI is single-threaded (``libraries.mpich.choose_allreduce``). The form
 is exact for one-level trees (P <= 5) and an upper bound beyond (a level's
 parents do not all wait for full subtrees). ``smp`` is MPICH's composition over
 several hosts; which reduce, allreduce and broadcast it runs are MPICH's
-MPIR-level choices (``mpir_*_choice``).
+MPIR-level choices (``libraries.mpich``: which algorithm MPICH runs is MPICH's decision,
+shared with ``real.records.wire``; what it costs is the model's).
 
-Imports: the standard library only.
+Imports: the standard library, ``libraries`` (gloo, mpich).
 """
 from __future__ import annotations
 
 import functools
 import math
 
-MPI_ELEMENT_BYTES = 4                # psgd and mpi_allreduce reduce float32 (MPI.FLOAT)
-MPIR_ALLREDUCE_SHORT_BYTES = 8       # maint/tuning/coll/mpir/generic.json: avg_msg_size<=8
-MPIR_REDUCE_SHORT_BYTES = 2048       # ... collective=reduce: avg_msg_size<=2048
-MPIR_BCAST_SHORT_BYTES = 12288       # ... collective=bcast: avg_msg_size<=12288
-MPIR_BCAST_MEDIUM_BYTES = 524288     # ... comm_size=pow2: avg_msg_size<=524288
-MPIR_BCAST_SMALL_COMM = 8            # ... comm_size<8: binomial whatever the size
-
-
-RELEASE_GATHER_REDUCE_RADIX = 4     # MPIR_CVAR_REDUCE_INTRANODE_TREE_KVAL (k-ary tree)
-RELEASE_GATHER_BCAST_RADIX = 64     # MPIR_CVAR_BCAST_INTRANODE_TREE_KVAL
-
-
-def choose_allreduce(algorithm: str, n_bytes: float, workers: int, hosts: int = 0) -> str:
-    """The allreduce MPICH 5.0 runs for ``algorithm`` on ``workers`` ranks over ``hosts``
-    hosts (0: unknown, taken as one rank per host).
-
-    ``auto`` (``MPID_Allreduce`` in ``ch4/src/ch4_coll.h``, its choice of composition in
-    ``maint/tuning/coll/ch4/generic.json``): a communicator of several hosts with
-    several ranks on some runs ch4's composition alpha, ``smp`` (reduce in each host,
-    allreduce among the hosts' first ranks, broadcast); one host (composition gamma)
-    and one rank per host (beta) run the MPIR level's choice, ``mpir_allreduce_choice``.
-    On one host gamma would take the shared-memory release/gather tree, but its
-    selection requires ``is_multi_threaded=no`` and mpi4py initialises MPI with
-    ``MPI_THREAD_MULTIPLE``: MPICH falls back to the MPIR level (measured: MPICH 5.0.2
-    under mpi4py never maps release/gather's shared segments). A named algorithm is
-    what ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` forces, but Rabenseifner's needs
-    count >= pof2 (``coll_algorithms.txt``: ``size-ge-pof2``) and falls back to ``auto``
-    otherwise."""
-    if algorithm == "reduce_scatter_allgather" and _elements(n_bytes) < _pof2(max(1, workers)):
-        return mpir_allreduce_choice(n_bytes, workers)
-    if algorithm != "auto":
-        return algorithm
-    if 1 < hosts < workers:
-        return "smp"
-    return mpir_allreduce_choice(n_bytes, workers)
-
-
-def _elements(n_bytes: float) -> float:
-    return n_bytes / MPI_ELEMENT_BYTES
-
-
-def mpir_allreduce_choice(n_bytes: float, workers: int) -> str:
-    """``MPIR_Allreduce_impl``'s ``auto`` (``maint/tuning/coll/mpir/generic.json``):
-    recursive doubling up to 8 bytes or for fewer elements than the largest power of
-    two of ranks, Rabenseifner's reduce-scatter/allgather otherwise."""
-    if n_bytes <= MPIR_ALLREDUCE_SHORT_BYTES or _elements(n_bytes) < _pof2(max(1, workers)):
-        return "recursive_doubling"
-    return "reduce_scatter_allgather"
-
-
-def mpir_reduce_choice(n_bytes: float, ranks: int) -> str:
-    """``MPIR_Reduce_impl``'s ``auto`` on a host's ranks (``generic.json``,
-    ``collective=reduce``, ``comm_hierarchy=any``): binomial up to 2048 bytes or for
-    fewer elements than the largest power of two of ranks, else Rabenseifner's
-    reduce-scatter/gather."""
-    if n_bytes <= MPIR_REDUCE_SHORT_BYTES or _elements(n_bytes) < _pof2(max(1, ranks)):
-        return "binomial"
-    return "reduce_scatter_gather"
-
-
-def mpir_bcast_choice(n_bytes: float, ranks: int) -> str:
-    """``MPIR_Bcast_impl``'s ``auto`` on a host's ranks (``generic.json``,
-    ``collective=bcast``): binomial below 8 ranks or up to 12288 bytes; for a power of
-    two of ranks a scatter and recursive-doubling allgather up to 512 KiB; otherwise a
-    scatter and ring allgather."""
-    if ranks < MPIR_BCAST_SMALL_COMM or n_bytes <= MPIR_BCAST_SHORT_BYTES:
-        return "binomial"
-    if ranks & (ranks - 1) == 0 and n_bytes <= MPIR_BCAST_MEDIUM_BYTES:
-        return "scatter_recursive_doubling_allgather"
-    return "scatter_ring_allgather"
+from libraries.gloo import gloo_ring_segments
+from libraries.mpich import (
+    RELEASE_GATHER_BCAST_RADIX,
+    RELEASE_GATHER_REDUCE_RADIX,
+    choose_allreduce,
+    mpir_allreduce_choice,
+    mpir_bcast_choice,
+    mpir_reduce_choice,
+)
 
 
 def _pof2(p: int) -> int:
@@ -193,74 +133,6 @@ def smp_allreduce_s(p: int, n: float, local: int, a_intra: float, b_intra: float
     reduce_s = MPIR_REDUCE[mpir_reduce_choice(n, local)](local, n, a_intra, b_intra, g)
     across_s = ALLREDUCE[mpir_allreduce_choice(n, hosts)](hosts, n, a_inter, b_inter, g)
     return reduce_s + across_s + mpir_bcast_s(local, n, a_intra, b_intra)
-
-
-GLOO_MAX_SEGMENT_BYTES = 1024 * 1024   # gloo/allreduce.h: AllreduceOptionsImpl::kMaxSegmentSize
-
-
-def gloo_ring_segments(p: int, n: float) -> tuple[int, float]:
-    """(segments per rank, bytes per segment) of gloo's ring (``gloo/allreduce.cc``):
-    ``roundUp(max(ceil(n / 1 MiB), 2P), P)`` segments of equal size."""
-    total = max(math.ceil(n / GLOO_MAX_SEGMENT_BYTES), 2 * p)
-    segments = -(-total // p) * p
-    return segments // p, n / segments
-
-
-# gloo/transport/tcp/pair.h: every operation on a pair's socket starts with ``Op::preamble``
-# (six size_t: 48 bytes). A message to an unbound buffer (gloo/transport/tcp/pair.cc) costs
-# its sender two (``Pair::send``: ``sendNotifySendReady``, then ``sendUnboundBuffer``'s with
-# the payload) and its receiver one, sent back to the sender (``Pair::recv``:
-# ``sendNotifyRecvReady``).
-GLOO_PREAMBLE_BYTES = 48
-GLOO_SEND_FRAMING_BYTES = 2 * GLOO_PREAMBLE_BYTES
-GLOO_RECV_FRAMING_BYTES = GLOO_PREAMBLE_BYTES
-
-
-GLOO_ELEMENT_BYTES = 4       # the schemes' gradients are float32: gloo cuts whole elements
-# In a ring a rank sends to rank - 1 and notifies rank + 1; both leave through its host's
-# NIC, so a hop between hosts carries a message's payload and all three preambles.
-GLOO_RING_FRAMING_BYTES = GLOO_SEND_FRAMING_BYTES + GLOO_RECV_FRAMING_BYTES
-
-
-def gloo_ring_lengths(p: int, rank: int, n_bytes: float,
-                      element_bytes: int = GLOO_ELEMENT_BYTES) -> list[list[tuple[float, float]]]:
-    """(bytes sent, bytes received) at each iteration of ``rank``'s reduce-scatter and
-    allgather in one gloo ring allreduce (``gloo/allreduce.cc``, ``ring``), cut in whole
-    elements as gloo cuts them: ``S = roundUp(max(ceil(n / maxSegmentBytes), 2P), P)``
-    segments of ``roundUp(ceil(n / S), element_bytes)`` bytes, the last ones short or
-    empty. The reduce-scatter sends segment ``(rank + 1) S/P + i`` and receives
-    ``(rank + 2) S/P + i``, the allgather sends ``rank S/P + i`` and receives
-    ``(rank + 1) S/P + i``, i < S - S/P (``computeReduceScatterOffsets``,
-    ``computeAllgatherOffsets``); an empty segment is neither sent nor received."""
-    if p <= 1:
-        return [[], []]
-    max_segment = element_bytes * max(1, GLOO_MAX_SEGMENT_BYTES // element_bytes)
-    segments = -(-max(math.ceil(n_bytes / max_segment), 2 * p) // p) * p
-    per_rank = segments // p
-    segment = math.ceil(n_bytes / segments / element_bytes) * element_bytes
-
-    def length(index: int) -> float:
-        return max(0.0, min(segment, n_bytes - index % segments * segment))
-    return [[(length((rank + first) * per_rank + i), length((rank + first + 1) * per_rank + i))
-             for i in range(segments - per_rank)] for first in (1, 0)]
-
-
-def gloo_ring_rank_traffic(p: int, rank: int, elements: int, element_bytes: int
-                           ) -> tuple[int, int, int]:
-    """(payload bytes, messages sent, messages received) of ``rank`` in one gloo ring
-    allreduce of ``elements`` (``gloo_ring_lengths``). Over the ranks the payload is
-    2 (P - 1) n; a rank's share depends on which segments are empty (small tensors at
-    large P)."""
-    phases = gloo_ring_lengths(p, rank, elements * element_bytes, element_bytes)
-    steps = [step for phase in phases for step in phase]
-    return (int(sum(s for s, _ in steps)), sum(s > 0 for s, _ in steps),
-            sum(r > 0 for _, r in steps))
-
-
-def gloo_tcp_bytes(payload: float, sends: int, recvs: int) -> float:
-    """What a rank puts on TCP for gloo messages: the payload, two preambles a message it
-    sends and one a message it receives (``GLOO_PREAMBLE_BYTES``)."""
-    return payload + sends * GLOO_SEND_FRAMING_BYTES + recvs * GLOO_RECV_FRAMING_BYTES
 
 
 def gloo_ring_allreduce_s(p: int, n: float, a: float, b: float, g: float = 0.0,

@@ -25,19 +25,18 @@ every rank on its own host and one path this is exactly the
 contention-free closed form; ``collectives`` sends the same messages one by
 one, and the tests check that both agree.
 
-Imports: simulator.model.comm.closed_forms, model.network (and, to price a collective
-that leaves lock step, SimPy and model.comm.message).
+Imports: libraries (gloo, mpich), simulator.model.comm.closed_forms, model.network (and, to
+price a collective that leaves lock step, SimPy and model.comm.message).
 """
 from __future__ import annotations
 
 import math
 
-from simulator.model.comm.closed_forms import (
-    GLOO_RING_FRAMING_BYTES,
+from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
+from libraries.mpich import (
     RELEASE_GATHER_BCAST_RADIX,
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
-    gloo_ring_segments,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
 from simulator.model.comm.gloo_schedule import ring_alone_s

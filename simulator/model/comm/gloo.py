@@ -10,11 +10,11 @@ tensor goes through host memory (``host_ring_allreduce``).
 
 The generator is ONE rank's (the interface of ``comm.collectives``).
 
-Imports: ``simulator.model.comm.closed_forms``.
+Imports: ``libraries.gloo``.
 """
 from __future__ import annotations
 
-from simulator.model.comm.closed_forms import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
+from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
 
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):
@@ -26,7 +26,7 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     segment k. The reduce-scatter sends rank ``r + 1``'s segments first, the allgather
     rank ``r``'s (``computeReduceScatterOffsets``, ``computeAllgatherOffsets``); here the
     segments are of equal size (gloo rounds them to whole elements, the last ones short
-    or empty: ``closed_forms.gloo_ring_lengths``, which ``real.records.wire`` counts). A
+    or empty: ``libraries.gloo.gloo_ring_lengths``, which ``real.records.wire`` counts). A
     message between hosts carries gloo's TCP framing (``GLOO_RING_FRAMING_BYTES``: the
     sender's two preambles and the receiver's notification; a ring crosses out of a host
     as often as into it, so each host's network card sends the notifications of as many

@@ -25,7 +25,7 @@ messages are simulated. Against the message path the answers agree within 1e-9
 relative, not to the last bit: ``fluid.FluidShare`` advances every flow at every event
 of the network, so its floats round differently (``tests/test_gloo_schedule.py``).
 
-Imports: numpy, simulator.model.comm.closed_forms, model.network.
+Imports: numpy, libraries.gloo, model.network.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from simulator.model.comm.closed_forms import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
+from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
 from simulator.model.network import LINK_KEYS, Routes
 
 

@@ -5,22 +5,19 @@ Every function is the generator of ONE rank (the interface of ``comm.collectives
 Sizes are bytes of the whole buffer ``n``; MPICH splits a buffer in elements (its
 blocks differ by at most one element), here in equal shares of ``n``.
 
-Which of them an ``MPI_Allreduce`` runs is ``mpir_allreduce`` (the MPIR level's
-JSON selection) and ``smp_allreduce`` (ch4's composition for a communicator that
-spans hosts with several ranks on some); ``comm.choice`` decides between them.
+Which of them an ``MPI_Allreduce`` runs is ``mpir_allreduce`` (the MPIR level's JSON
+selection, ``libraries.mpich``) and ``smp_allreduce`` (ch4's composition for a
+communicator that spans hosts with several ranks on some); ``comm.choice`` decides
+between them.
 Sources: the MPICH 5.0.1 tag of github.com/pmodels/mpich (the wheel is 5.0.2).
 
-Imports: ``simulator.model.comm.closed_forms``, ``model.network``.
+Imports: ``libraries.mpich``, ``model.network``.
 """
 from __future__ import annotations
 
-from simulator.model.comm.closed_forms import RELEASE_GATHER_BCAST_RADIX as KB
-from simulator.model.comm.closed_forms import RELEASE_GATHER_REDUCE_RADIX as KR
-from simulator.model.comm.closed_forms import (
-    mpir_allreduce_choice,
-    mpir_bcast_choice,
-    mpir_reduce_choice,
-)
+from libraries.mpich import RELEASE_GATHER_BCAST_RADIX as KB
+from libraries.mpich import RELEASE_GATHER_REDUCE_RADIX as KR
+from libraries.mpich import mpir_allreduce_choice, mpir_bcast_choice, mpir_reduce_choice
 from simulator.model.network import host_and_roots
 
 

@@ -1,4 +1,6 @@
-"""How repeated measurements are summarised everywhere: mean and its 95% confidence interval.
+"""How a repeated measurement is stated everywhere: its mean and the half-width of its 95%
+confidence interval (Student t), as a sweep's summary, ``compare``'s measured column and the
+phantom check give it.
 
 Imports: numpy, scipy.
 """

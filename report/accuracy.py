@@ -1,4 +1,5 @@
-"""Figures of accuracy over time (matplotlib, Agg canvas; imported only when plotting).
+"""Figures of accuracy over time, measured and predicted drawn alike (matplotlib, Agg canvas;
+imported only when plotting).
 
 * ``accuracy_time_plot``: test accuracy against training time, one panel per
   scheme, one line per P; predicted curves solid, measured ones (if given)
@@ -7,8 +8,9 @@
   scheme, predicted dashed and measured solid; a point not reached is left out.
 * ``final_accuracy_plot``: final test accuracy against P, the same way.
 
-Rows are dicts with ``scheme``, ``workers`` and ``points`` (curves), or the
-summary rows of ``simulator.accuracy`` (one per scheme and P).
+Rows are dicts with ``scheme``, ``workers`` and ``points`` (curves: a run record's, as
+``real.records.accuracy_report`` reads them, or a prediction's), or the summary rows of
+``simulator.accuracy`` (one per scheme and P).
 
 Imports: matplotlib, contracts.files.
 """
