@@ -36,8 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import cli  # noqa: E402
 from real.cluster.lifecycle import emulated_cluster  # noqa: E402
 from contracts.units import parse_bandwidth  # noqa: E402
+
+PROG = "python benchmarks/incast.py"
 
 PORT = 5555
 PAYLOAD = 0.95             # TCP payload share of the shaped rate (calibrate.link measures it)
@@ -138,8 +141,8 @@ def one_after_another(starts_s: list[float], n_bytes: int, rate: float) -> list[
     return done
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python benchmarks/incast.py", description=__doc__.split("\n")[0])
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--senders", type=int, default=2)
     p.add_argument("--bytes", type=int, default=407_000, help="one message (default: mlp's gradients)")
     p.add_argument("--bandwidth", default="20mbit", help="link rate, tc units")
@@ -149,7 +152,10 @@ def main(argv=None) -> int:
     p.add_argument("--role", choices=("recv", "send"), help=argparse.SUPPRESS)
     p.add_argument("--to", help=argparse.SUPPRESS)
     p.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     if args.role == "recv":
         receive(args.senders, args.bytes)
         return 0
@@ -182,6 +188,10 @@ def main(argv=None) -> int:
                       f"{fair[-1] * 1e3:4.0f};  one after another {fifo[0] * 1e3:4.0f} / "
                       f"{fifo[-1] * 1e3:4.0f}", flush=True)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

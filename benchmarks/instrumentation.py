@@ -13,7 +13,6 @@ Imports: torch, real (context, dist, models, step, timing).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -25,11 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import cli  # noqa: E402
 from real.launch.context import RunContext  # noqa: E402
 from real.launch.dist import Launch, SingleComm  # noqa: E402
 from real.training.models import build_model  # noqa: E402
 from real.training.step import Shard, local_epochs  # noqa: E402
 from real.records.timing import IterationLog  # noqa: E402
+
+PROG = "python benchmarks/instrumentation.py"
 
 
 def plain_loop(model, opt, shard, batch, seed) -> None:
@@ -49,14 +51,16 @@ def instrumented_loop(model, opt, shard, batch, seed) -> None:
         pass
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="cnn")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     batch = 64
@@ -78,6 +82,10 @@ def main(argv=None) -> int:
     print(f"instrumented loop  : {1e3 * inst:.3f} ms/iteration")
     print(f"overhead           : {100 * (inst / plain - 1):+.2f} %")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

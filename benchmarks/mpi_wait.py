@@ -43,6 +43,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+import cli  # noqa: E402
+
+PROG = "python benchmarks/mpi_wait.py"
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -123,9 +126,8 @@ def launch(way: str, args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--ways", default=",".join(WAYS))
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--gap-ms", type=float, default=20.0, help="rank 0's sleep before a send")
@@ -135,7 +137,10 @@ def main(argv=None) -> int:
                    help="heavy-yield-slack's timer slack")
     p.add_argument("--cluster", default=None, help="an emulated cluster's prefix")
     p.add_argument("--rank-loop", default=None, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     if args.rank_loop:
         rank_loop(args.rank_loop, args.calls, args.gap_ms / 1e3, args.bytes, args.sleep_us / 1e6,
                   args.slack_us / 1e6)
@@ -147,6 +152,10 @@ def main(argv=None) -> int:
         print(f"{way:>16} {r['waiting_rank_cpu_share']:>16.1%} "
               f"{r['latency_p50_s'] * 1e3:>14.3f} {r['latency_p99_s'] * 1e3:>8.3f}")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

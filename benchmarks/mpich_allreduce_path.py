@@ -33,6 +33,8 @@ from pathlib import Path
 
 import cli
 
+PROG = "python benchmarks/mpich_allreduce_path.py"
+
 FORCED = ("reduce_scatter_allgather", "recursive_doubling", "ring")
 
 
@@ -57,22 +59,24 @@ def rank_main(thread_level: str, n_bytes: int, calls: int) -> None:
         print(f"{max(medians) * 1e6:.0f}")
 
 
-def run(p: int, env: dict, args: list[str]) -> subprocess.CompletedProcess:
+def launch(p: int, env: dict, args: list[str]) -> subprocess.CompletedProcess:
     here = Path(sys.executable).parent
     cmd = [str(here / "mpirun"), "-n", str(p), sys.executable, __file__, "--rank-mode", *args]
     return subprocess.run(cmd, env=os.environ | env, capture_output=True, text=True, timeout=600)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default=[3, 4], type=cli.worker_counts, metavar="P",
                     help=f"{cli.WORKERS_HELP}, on this host")
     ap.add_argument("--bytes", type=int, default=400_000, help="bytes per allreduce")
     ap.add_argument("--calls", type=int, default=300, help="timed calls per run")
     ap.add_argument("--rank-mode", nargs=3, metavar=("LEVEL", "BYTES", "CALLS"),
                     help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def run(a) -> int:
     if a.rank_mode:
         rank_main(a.rank_mode[0], int(a.rank_mode[1]), int(a.rank_mode[2]))
         return 0
@@ -80,7 +84,7 @@ def main(argv=None) -> int:
     forced_rg = {"MPIR_CVAR_ALLREDUCE_POSIX_INTRA_ALGORITHM": "release_gather",
                  "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
     for level in ("multiple", "single"):
-        done = run(2, forced_rg, [level, "4096", "10"])
+        done = launch(2, forced_rg, [level, "4096", "10"])
         said = "runs" if done.returncode == 0 else "refused (" + (
             [ln for ln in done.stdout.splitlines() + done.stderr.splitlines()
              if "not usable" in ln] or ["exit %d" % done.returncode])[0].strip() + ")"
@@ -88,16 +92,20 @@ def main(argv=None) -> int:
     print(f"\nmedian time of one Allreduce of {a.bytes} B, microseconds (thread level multiple)")
     print("P  auto  " + "  ".join(f"{f} (device on/off)" for f in FORCED))
     for p in workers:
-        cells = [run(p, {}, ["multiple", str(a.bytes), str(a.calls)]).stdout.strip()]
+        cells = [launch(p, {}, ["multiple", str(a.bytes), str(a.calls)]).stdout.strip()]
         for algorithm in FORCED:
-            on = run(p, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm},
+            on = launch(p, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm},
                      ["multiple", str(a.bytes), str(a.calls)]).stdout.strip()
-            off = run(p, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm,
+            off = launch(p, {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm,
                           "MPIR_CVAR_DEVICE_COLLECTIVES": "none"},
                       ["multiple", str(a.bytes), str(a.calls)]).stdout.strip()
             cells.append(f"{on}/{off}")
         print(f"{p}  " + "  ".join(cells))
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ machine (``/work/bin/quiet`` here); docs/phantom.md quotes its output.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -29,8 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import cli  # noqa: E402
 from real.phantom.plan import load_plan
 from real.phantom.sleep import Sleeper
+
+PROG = "python benchmarks/phantom_sleep.py"
 
 WAYS = {"plain": {"carry": False, "slack": False}, "slack": {"carry": False},
         "slack+carry": {}, "slack+spin": {"carry": False, "spin_s": 200e-6}, "stand-in": {}}
@@ -95,13 +97,15 @@ def cnn_workload(path: Path) -> Path:
     return path
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--workload", default=None, help="workload TOML (default: measure the CNN)")
     p.add_argument("--steps", type=int, default=300, help="steps per way of sleeping")
     p.add_argument("--repeats", type=int, default=3, help="rounds over the ways")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     if args.workload is None:
         import tempfile
         args.workload = str(cnn_workload(Path(tempfile.mkdtemp()) / "cnn.toml"))
@@ -125,6 +129,10 @@ def main(argv=None) -> int:
     print("(medians over the rounds; late: one sleep past its deadline; step over: a step "
           "longer than asked; CPU: the sleeper's CPU time per second of sleep asked)")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def train_sizes(items: list[str], prog: str) -> dict[str, int] | None:
     return sizes
 
 
-def main(argv=None) -> int:
+def build_parser() -> cli.Parser:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="+", type=cli.input_folder,
                     help="validation folders (docs/results/...)")
@@ -135,7 +135,10 @@ def main(argv=None) -> int:
     ap.add_argument("--against", type=cli.input_file, metavar="CSV",
                     help="this command's CSV from another commit: print the held-out errors "
                          "of the schemes that moved, there against here")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def run(a) -> int:
     sizes = train_sizes(a.train_size, PROG)
     if sizes is None:
         return 2
@@ -166,6 +169,10 @@ def main(argv=None) -> int:
         cli.print_out("bias over the folders (mean signed held-out error, by P)",
                       bias(df).to_string(**pct))
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

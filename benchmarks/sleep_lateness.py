@@ -13,7 +13,6 @@ in Python).
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import sys
@@ -22,7 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import cli  # noqa: E402
 from real.phantom.sleep import Sleeper  # noqa: E402
+
+PROG = "python benchmarks/sleep_lateness.py"
 
 
 def spin(cpu: int) -> None:
@@ -38,16 +40,18 @@ def measure(length_s: float, sleeps: int, fine_slack: bool) -> dict:
     return sleeper.summary()
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--lengths-ms", default="0.1,1,10", help="sleep lengths, ms")
     p.add_argument("--sleeps", type=int, default=300, help="sleeps per length")
     p.add_argument("--max-busy", type=int, default=1, help="busy loops beside it, 0..N")
     p.add_argument("--cpu", type=int, default=0, help="the CPU everything is pinned to")
     p.add_argument("--fine-slack", action="store_true",
                    help="a 1 ns timer slack while sleeping, as phantom runs have it")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     os.sched_setaffinity(0, {args.cpu})
     print(f"{'busy loops':>10} {'sleep ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
           f"{'mean late / sleep':>17}")
@@ -66,6 +70,10 @@ def main(argv=None) -> int:
                 lp.terminate()
                 lp.join()
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ not:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import sys
@@ -33,8 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import cli  # noqa: E402
 from real.phantom.plan import load_plan  # noqa: E402
 from real.phantom.sleep import Sleeper  # noqa: E402
+
+PROG = "python benchmarks/sleep_tail.py"
 
 METER_EVERY_S, METER_WORK_S = 0.05, 0.0003
 
@@ -82,7 +84,7 @@ def rank(i: int, barrier, sleeps: list[float], steps: int, burst_s: float, meter
     out.put((i, late, behind, own))
 
 
-def run(n: int, sleeps: list[float], steps: int, burst_s: float, meters: int) -> dict:
+def chain_run(n: int, sleeps: list[float], steps: int, burst_s: float, meters: int) -> dict:
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=rank, args=(i, barrier, sleeps, steps, burst_s, meters, out))
@@ -118,9 +120,8 @@ def run(n: int, sleeps: list[float], steps: int, burst_s: float, meters: int) ->
             "stretch_share": float(stretch.mean() / step_plan)}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--workload", required=True, help="workload TOML with per-layer times")
     p.add_argument("--time-scale", type=float, default=1.0)
     p.add_argument("--ranks", default="2,8,16,32")
@@ -128,7 +129,10 @@ def main(argv=None) -> int:
     p.add_argument("--meter-threads", default="0", help="meter-like threads per rank")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--json", default=None, help="also write the rows here")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     sleeps = chain_s(args.workload, args.time_scale)
     rows = []
     print(f"{'N':>3} {'burst':>6} {'meters':>6} {'plan ms':>8} {'p99 first':>10} "
@@ -137,7 +141,7 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.ranks.split(",")):
         for burst in (float(x) for x in args.burst_ms.split(",")):
             for meters in (int(x) for x in args.meter_threads.split(",")):
-                r = run(n, sleeps, args.steps, burst / 1e3, meters)
+                r = chain_run(n, sleeps, args.steps, burst / 1e3, meters)
                 rows.append(r)
                 print(f"{n:>3} {burst:>6g} {meters:>6} {r['step_plan_ms']:>8.2f} "
                       f"{r['p99_first_ms']:>10.3f} {r['p99_middle_ms']:>8.3f} "
@@ -148,6 +152,10 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ it spent in steps stalled 150 ms or more past the run's typical step
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -24,10 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402
+import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
+PROG = "python benchmarks/switch_buffers.py"
 
-def run(argv: list[str], log) -> int:
+
+def shell(argv: list[str], log) -> int:
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -57,9 +59,8 @@ def figures(run_dir: Path) -> dict:
             "testbed_bound": rec.get("testbed_bound"), "disturbed": rec.get("disturbed")}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--bandwidths", default="20mbit,100mbit")
     p.add_argument("--queues", default="5ms,256kb", help="real.cluster up --queue values")
     p.add_argument("--schemes", default="gather_scatter,ps_sync,mpi_allreduce,allreduce")
@@ -70,7 +71,10 @@ def main(argv=None) -> int:
     p.add_argument("--subnet", default="10.92.0.0/24")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("train_args", nargs="*", help="after --: more real.train flags")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     py = sys.executable
     max_p, workers = max(args.workers), cli.workers_flag(args.workers)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -79,19 +83,19 @@ def main(argv=None) -> int:
         for bw in args.bandwidths.split(","):
             for queue in args.queues.split(","):
                 runs = args.out / f"{bw}-{queue}"
-                if run([py, "-m", "real.cluster", "up", "--hosts", str(max_p + 1), "--bandwidth",
+                if shell([py, "-m", "real.cluster", "up", "--hosts", str(max_p + 1), "--bandwidth",
                         bw, "--queue", queue, "--prefix", args.prefix,
                         "--subnet", args.subnet], log):
                     print(f"cluster up failed at {bw}, {queue}: see {args.out}/log.txt")
                     return 1
                 try:
-                    run([py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
+                    shell([py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
                          "--schemes", args.schemes, "--workers", workers, "--model", "mlp",
                          "--dataset", "synthetic", "--epochs", "1", "--batch-size", "32",
                          "--train-size", args.train_size, "--test-size", "64",
                          "--out", str(runs), "--", "--threads", "1", *args.train_args], log)
                 finally:
-                    run([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
+                    shell([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
                 for d in record.find_runs(runs):
                     rows.append({"bandwidth": bw, "queue": queue, **figures(d)})
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
@@ -104,6 +108,10 @@ def main(argv=None) -> int:
               f"{r['timeouts_per_epoch']:g} | {r['epoch_s']:.3f} | {r['stall_share'] or 0:.0%} | "
               f"{'yes' if r['testbed_bound'] else 'no'} |")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ one or more of them). As root:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -29,10 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402
+import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
+PROG = "python benchmarks/testbed_capacity.py"
 
-def run(argv: list[str], log) -> int:
+
+def shell(argv: list[str], log) -> int:
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -111,9 +113,8 @@ def print_table(rows: list[dict]) -> None:
         print(f"  {bw} {Path(workload).stem}: {max(ok) if ok else 'none'}")
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--bandwidths", default="20mbit,100mbit")
     p.add_argument("--workloads", default="cnn.toml", help="workload TOML files, comma-separated")
     p.add_argument("--time-scale", default="1")
@@ -133,7 +134,10 @@ def main(argv=None) -> int:
                    help="folder for the records, log.txt and rows.json (required unless --rows)")
     p.add_argument("--rows", default=None,
                    help="only print the table of these rows.json files (comma-separated)")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     if args.rows:
         print_table([r for f in args.rows.split(",") for r in json.loads(Path(f).read_text())])
         return 0
@@ -145,7 +149,7 @@ def main(argv=None) -> int:
     rows = []
     with open(args.out / "log.txt", "a") as log:
         for bw in args.bandwidths.split(","):
-            if run([py, "-m", "real.cluster", "up", "--hosts", str(max(sizes) + 1),
+            if shell([py, "-m", "real.cluster", "up", "--hosts", str(max(sizes) + 1),
                     "--bandwidth", bw, "--prefix", args.prefix, "--subnet", args.subnet], log):
                 print(f"cluster up failed at {bw}: see {args.out}/log.txt")
                 return 1
@@ -154,7 +158,7 @@ def main(argv=None) -> int:
                     for n in sizes:
                         runs = args.out / bw / Path(workload).stem / f"P{n}"
                         pin = ["taskset", "-c", args.cpus] if args.cpus else []
-                        run([*pin, py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
+                        shell([*pin, py, "-m", "real.sweep", "--cluster", "--prefix", args.prefix,
                              "--schemes", args.schemes, "--workers", f"{n}-{n}",
                              "--compute", "phantom", "--workload", workload,
                              "--time-scale", args.time_scale, "--dataset", "synthetic",
@@ -172,9 +176,13 @@ def main(argv=None) -> int:
                         if not faithful and not args.keep_going:
                             break
             finally:
-                run([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
+                shell([py, "-m", "real.cluster", "down", "--prefix", args.prefix], log)
     print_table(rows)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

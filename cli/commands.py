@@ -62,8 +62,8 @@ def io_error(prog: str, e: OSError) -> int:
     meanwhile): one line on stderr, exit code 1. Outputs are written whole or not at all
     (``contracts.files``), so what was there before stays."""
     if launched_rank() == 0:
-        where = f" {e.filename}" if e.filename else ""
-        print(f"{prog}: error:{where}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
     return 1
 
 

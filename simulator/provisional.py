@@ -8,13 +8,14 @@ A hand-made placeholder so that ``python -m simulator.predict`` works before
 Parameter counts are those of ``real/training/models.py`` (1x28x28 input, 10 classes;
 vgg11 for 3x32x32), one entry per parameter tensor (weights, then bias).
 
-Imports: contracts.profile.
+Imports: cli, contracts.profile.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import cli
 from contracts.profile import (
     ModelCost,
     Profile,
@@ -68,12 +69,28 @@ def provisional_profile() -> Profile:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    out = Path(argv[0]) if argv else Path(__file__).parent / "data" / "default_profile.json"
-    save(provisional_profile(), out)
-    print(f"wrote {out}")
+PROG = "python -m simulator.provisional"
+DEFAULT_OUT = Path(__file__).parent / "data" / "default_profile.json"
+
+
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description="Write the PROVISIONAL default profile: a hand-made "
+                   "placeholder until python -m calibrate has measured this machine.")
+    p.add_argument("out", nargs="?", default=str(DEFAULT_OUT), type=cli.output_file(".json"),
+                   help="profile JSON to write (default: the profile predict reads, "
+                        "simulator/data/default_profile.json)")
+    return p
+
+
+def run(args) -> int:
+    save(provisional_profile(), Path(args.out))
+    cli.print_out(f"wrote {args.out}")
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

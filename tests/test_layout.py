@@ -239,3 +239,19 @@ def test_the_old_path_of_the_contracts_is_the_moved_module():
         from simulator.contracts import workload
     assert old == {"profile": contracts.profile, "cli": cli, "closed_forms": closed_forms}
     assert workload.Workload is importlib.import_module("contracts.workload").Workload
+
+
+def mains(path: Path) -> list[ast.FunctionDef]:
+    return [n for n in ast.parse(path.read_text()).body
+            if isinstance(n, ast.FunctionDef) and n.name == "main"]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if mains(MODULES[m])))
+def test_every_main_is_a_few_lines_over_the_one_preamble(module):
+    """A command's ``main`` hands its parser and its work to ``cli.command``: one-line
+    usage errors with exit code 2, file-system errors with 1, never a traceback."""
+    (main,) = mains(MODULES[module])
+    calls = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+             for c in ast.walk(main) if isinstance(c, ast.Call)}
+    assert "command" in calls, f"{module}.main does not call cli.command"
+    assert main.end_lineno - main.lineno < 8, f"{module}.main is more than a few lines"

@@ -20,14 +20,16 @@ A phantom run of it at ``--time-scale S`` sleeps S times the published step:
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import cli
 from contracts.workload import load_workload, save_workload, slept_update_s
 
 from .check import TABLES
+
+PROG = "python -m benchmarks.dle.phantom_workload"
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,13 +63,15 @@ def gpu_workload(table, cpu_file: Path = HERE / "resnet50-cpu.toml"):
                     "command": "python -m benchmarks.dle.phantom_workload"})
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--table", default="PyTorch/DGX-1 16GB/fp32",
                    help="framework/system/precision of benchmarks.dle.check's tables")
     p.add_argument("--out", required=True, type=Path)
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     t = table_named(args.table)
     w = gpu_workload(t)
     save_workload(w, args.out, comment=f"ResNet-50 at {t.device}'s published step "
@@ -75,6 +79,10 @@ def main(argv=None) -> int:
     print(f"wrote {args.out}: {w.step_s:.3f} s a step of {w.batch_size} on {w.device} "
           f"({w.precision}), {len(w.layers)} layers, {w.grad_bytes / 1e6:.1f} MB of gradients")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

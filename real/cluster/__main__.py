@@ -3,7 +3,7 @@
 Bad input and a missing tool or privilege are one line on stderr; an
 interrupted ``up`` leaves nothing behind.
 
-Imports: real.cluster (check, lifecycle, netns, state), cli.
+Imports: real.cluster (check, lifecycle, netns, state), cli, contracts (checks, units).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from real.cluster.state import (
 )
 import cli
 from cli import HelpFormatter, Parser
+from contracts.checks import ConfigError
 from contracts.units import parse_duration
 
 
@@ -124,10 +125,13 @@ MIN_BURST_BYTES, MAX_BURST_BYTES = 2048, 2**30
 MAX_HOSTS = 254                         # addresses of a /24; a larger --subnet may hold more
 
 
+PROG = "python -m real.cluster"
+
+
 def _parser() -> argparse.ArgumentParser:
     fmt = HelpFormatter
-    p = Parser(prog="python -m real.cluster", formatter_class=fmt,
-                                description="An emulated cluster of network namespaces.")
+    p = Parser(prog=PROG, formatter_class=fmt,
+               description="An emulated cluster of network namespaces.")
     sub = p.add_subparsers(dest="command", required=True)
     common = Parser(add_help=False, formatter_class=fmt)
     common.add_argument("--prefix", default=DEFAULT_PREFIX, type=cli.cluster_prefix,
@@ -181,19 +185,20 @@ def _problem(args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return cli.command(PROG, _parser().parse_args, run, argv, (ClusterUnavailable, AlreadyUp))
+
+
+def run(args) -> int:
+    """One subcommand. What the flags say together, a missing tool or privilege and a
+    cluster already up are usage errors (exit code 2); a failing ``ip`` or ``tc`` is 1."""
+    netns.require_tools()
     try:
-        netns.require_tools()
         problem = _problem(args)
-    except ClusterUnavailable as e:
-        problem = str(e)
     except ValueError as e:                     # a state file this code cannot read
         problem = str(e)
     if problem:
-        print(f"python -m real.cluster {args.command}: error: {problem}", file=sys.stderr)
-        return 2
+        raise ConfigError(problem)
     try:
-        netns.require_tools()
         if args.command == "down":
             removed = down(args.prefix)
             print(f"removed {', '.join(removed)}" if removed else "nothing to remove")
@@ -205,21 +210,18 @@ def main(argv: list[str] | None = None) -> int:
             return _print_status(cluster.prefix)
         if args.command == "status":
             return _print_status(args.prefix)
-        if args.command == "check":
-            return _check(args)
-    except (ClusterUnavailable, AlreadyUp) as e:
-        print(f"real.cluster: {e}", file=sys.stderr)
-        return 2
+        return _check(args)
+    except (ClusterUnavailable, AlreadyUp):
+        raise
     except (ValueError, RuntimeError) as e:
-        print(f"real.cluster: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("real.cluster: interrupted; nothing left behind", file=sys.stderr)
+        print(f"{PROG}: interrupted; nothing left behind", file=sys.stderr)
         return 128 + signal.SIGINT
     except Terminated:
-        print("real.cluster: terminated; nothing left behind", file=sys.stderr)
+        print(f"{PROG}: terminated; nothing left behind", file=sys.stderr)
         return 128 + signal.SIGTERM
-    return 1
 
 
 def _check(args) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli import HelpFormatter, Parser
+from cli import Parser, command
 
 if TYPE_CHECKING:
     from real.cluster.state import Cluster
@@ -113,10 +113,11 @@ def measure_bandwidth(cluster: Cluster, src: int = 0, dst: int = 1, seconds: flo
                       r["seconds"], r["bytes"], mss)
 
 
-def main(argv: list[str] | None = None) -> int:
-    fmt = HelpFormatter
-    p = Parser(prog="python -m real.cluster.check", formatter_class=fmt,
-                                description="One half of the cluster's throughput probe.")
+PROG = "python -m real.cluster.check"
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="One half of the cluster's throughput probe.")
     p.add_argument("role", choices=["recv", "send"])
     p.add_argument("--address", required=True, help="receiver's address")
     p.add_argument("--port", type=int, default=5201, help="receiver's TCP port")
@@ -124,12 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-bytes", type=int, default=1 << 30, help="sender: at most this much")
     p.add_argument("--warmup-s", type=float, default=0.25, help="receiver: left out at the start")
     p.add_argument("--timeout-s", type=float, default=30.0, help="receiver: give up after")
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args) -> int:
     if args.role == "recv":
         print(json.dumps(receive(args.address, args.port, args.warmup_s, args.timeout_s)))
     else:
         send(args.address, args.port, args.seconds, args.max_bytes)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":
