@@ -23,8 +23,8 @@ their quality, tables and plots). Each command keeps its path at the top (``prob
 ``fit``, ``link``, ``workload``, ``estimate``, ``sched_probe``, ``poll_probe``: a few
 lines that call the module's ``main``).
 
-Imports: nothing itself. Its modules take ``contracts`` and ``cli``, from the simulator only
-the closed forms of the collectives (``fits.fit_comm``, ``probes.poll_probe``), and from
-``real`` what a probe needs to train or launch ranks (``real.training.models``, ``real.launch.dist``,
+Imports: nothing itself. Its modules take ``contracts`` and ``cli``, from the simulator only the
+closed forms of the collectives (``fits.fit_comm``, ``probes.poll_probe``), and from ``real``
+what a probe needs to train or launch ranks (``real.training.models``, ``real.launch.dist``,
 ``real.cluster``); tests/test_layout.py names each crossing.
 """

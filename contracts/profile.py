@@ -333,7 +333,8 @@ def _items(values, type_name: str, name: str):
 
 
 def _build(cls, d: dict, where: str, nested: dict | None = None):
-    """Build a dataclass from a dict, checking every field it needs; optional fields may be absent."""
+    """Build a dataclass from a dict, checking every field it needs; optional fields may be
+    absent."""
     nested = nested or {}
     kwargs = {}
     for name, f in cls.__dataclass_fields__.items():

@@ -1,4 +1,5 @@
-"""``python -m real.sweep``: run schemes for several worker counts, collect the records, plot the speedup.
+"""``python -m real.sweep``: run schemes for several worker counts, collect the records, plot
+the speedup.
 
 The command's path; the module is ``real.launch.sweep``.
 

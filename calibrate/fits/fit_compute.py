@@ -57,7 +57,8 @@ def step_fit(samples: pd.DataFrame, threads: int, n_boot: int = 200, seed: int =
 
 
 def model_cost(name: str, shape: dict, steps: pd.DataFrame, evals: pd.DataFrame) -> ModelCost:
-    """One model's compute cost; ``steps`` holds probe and run samples (model, threads, batch, step_s)."""
+    """One model's compute cost; ``steps`` holds probe and run samples (model, threads, batch,
+    step_s)."""
     mine = steps[steps["model"] == name]
     fits = []
     for threads, group in mine.groupby("threads"):

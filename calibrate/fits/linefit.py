@@ -148,7 +148,8 @@ def predict_segments(lines: tuple[Line, ...], x) -> np.ndarray:
 
 
 def segment_edges(lines: tuple[Line, ...]) -> list[tuple[int, int]]:
-    """Contiguous integer ranges for the segments: the first starts at 0, cuts at geometric midpoints."""
+    """Contiguous integer ranges for the segments: the first starts at 0, cuts at geometric
+    midpoints."""
     cuts = [int(math.floor(math.sqrt(a.x_max * b.x_min))) for a, b in zip(lines, lines[1:])]
     lows = [0] + [c + 1 for c in cuts]
     highs = cuts + [int(lines[-1].x_max)]

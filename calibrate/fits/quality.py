@@ -8,13 +8,13 @@ and the collectives' median relative error) but not barred: on a shared virtual
 machine they scatter by tens of percent with or without other load, and the
 message model uses the point-to-point line, which a scheme's many messages average.
 
-``checks`` lists every fit with its figures; ``probes_to_repeat`` names the probe
-parts whose fits fail from noise, so ``python -m calibrate`` can measure them again on a
-quieter machine (a fit that fails with steady timings is not measured again: the full
-calibration of the quiet 2-core VM, 2026-11-27, repeated its compute probe twice, 3 of
-its 7 minutes, for ps_cnn lines of R² 0.91 from steps of 3.5% spread); ``refusal`` is the one-line reason not to write the profile, with the command
-that writes it from the saved measurements anyway (``--force``: the profile is then
-marked below the bar, ``contracts.quality.marked``, and every prediction says so).
+``checks`` lists every fit with its figures; ``probes_to_repeat`` names the probe parts whose
+fits fail from noise, so ``python -m calibrate`` can measure them again on a quieter machine (a
+fit that fails with steady timings is not measured again: the full calibration of the quiet
+2-core VM, 2026-11-27, repeated its compute probe twice, 3 of its 7 minutes, for ps_cnn lines of
+R² 0.91 from steps of 3.5% spread); ``refusal`` is the one-line reason not to write the profile,
+with the command that writes it from the saved measurements anyway (``--force``: the profile is
+then marked below the bar, ``contracts.quality.marked``, and every prediction says so).
 
 Imports: contracts.quality (it reads a calibrate.fits.fit.FitResult and its tables).
 """

@@ -188,7 +188,8 @@ def _collect(procs, queue, timeout_s: float, k: int) -> list[dict]:
 # ---------------------------------------------------------------- parameter server
 
 def server_rows(plan: ProbePlan, params: int) -> list[dict]:
-    """Server cost on one thread: ``acc = g_1 + ... + g_m`` (m - 1 timed adds), ``w -= lr * acc``."""
+    """Server cost on one thread: ``acc = g_1 + ... + g_m`` (m - 1 timed adds), then
+    ``w -= lr * acc``."""
     torch.set_num_threads(1)
     w = torch.zeros(params)
     grads = [torch.full((params,), 1e-3) for _ in range(plan.server_grads)]

@@ -2,7 +2,8 @@
 
 Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``--workdir``:
 
-``compute``  step / eval times per model, batch, threads  -> compute_steps.csv, compute_eval.csv, models.json
+``compute``  step / eval times per model, batch, threads  -> compute_steps.csv,
+                                                              compute_eval.csv, models.json
 ``sharing``  k single-thread processes at once            -> sharing.csv
 ``server``   parameter-server sum + update                -> server.csv
 ``scheduler`` two busy processes on one core: time slice  -> scheduler.csv

@@ -181,7 +181,8 @@ def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
 
 @contextmanager
 def signals_deferred():
-    """Hold SIGINT/SIGTERM until the block is done, so a second Ctrl-C can't cut a tear-down short."""
+    """Hold SIGINT/SIGTERM until the block is done, so a second Ctrl-C can't cut a tear-down
+    short."""
     sigs = {signal.SIGINT, signal.SIGTERM}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     try:

@@ -58,7 +58,8 @@ class RunContext:
 
 
 def fault_hook(rank: int, environ=os.environ) -> Callable[[int], None]:
-    """Test-only fault injection: ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` make rank r die at iteration i.
+    """Test-only fault injection: ``PSGD_FAULT_RANK=r PSGD_FAULT_AT_ITER=i`` make rank r die at
+    iteration i.
 
     The process ends with ``os._exit(1)``: no clean-up, no record, as a crash would;
     with ``PSGD_FAULT_SIGNAL=9`` it is killed by that signal instead (SIGKILL: as the

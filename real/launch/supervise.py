@@ -1,4 +1,5 @@
-"""The launcher wrapper of ``real.train``: every rank that dies, hangs or is stopped leaves a record.
+"""The launcher wrapper of ``real.train``: every rank that dies, hangs or is stopped leaves a
+record.
 
 ``python -m real.train`` (alone, under ``mpirun``, ``torchrun`` or a sweep) runs
 as three processes per rank::
@@ -26,15 +27,15 @@ last iteration C reached, and acts on what C cannot:
 * W disappears (the launcher tore the job down) or a signal arrives: R stops
   C (SIGTERM, then SIGKILL after ``STOP_GRACE_S``) and notes why.
 
-Rank 0's R then writes the run's failed (or interrupted) record from every
-rank's note, naming the rank that died first, its signal or exit code and its
-last iteration, with the iterations every rank completed (C hands its rows to
-R as it goes, ``Heartbeat.rows``; a rank killed outright loses at most its
-last ``real.records.timing.STREAM_EVERY_S``); a usage error (exit code 2) writes nothing. C dies with R
-(``PR_SET_PDEATHSIG``), so no rank outlives its recorder. ``PSGD_SUPERVISE=0``
-turns the wrapper off (the rank then runs as W itself, as before).
-Imports: the standard library; ``real.records.failures`` and ``cli``
-in the recorder only (W and C's ``Heartbeat`` stay light: no torch, no MPI).
+Rank 0's R then writes the run's failed (or interrupted) record from every rank's note, naming
+the rank that died first, its signal or exit code and its last iteration, with the iterations
+every rank completed (C hands its rows to R as it goes, ``Heartbeat.rows``; a rank killed
+outright loses at most its last ``real.records.timing.STREAM_EVERY_S``); a usage error (exit
+code 2) writes nothing. C dies with R (``PR_SET_PDEATHSIG``), so no rank outlives its recorder.
+``PSGD_SUPERVISE=0`` turns the wrapper off (the rank then runs as W itself, as before).
+
+Imports: the standard library; ``real.records.failures`` and ``cli`` in the recorder only (W
+and C's ``Heartbeat`` stay light: no torch, no MPI).
 """
 from __future__ import annotations
 
@@ -113,8 +114,8 @@ class Heartbeat:
         self._send("f " + json.dumps(cause))
 
     def rows(self, rows: list[dict]) -> None:
-        """Iteration rows (``real.records.timing.IterationLog``), one line each, in writes of at most
-        PIPE_BUF bytes (whole lines, never interleaved with another writer's)."""
+        """Iteration rows (``real.records.timing.IterationLog``), one line each, in writes of at
+        most PIPE_BUF bytes (whole lines, never interleaved with another writer's)."""
         if self.fd is None:
             return
         from real.records.timing import row_line

@@ -7,11 +7,11 @@
     python -m real.train --schemes hogwild --workers 4
     mpirun -n 5 python -m real.train --schemes ps_async        # 4 workers + the server
 
-The same script runs single-process, under mpirun, torchrun and srun, on one
-host or many (``real.launch.launchers``), on CPU or GPU (``real.launch.devices``). Rank 0 shows progress, prints the loss every ``--log-every``
-iterations, evaluates the final model and writes ``OUT/RUN_ID/``. The record
-holds test accuracy against training time (``results.curve``, points every
-``--eval-every`` iterations and at every epoch end, see ``real.records.curve``).
+The same script runs single-process, under mpirun, torchrun and srun, on one host or many
+(``real.launch.launchers``), on CPU or GPU (``real.launch.devices``). Rank 0 shows progress,
+prints the loss every ``--log-every`` iterations, evaluates the final model and writes
+``OUT/RUN_ID/``. The record holds test accuracy against training time (``results.curve``, points
+every ``--eval-every`` iterations and at every epoch end, see ``real.records.curve``).
 
 Imports: real (data, dist, launchers, models, runner, schemes), cli.
 """

@@ -20,7 +20,8 @@ SLEEP_POLICY = ("timer slack 1 ns; each sleep's lateness taken off the next slee
 
 
 def placeholder_data(name: str, train_size: int | None):
-    """``real.training.data.Dataset`` with ``train_size`` (default: the set's) samples of no features."""
+    """``real.training.data.Dataset`` with ``train_size`` (default: the set's) samples of no
+    features."""
     from real.training.data import Dataset, sample_shape
     _, default_train, _ = sample_shape(name)
     n = train_size or default_train

@@ -108,7 +108,8 @@ def write_rows(out, run_id: str, rank: int, lines) -> None:
 
 
 def read_rows(out, run_id: str) -> list[dict]:
-    """Every rank's rows, the wait of each synchronising call split off (``real.records.timing``)."""
+    """Every rank's rows, the wait of each synchronising call split off
+    (``real.records.timing``)."""
     from real.records.timing import parse_row, split_wait
     rows = []
     for path in sorted(faults_dir(out, run_id).glob("rank*.rows")):

@@ -32,8 +32,8 @@ schedstat of the rank's threads and child processes (hogwild's) every
 nothing of ours running, is how busy the machine is *before* a run (``real.sweep``
 and ``calibrate`` wait for it to fall: ``wait_for_quiet``).
 
-Imports: psutil, real.launch.launchers, real.records.tcpstats (the meter's window also bounds the TCP
-counters).
+Imports: psutil, real.launch.launchers, real.records.tcpstats (the meter's window also bounds
+the TCP counters).
 """
 from __future__ import annotations
 

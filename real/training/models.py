@@ -60,7 +60,8 @@ VGG11_CONFIG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 def build_model(name: str, input_shape: tuple[int, int, int] = (1, 28, 28),
                 num_classes: int = 10) -> nn.Module:
-    """A freshly initialised model ``name`` (seed torch first for identical weights on every rank)."""
+    """A freshly initialised model ``name`` (seed torch first for identical weights on every
+    rank)."""
     builders = {"cnn": SeedCnn, "ps_cnn": PsCnn, "linear": Linear, "mlp": SigmoidMlp,
                 "vgg11": Vgg11}
     if name not in builders:
@@ -146,7 +147,8 @@ class PsCnn(nn.Module):
 
 
 class Linear(nn.Module):
-    """Seed 003's linear model: flatten -> Linear(C*H*W, classes) -> log_softmax (7,850 for MNIST)."""
+    """Seed 003's linear model: flatten -> Linear(C*H*W, classes) -> log_softmax (7,850 for
+    MNIST)."""
 
     def __init__(self, input_shape=(1, 28, 28), num_classes: int = 10):
         super().__init__()

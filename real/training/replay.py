@@ -16,8 +16,8 @@ samples whatever P is. Weights are kept per version only while an update
 still has to read them: at most one per worker in flight (reported as
 ``peak_versions_held``).
 
-Imports: torch, real.training.batches, real.training.data, real.training.models, real.training.replay_state,
-cli, contracts.curve, contracts.schedule.
+Imports: torch, real.training.batches, real.training.data, real.training.models,
+real.training.replay_state, cli, contracts.curve, contracts.schedule.
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ class ScheduleLog:
 
     def update(self, t: float, worker: int, i: int, read: int, applied: int,
                shard: int | None = None) -> None:
-        """Iteration ``i`` of ``worker`` (its batch ``i mod per_epoch`` of epoch ``i div per_epoch``)."""
+        """Iteration ``i`` of ``worker``: its batch ``i mod per_epoch`` of epoch
+        ``i div per_epoch``."""
         epoch, batch = divmod(i, self.per_epoch)
         self.events.append({"t": t, "kind": "update", "worker": worker,
                             "shard": worker if shard is None else shard, "epoch": epoch,

@@ -9,9 +9,10 @@ own steps* (``Iprobe``), so
 * serving stretches rank 0's epoch: per request it receives the weights, mixes
   them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
 
-Rank 0 also mixes its own weights in every K steps and once more after its
-last step (as ``real.train`` does). When its shard is done it only serves
-until every other worker has sent its last weights (no reply to those). Staleness = mixes since the rank last read the holder's weights.
+Rank 0 also mixes its own weights in every K steps and once more after its last step (as
+``real.train`` does). When its shard is done it only serves until every other worker has sent
+its last weights (no reply to those). Staleness = mixes since the rank last read the holder's
+weights.
 
 Imports: SimPy, model.schemes.base.
 """
