@@ -49,7 +49,6 @@ except ImportError:        # a commit before contracts/ moved out of simulator/ 
     from simulator.contracts.cluster import load_cluster, load_link_calibration
     from simulator.contracts.files import atomic_write_text
     from simulator.contracts.workload import Workload
-import cli
 from simulator.engine import simulate
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
@@ -119,7 +118,7 @@ def summary(table: pd.DataFrame, cols) -> str:
                      f"{100 * table[c].abs().max():.1f}%" for c in cols)
 
 
-def build_parser() -> cli.Parser:
+def main(argv=None) -> int:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="+", type=cli.input_folder,
                     help="validate_accuracy --cluster-rate folders (docs/results/...)")
@@ -133,10 +132,7 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--against", type=cli.input_file, metavar="CSV",
                     help="this command's CSV from another commit: errors there and here")
-    return ap
-
-
-def run(a) -> int:
+    a = ap.parse_args(argv)
     folders = [Path(f) for f in a.folders]
     for f in folders:
         if not (f / "accuracy_validation.csv").is_file() or not (f / "link.toml").is_file():
@@ -167,10 +163,6 @@ def run(a) -> int:
         index=False, formatters={"shipped": pct, "error": pct}, float_format="{:.2f}".format))
     print(summary(df, ("shipped", "error")))
     return 0
-
-
-def main(argv=None) -> int:
-    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

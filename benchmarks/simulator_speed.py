@@ -31,7 +31,6 @@ printed: on a machine busy with other work the figures are slower than the simul
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import shutil
@@ -45,7 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cli  # noqa: E402
 from contracts.files import save_figure  # noqa: E402
+
+PROG = "python benchmarks/simulator_speed.py"
 
 
 FLOOR = ("import json, sys, simulator.predict; from simulator.output.plots import preload, "
@@ -243,14 +245,17 @@ def _figure(rows: list[dict], path: Path) -> None:
     save_figure(fig, path)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> cli.Parser:
+    parser = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="benchmarks/results/simulator-speed")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-p", type=int, default=1024, help="largest P of the scaling runs")
     parser.add_argument("--parts", choices=("all", "goals"), default="all",
                         help="goals: the goals' ratios and the CPU per scheme only")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = [machine(), "load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg())]
@@ -261,6 +266,10 @@ def main(argv=None) -> int:
     lines += ring_comparison(args.repeats)
     lines += scaling(out, args.max_p)
     return _report(lines, out)
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 def _report(lines: list[str], out: Path) -> int:

@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402
-import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
 PROG = "python benchmarks/switch_buffers.py"

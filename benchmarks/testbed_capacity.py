@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402
-import cli  # noqa: E402
 from contracts import record  # noqa: E402
 
 PROG = "python benchmarks/testbed_capacity.py"
@@ -142,7 +141,7 @@ def run(args) -> int:
         print_table([r for f in args.rows.split(",") for r in json.loads(Path(f).read_text())])
         return 0
     if args.out is None:
-        p.error("--out is required (or --rows)")
+        return cli.usage_error(PROG, "--out is required (or --rows)")
     py = sys.executable
     sizes = args.workers
     args.out.mkdir(parents=True, exist_ok=True)

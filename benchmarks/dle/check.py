@@ -32,11 +32,11 @@ Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``-
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import cli
 from contracts.files import atomic_write_text
 from contracts.profile import load_default
 from contracts.workload import ModelWorkload, Workload, load_workload
@@ -45,6 +45,8 @@ from contracts.cluster import load_preset
 from simulator.engine import simulate
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig
+
+PROG = "python -m benchmarks.dle.check"
 
 HERE = Path(__file__).resolve().parent
 PYTORCH = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md "
@@ -161,11 +163,13 @@ def markdown(points: list[dict]) -> str:
             "efficiency\n\n" + "\n".join(lines))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.dle.check",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/dle", help="folder for dle.csv and dle.md")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args) -> int:
     points = rows()
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
@@ -179,6 +183,10 @@ def main(argv=None) -> int:
     print(text)
     print(f"\nwrote {out / 'dle.csv'}, {out / 'dle.md'}", file=sys.stderr)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,10 @@ hierarchical allreduce, whose cross-node rings use every NIC too.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+import cli
 from contracts.cluster import load_preset
 from contracts.files import atomic_write_text
 from contracts.profile import load_default
@@ -34,6 +34,8 @@ from simulator.describe import growing
 from simulator.engine import simulate
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig
+
+PROG = "python -m benchmarks.dle.multinode"
 
 SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/LanguageModeling/Transformer-XL/README.md, "
           "'Training performance: 8x NVIDIA DGX-2H (16x V100 32GB)', large model, "
@@ -117,15 +119,21 @@ def markdown(points: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.dle.multinode",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/dle", help="folder for multinode.md")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args) -> int:
     text = markdown([r for a in ALGORITHMS for r in rows(a)])
     atomic_write_text(Path(args.out) / "multinode.md", text + "\n")
     print(text)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

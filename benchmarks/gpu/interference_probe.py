@@ -23,7 +23,6 @@ the project's tests or predictions.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -31,6 +30,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+import cli
+
+PROG = "python -m benchmarks.gpu.interference_probe"
 
 BATCH, WARMUP, TIMED = 256, 10, 30
 BYTES = 256 * 2**20                   # each background operation's buffer
@@ -197,13 +199,15 @@ def measure(precision: str, ops: dict) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu.interference_probe",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."),
                     help="folder for interference.json (default: $OUT, else here)")
     ap.add_argument("--precisions", default="fp32,tf32,amp", help="which to measure")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args) -> int:
     try:
         import torch
     except ImportError:
@@ -233,6 +237,10 @@ def main(argv=None) -> int:
     (out / "interference.json").write_text(json.dumps(result, indent=1))
     print(f"wrote {out / 'interference.json'} ({result['seconds']:.0f} s); errors: {errors or 'none'}")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

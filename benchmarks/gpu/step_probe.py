@@ -30,7 +30,6 @@ tests or predictions.
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import multiprocessing
@@ -41,7 +40,10 @@ import sys
 import time
 from pathlib import Path
 
+import cli
 from benchmarks.gpu.interference_probe import timed_steps
+
+PROG = "python -m benchmarks.gpu.step_probe"
 
 BATCH, WARMUP, TIMED = 256, 5, 20
 BUCKET_MB = 25
@@ -207,13 +209,15 @@ def cpu_name() -> str:
     return platform.processor()
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu.step_probe",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."),
                     help="folder for step_probe.json (default: $OUT, else here)")
     ap.add_argument("--parts", default="ddp,launch,input", help="which parts to measure")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args) -> int:
     wanted = [x for x in args.parts.split(",") if x]
     unknown = [x for x in wanted if x not in PARTS]
     if unknown or not wanted:
@@ -248,6 +252,10 @@ def main(argv=None) -> int:
     print(f"wrote {out / 'step_probe.json'} ({result['seconds']:.0f} s); "
           f"errors: {result['errors'] or 'none'}")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":

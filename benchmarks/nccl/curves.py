@@ -22,12 +22,12 @@ Writes ``curves.csv`` (size, published, predicted, protocol, error) and ``curves
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import cli
 from simulator.model.comm.closed_forms import bus_bandwidth
 from contracts.cluster import PRESETS_DIR, Cluster, load_preset
 from contracts.files import atomic_write_text, save_figure
@@ -36,6 +36,8 @@ from simulator.engine.placement import on_hardware
 from simulator.model.comm.choice import call_latency_s, resolve_algorithm
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.fabric import make_routes
+
+PROG = "python -m benchmarks.nccl.curves"
 
 TABLES = PRESETS_DIR.parent / "nccl_tests"
 SMALLEST, LARGEST = 1024, 2**30          # the sizes compared
@@ -146,11 +148,13 @@ def figure(results: list[tuple[Table, list[dict]]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.nccl.curves",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/nccl", help="folder for curves.csv and curves.png")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args) -> int:
     results = [(t, compare(t)) for t in tables()]
     csv = ["table,bytes,published_us,predicted_us,protocol,error"]
     for table, rows in results:
@@ -162,6 +166,10 @@ def main(argv=None) -> int:
     figure(results, out / "curves.png")
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}", file=sys.stderr)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":
