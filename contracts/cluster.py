@@ -66,6 +66,9 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     ll128_bandwidth_share = 0.92
     ll128_max_bandwidth = "203GB/s"
     release = "2.8.3"           # optional: the NCCL release the costs are read from
+    ring_plateau = 1.9          # optional: NCCL's "plateau effect of ring": a Simple ring
+                                # allreduce across hosts takes this times its step latencies
+    ring_plateau_bytes_per_rank = "4KiB"   # from this many bytes per rank on (with it)
     compute_slowdown = 0.189    # optional: compute runs 18.9% slower while a collective
                                 # is in flight on its device (0: not modelled)
     compute_slowdown_fp32 = 0.081   # optional: the same for a step in fp32 (also _tf32,
@@ -105,7 +108,8 @@ SECTION_KEYS = {
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
              "ll_thread_threshold", "ll_max_bandwidth", "ll128_call_latency",
              "ll128_intra_latency", "ll128_link_latency", "ll128_bandwidth_share",
-             "ll128_max_bandwidth", "release", "compute_slowdown", "compute_slowdown_fp32",
+             "ll128_max_bandwidth", "release", "ring_plateau", "ring_plateau_bytes_per_rank",
+             "compute_slowdown", "compute_slowdown_fp32",
              "compute_slowdown_tf32", "compute_slowdown_amp"),
     "fit": None,                  # calibrate.link's provenance: not read
 }
@@ -247,6 +251,9 @@ class Hardware:
     ll_thread_bytes: float = 0.0      # "nccl-2.3": NCCL's threadThreshold (0: not given)
     ll128: LowLatency | None = None   # NCCL's LL128 protocol (None: not run)
     release: str = ""                 # the NCCL release whose costs these are
+    ring_plateau: float = 1.0         # a Simple ring allreduce across hosts of at least
+    ring_plateau_bytes: float = 0.0   # this many bytes per rank: its step latencies times
+                                      # ring_plateau (NCCL's "plateau effect of ring")
     compute_slowdown: float = 0.0     # compute runs 1 + this slower while a collective is
                                       # in flight on its device (NCCL's kernels take SMs
                                       # and memory bandwidth); 0: not modelled
@@ -273,6 +280,9 @@ class Hardware:
                               "\"32B\" for Pascal and older GPUs, \"64B\" for Volta and newer")
         positive("channels", self.channels)
         positive("oversubscription", self.oversubscription)
+        if self.ring_plateau < 1.0:
+            raise ConfigError(f"ring_plateau must be at least 1 (got {self.ring_plateau})")
+        nonnegative("ring_plateau_bytes_per_rank", self.ring_plateau_bytes)
         nonnegative("compute_slowdown", self.compute_slowdown)
         for precision, value in self.precision_slowdowns:
             nonnegative(f"compute_slowdown_{precision}", value)
@@ -597,6 +607,10 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         ll=_low_latency(r, "ll"),
         ll128=_low_latency(r, "ll128"),
         release=str(r.get("nccl", "release", "")) if r.section("nccl") is not None else "",
+        ring_plateau=r.number("nccl", "ring_plateau", 1.0) if r.section("nccl") is not None
+        else 1.0,
+        ring_plateau_bytes=(r.parsed("nccl", "ring_plateau_bytes_per_rank", parse_bytes, "0B")
+                            if r.section("nccl") is not None else 0.0),
         compute_slowdown=(r.number("nccl", "compute_slowdown")
                           if "compute_slowdown" in (r.section("nccl") or {}) else 0.0),
         precision_slowdowns=tuple(

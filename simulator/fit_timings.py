@@ -302,6 +302,9 @@ def _nccl_kept(hw) -> dict:
                 kept[f"{name}_max_bandwidth"] = rate_text(ll.max_bus_bytes_per_s)
     if hw.release:
         kept["release"] = hw.release
+    if hw.ring_plateau != 1.0:
+        kept["ring_plateau"] = hw.ring_plateau
+        kept["ring_plateau_bytes_per_rank"] = f"{hw.ring_plateau_bytes:.0f}B"
     if hw.protocol == "nccl-2.2":
         kept["ll_threshold"] = f"{hw.ll_threshold_bytes:.0f}B"
     if hw.protocol == "nccl-2.3":

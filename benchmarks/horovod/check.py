@@ -87,12 +87,17 @@ def p100_workload(name: str) -> ModelWorkload:
 
 
 def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: SchemeConfig,
-               preset: str = PRESET, protocol: str = "auto") -> dict[int, float]:
+               preset: str = PRESET, protocol: str = "auto",
+               plateau: float | None = None) -> dict[int, float]:
     """Predicted scaling efficiency (%) at each GPU count: time per step at 1 GPU over
     time per step at P (every GPU takes BATCH images per step); NCCL's ring runs
-    ``protocol`` (``contracts.cluster.PROTOCOLS``)."""
+    ``protocol`` (``contracts.cluster.PROTOCOLS``); ``plateau``: NCCL 2.7.3's ring plateau
+    (from 4 KiB a rank) instead of the preset's (NCCL 2.5.6's constants: none)."""
     base = load_preset(preset)
-    cluster = growing(replace(base, hardware=replace(base.hardware, protocol=protocol)))
+    hw = replace(base.hardware, protocol=protocol)
+    if plateau is not None:
+        hw = replace(hw, ring_plateau=plateau, ring_plateau_bytes=4096.0)
+    cluster = growing(replace(base, hardware=hw))
     mach = machine(load_default(), "embedded", cluster.at(1), [(workload, name)])
     work = Workload(model=name, batch_per_worker=BATCH, iterations=20)
     times = {p: simulate(cfg, p, work, cluster.at(p), mach.profile).time_s
@@ -190,7 +195,13 @@ def main(argv=None) -> int:
                          "(the default: its GPU ops return once enqueued; fused by request, "
                          "each buffer waits for its data) or once its data is ready (the "
                          "model without that mechanism)")
+    ap.add_argument("--ring-plateau", type=float, default=None,
+                    help="NCCL's 'plateau effect of ring' for the multi-node Simple rings, e.g. "
+                         "1.9 (NCCL 2.7.3 on for Pascal and Volta, from 4 KiB a rank); default: "
+                         "the preset's (NCCL 2.5.6's constants have none)")
     args = ap.parse_args(argv)
+    if args.ring_plateau is not None and args.ring_plateau < 1:
+        ap.error("--ring-plateau must be at least 1")
     unknown = [x for x in args.protocols.split(",") if x and x not in PROTOCOLS]
     if unknown:
         ap.error(f"--protocols: unknown rule {unknown[0]!r} (choose from {', '.join(PROTOCOLS)})")
@@ -203,7 +214,8 @@ def main(argv=None) -> int:
         save_workload(w, HERE / f"{name}-p100.toml",
                       comment=f"{NAMES[name]} on a Tesla P100 PCIe, made by "
                               "python -m benchmarks.horovod.check")
-        results[name] = efficiency(name, w, counts, cfg, protocol=args.protocol)
+        results[name] = efficiency(name, w, counts, cfg, protocol=args.protocol,
+                                   plateau=args.ring_plateau)
     out = Path(args.out)
     rows = ["gpus,model,predicted_efficiency_pct,published_efficiency_pct"]
     for name, eff in results.items():

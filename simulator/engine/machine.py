@@ -172,6 +172,9 @@ def _value(cluster: Cluster, field: str) -> str:
                        "topology.oversubscription": hw.oversubscription})
         values.update({"nccl.protocol": hw.protocol, "nccl.release": hw.release or "-",
                        "nccl.compute_slowdown": hw.compute_slowdown})
+        if hw.ring_plateau != 1.0:
+            values.update({"nccl.ring_plateau": hw.ring_plateau,
+                           "nccl.ring_plateau_bytes_per_rank": f"{hw.ring_plateau_bytes:.0f} B"})
         values.update({f"nccl.compute_slowdown_{p}": v for p, v in hw.precision_slowdowns})
         for name, ll in (("ll", hw.ll), ("ll128", hw.ll128)):
             if ll is not None:

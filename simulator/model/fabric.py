@@ -64,6 +64,7 @@ class FabricRoutes(Routes):
                                        * cluster.link.bandwidth_bytes_per_s / hw.oversubscription)
         self.flow_cap = hw.channels * hw.channel_bytes_per_s
         self.rings = min(hw.channels, hw.nics) if shm.backend == "nccl" else 1
+        self.nccl = shm.backend == "nccl"
 
     @functools.cached_property
     def ll_routes(self) -> FabricRoutes | None:

@@ -39,7 +39,8 @@ def resolve_algorithm(backend: str, algorithm: str, ranks: tuple[int, ...], n_by
         chosen = "ring" if algorithm == "auto" else algorithm
     else:
         a, b = routes.group_params(ranks)
-        chosen = _nccl_auto(len(ranks), float(n_bytes), a, b)
+        chosen = _nccl_auto(len(ranks), float(n_bytes), a, b,
+                            plateau_factor(routes, ranks, float(n_bytes)))
     return _nccl_protocol(chosen, ranks, float(n_bytes), routes) if chosen == "ring" else chosen
 
 
@@ -80,7 +81,9 @@ def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Rou
     if hw.protocol in ("nccl-2.2", "nccl-2.3"):
         return "ring_ll" if hw.ll_by_size(n, p, not routes.one_host(ranks)) else "ring"
     a, b = routes.group_params(ranks)
-    best, best_s = "ring", hw.call_latency_s + ring_allreduce_s(p, n, a, b)
+    plateau = plateau_factor(routes, ranks, n)
+    best, best_s = "ring", hw.call_latency_s + ring_allreduce_s(p, n, a, b) + (
+        (plateau - 1.0) * 2 * (p - 1) * a)
     for alg in priced:
         ll, proto_routes = low_latency(routes, alg)
         a_ll, _ = proto_routes.group_params(ranks)
@@ -107,6 +110,18 @@ def call_latency_s(transport: Transport, routes: Routes, algorithm: str) -> floa
     return transport.call_latency_s
 
 
+def plateau_factor(routes: Routes, ranks: tuple[int, ...], n_bytes: float) -> float:
+    """NCCL's "plateau effect of ring" on a Simple ring allreduce of these ranks: the
+    preset's ``ring_plateau`` across hosts from ``ring_plateau_bytes`` a rank on, else 1
+    (``costs.plateau_s`` prices it; the tuner's choice compares with it, as NCCL's)."""
+    hw = routes.hardware
+    if (hw is None or hw.ring_plateau <= 1.0 or not getattr(routes, "nccl", False)
+            or n_bytes < hw.ring_plateau_bytes * len(ranks) or routes.one_host(ranks)):
+        return 1.0
+    return hw.ring_plateau
+
+
 @functools.lru_cache(maxsize=4096)
-def _nccl_auto(p: int, n: float, a: float, b: float) -> str:
-    return "tree" if tree_allreduce_s(p, n, a, b) < ring_allreduce_s(p, n, a, b) else "ring"
+def _nccl_auto(p: int, n: float, a: float, b: float, plateau: float = 1.0) -> str:
+    ring_s = ring_allreduce_s(p, n, a, b) + (plateau - 1.0) * 2 * (p - 1) * a
+    return "tree" if tree_allreduce_s(p, n, a, b) < ring_s else "ring"

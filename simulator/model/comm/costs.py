@@ -38,7 +38,7 @@ from libraries.mpich import (
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
 )
-from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
+from simulator.model.comm.choice import LOW_LATENCY, low_latency, plateau_factor, protocol_share
 from simulator.model.comm.gloo_schedule import ring_alone_s
 from simulator.model.network import LINK_KEYS, Routes, host_groups, host_index_groups
 
@@ -58,7 +58,7 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
     if kind == "allreduce":
         algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))
     if kind == "allreduce" and algorithm == "ring":
-        return _ring_s(ranks, n_bytes, routes, gamma_s_per_byte)
+        return _ring_s(ranks, n_bytes, routes, gamma_s_per_byte) + plateau_s(ranks, n_bytes, routes)
     if kind == "allreduce" and algorithm == "tree":     # self-timed rounds: simulate them
         if len(ranks) > TREE_SIMULATED_UP_TO:
             return tree_rounds_s(ranks, n_bytes, routes)
@@ -80,6 +80,24 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
     if t is None:                  # steps overlap: price the messages by simulating them
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     return t
+
+
+def plateau_s(ranks: tuple[int, ...], n_bytes: float, routes: Routes) -> float:
+    """What NCCL's "plateau effect of ring" adds to a Simple ring allreduce: across hosts
+    and from ``Hardware.ring_plateau_bytes`` per rank on, its latency is ``ring_plateau``
+    times the closed form's (NCCL 2.7.3 to 2.26.2 ``src/graph/tuning.cc``,
+    ``ncclTopoGetAlgoTime``: ``lat *= 1.9`` for a multi-node ring Simple allreduce of at
+    least ``nRanks/16 * 64 KiB``; from 2.17 1.9 below compute capability 8.0 or 9.0 and
+    1.4-1.5 above, from 2.18 from 64 bytes per rank and channel on), so the steps add
+    ``(ring_plateau - 1) * 2 (P - 1) * max hop latency`` (the call's base latency, a few
+    microseconds, is left as it is). 0 for other libraries, one host or fewer bytes
+    (``choice.plateau_factor``)."""
+    factor = plateau_factor(routes, ranks, n_bytes)
+    if factor <= 1.0:
+        return 0.0
+    p = len(ranks)
+    hop_s = max(routes.path(ranks[i], ranks[(i + 1) % p])[0] for i in range(p))
+    return (factor - 1.0) * 2 * (p - 1) * hop_s
 
 
 def in_lock_step(kind: str, ranks: tuple[int, ...], n_bytes: float, routes: Routes,
