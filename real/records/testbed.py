@@ -231,7 +231,8 @@ def cpu_check(load: list[dict], probes: list[dict], judged: bool,
     the one that waited most is the one whose delay can reach the step; a thread whose
     waits average less than ``WAKEUP_WAIT_S`` per time it ran waited for the wake-up
     path, which a real host has too, and is not counted).
-    ``load``: every rank's ``real.records.load.RankMeter.stop()``; ``probes``: ``RankProbe.stop()``."""
+    ``load``: every rank's ``real.records.load.RankMeter.stop()``; ``probes``:
+    ``RankProbe.stop()``."""
     machines = []
     for machine in dict.fromkeys(r["machine"] for r in load):
         ranks = [i for i, r in enumerate(load) if r["machine"] == machine]
