@@ -191,7 +191,7 @@ def measure_set(args, files: list[Path]) -> float | None:
                  " ".join(measure) + f' --out "{pattern}"']]
     for cmd in cmds:
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, timeout=args.timeout)
+                              text=True, timeout=args.timeout, check=False)
         if done.returncode:
             raise RuntimeError(f"calibrate.workload exited {done.returncode}: "
                                f"{done.stderr[-300:]}")
