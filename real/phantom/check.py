@@ -190,8 +190,12 @@ def measure_set(args, files: list[Path]) -> float | None:
         cmds = [[mpirun(), *bind, "-n", str(len(files)), "sh", "-c",
                  " ".join(measure) + f' --out "{pattern}"']]
     for cmd in cmds:
-        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, timeout=args.timeout, check=False)
+        try:
+            done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"calibrate.workload took over --timeout {args.timeout:g} s "
+                               "(a larger --timeout, or fewer --workers)") from None
         if done.returncode:
             raise RuntimeError(f"calibrate.workload exited {done.returncode}: "
                                f"{done.stderr[-300:]}")
