@@ -224,8 +224,9 @@ def test_a_workload_set_measured_beside_other_load_is_measured_again(tmp_path, m
         return next(others)
     monkeypatch.setattr(check, "measure_set", fake_set)
     args = check.build_parser().parse_args(["--out", str(tmp_path), "--measurements", "2"])
-    sets, steps = check.measure_workloads(args, tmp_path)
-    assert [len(s) for s in sets[2]] == [2, 2] and len(steps) == 4
+    sets = check.WorkloadSets(args, tmp_path)
+    first, second = sets.files(2, 0), sets.files(2, 1)
+    assert sets.files(2, 2) == first and first != second and len(sets.steps()) == 4
     log = pd.read_csv(tmp_path / "workload" / "measurements.csv")
     assert log["attempt"].tolist() == [1, 2, 1]
     assert log["disturbed"].tolist() == [True, False, False]

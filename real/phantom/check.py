@@ -9,9 +9,10 @@ On one host at P = 2 (``--workers``, one count or several), every rank-based sch
 real (the seed-000 CNN, synthetic data) and as a phantom of the CNN's workload, measured
 here by ``calibrate.workload`` (per-worker batch, one torch thread as each rank has) as
 the ranks compute: P processes at once under the runs' own ``mpirun`` and binding,
-``--measurements`` sets of them (``measure_workloads``); each rank of phantom run r sleeps
-its own process's times from set r (a step's time differs by up to half between
-processes here, and a synchronous run waits for its slowest rank). ``--workload FILE``
+``--measurements`` sets of them, each measured when its first phantom run comes
+(``WorkloadSets``); each rank of phantom run r sleeps its own process's times from set r
+(a step's time differs by up to half between processes here, and a synchronous run waits
+for its slowest rank). ``--workload FILE``
 gives every rank one file instead. The runs alternate real, phantom, real, ... so the
 machine's drift falls on both alike. A run's time per iteration is the mean over its
 workers of (compute + communication + waiting) per iteration, the first ``--warmup``
@@ -115,54 +116,71 @@ def workload_problem(path: str | None) -> str | None:
     return None
 
 
-def measure_workloads(args, out: Path) -> tuple[dict, list[float]]:
-    """The CNN's workload at the per-worker batch and one thread, measured as the ranks
-    compute: for each P, ``--measurements`` sets of P ``calibrate.workload`` processes at
-    once under the runs' own ``mpirun`` (the same binding: ``--bind-to-core``), each
-    process a file (``--alone``: one process at a time). Returns {P: [[file per worker]
-    per set]} and every measured step (s).
+class WorkloadSets:
+    """The phantom ranks' workload files: the CNN's workload at the per-worker batch and one
+    thread, measured as the ranks compute: a set of P ``calibrate.workload`` processes at
+    once under the runs' own ``mpirun`` (the same binding: ``--bind-to-core``), a file
+    each (``--alone``: one process at a time), ``--measurements`` sets per P; rank i of
+    phantom run r takes set (r mod sets)'s file i. A set is measured when its first phantom
+    run comes, so the machine's drift falls on it as on the runs around it, and a time
+    limit spends nothing on sets of points it never reaches. ``fixed``: ``--workload``,
+    one file for every rank, nothing measured.
 
     Why sets and not one file: the same step differs by up to half between processes on
     the 2-core VM (11.5-19.2 ms a step among the processes of one quiet hour, steady within
     each process), a synchronous run goes at its slowest rank's pace, and a phantom whose
-    ranks all sleep one median measurement stands for equal ranks. Each phantom rank sleeps
-    a measured process's times instead (``run_command``: rank i of phantom run r takes set
-    r's file i), so a phantom run draws its ranks' speeds as a real run does."""
-    import pandas as pd
+    ranks all sleep one median measurement stands for equal ranks. Each phantom rank
+    sleeps a measured process's times instead, so a phantom run draws its ranks' speeds as
+    a real run does."""
 
-    from contracts.files import atomic_write_text
-    from contracts.workload import load_workload
-    from real.records.load import OTHERS_MIN_CORES
-    folder = out / "workload"
-    folder.mkdir(parents=True, exist_ok=True)
-    sets: dict[int, list[list[Path]]] = {}
-    log = []
-    for workers in args.workers:
-        sets[workers] = []
-        for k in range(args.measurements):
-            files = [folder / f"cnn-P{workers}-set{k}-w{i}.toml" for i in range(workers)]
-            for attempt in range(1, MEASURE_TRIES + 1):
-                others = measure_set(args, files)
-                disturbed = others is not None and others >= OTHERS_MIN_CORES
-                log.append({"workers": workers, "set": k, "attempt": attempt,
-                            "others_cores": others, "disturbed": disturbed,
-                            "steps_ms": " ".join(f"{load_workload(f).step_s * 1e3:.3f}"
-                                                 for f in files)})
-                if not disturbed:
-                    break
-                print(f"{PROG}: P = {workers}, set {k}: other processes used {others:.2f} "
-                      f"cores while it was measured"
-                      + ("; measuring again" if attempt < MEASURE_TRIES else
-                         f"; kept after {MEASURE_TRIES} tries (disturbed)"), file=sys.stderr)
-            sets[workers].append(files)
-    atomic_write_text(folder / "measurements.csv", pd.DataFrame(log).to_csv(index=False))
-    steps = [load_workload(f).step_s for per_p in sets.values() for s in per_p for f in s]
-    for workers, per_p in sets.items():
-        print(f"{PROG}: P = {workers}: workload steps " + "; ".join(
-            ", ".join(f"{load_workload(f).step_s * 1e3:.2f}" for f in s) for s in per_p)
-            + f" ms ({'one at a time' if args.alone else f'{workers} at a time'})",
-            file=sys.stderr)
-    return sets, steps
+    def __init__(self, args, out: Path, fixed: Path | None = None):
+        self.args, self.folder, self.fixed = args, out / "workload", fixed
+        self.sets: dict[tuple[int, int], list[Path]] = {}
+        self.log: list[dict] = []
+
+    def files(self, workers: int, run: int) -> list[Path]:
+        """The files of phantom run ``run`` at P = ``workers``, worker i's the i-th."""
+        if self.fixed is not None:
+            return [self.fixed]
+        key = (workers, run % self.args.measurements)
+        if key not in self.sets:
+            self.sets[key] = self._measure(*key)
+        return self.sets[key]
+
+    def steps(self) -> list[float]:
+        """Every measured step (s)."""
+        from contracts.workload import load_workload
+        return [load_workload(f).step_s for files in self.sets.values() for f in files]
+
+    def _measure(self, workers: int, k: int) -> list[Path]:
+        """Set ``k`` at P = ``workers``, measured again (up to ``MEASURE_TRIES`` times) while
+        other processes used a quarter core or more; every try in measurements.csv."""
+        import pandas as pd
+
+        from contracts.files import atomic_write_text
+        from contracts.workload import load_workload
+        from real.records.load import OTHERS_MIN_CORES
+        self.folder.mkdir(parents=True, exist_ok=True)
+        files = [self.folder / f"cnn-P{workers}-set{k}-w{i}.toml" for i in range(workers)]
+        for attempt in range(1, MEASURE_TRIES + 1):
+            others = measure_set(self.args, files)
+            disturbed = others is not None and others >= OTHERS_MIN_CORES
+            steps_ms = [load_workload(f).step_s * 1e3 for f in files]
+            self.log.append({"workers": workers, "set": k, "attempt": attempt,
+                             "others_cores": others, "disturbed": disturbed,
+                             "steps_ms": " ".join(f"{t:.3f}" for t in steps_ms)})
+            atomic_write_text(self.folder / "measurements.csv",
+                              pd.DataFrame(self.log).to_csv(index=False))
+            print(f"{PROG}: P = {workers}, workload set {k}: steps "
+                  f"{', '.join(f'{t:.2f}' for t in steps_ms)} ms "
+                  f"({'one at a time' if self.args.alone else f'{workers} at a time'})"
+                  + (f"; other processes used {others:.2f} cores meanwhile" + (
+                      "; measuring again" if attempt < MEASURE_TRIES else
+                      f"; kept after {MEASURE_TRIES} tries (disturbed)") if disturbed else ""),
+                  file=sys.stderr)
+            if not disturbed:
+                break
+        return files
 
 
 def measure_set(args, files: list[Path]) -> float | None:
@@ -251,9 +269,9 @@ def time_per_iteration(run_dir: Path, warmup: int) -> float:
     return sum(per_rank) / len(per_rank)
 
 
-def run_all(args, workloads: dict, start: float) -> dict:
+def run_all(args, workloads: WorkloadSets, start: float) -> dict:
     """(scheme, P, mode) -> [(time per iteration, disturbed, shared cores)], runs
-    alternating the modes; phantom run r at P takes ``workloads[P][r mod sets]``; none
+    alternating the modes; phantom run r at P takes ``workloads.files(P, r)``; none
     started ``--time-limit`` seconds after ``start`` (``time.monotonic``) or later."""
     # the largest P first (what a machine of many cores is for, if --time-limit cuts), each
     # P's runs together, rounds over the schemes and modes within it
@@ -265,9 +283,8 @@ def run_all(args, workloads: dict, start: float) -> dict:
             print(f"{PROG}: --time-limit {args.time_limit:g} s reached; {len(points) - i} "
                   f"run(s) not started", file=sys.stderr)
             break
-        sets = workloads[workers]
-        one_run(args, sets[rep % len(sets)], times, f"{alg}-P{workers}-{mode}-r{rep}",
-                (alg, workers, mode))
+        files = workloads.files(workers, rep) if mode == "phantom" else []
+        one_run(args, files, times, f"{alg}-P{workers}-{mode}-r{rep}", (alg, workers, mode))
     return times
 
 
@@ -348,12 +365,8 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    workloads = WorkloadSets(args, out, Path(args.workload) if args.workload else None)
     try:
-        if args.workload:
-            workloads = {p: [[Path(args.workload)]] for p in args.workers}
-            steps = []
-        else:
-            workloads, steps = measure_workloads(args, out)
         print(f"{PROG}: {len(args.schemes)} scheme(s) x 2 modes x {args.repeats} runs at "
               f"P = {', '.join(map(str, args.workers))}, workload "
               f"{args.workload or out / 'workload'}", file=sys.stderr)
@@ -361,6 +374,7 @@ def run(args) -> int:
     except (FileNotFoundError, RuntimeError) as e:     # no mpirun; calibrate.workload failed
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
+    steps = workloads.steps()
     rows = verdicts(times, args.schemes, args.workers)
     import pandas as pd
 
@@ -372,7 +386,8 @@ def run(args) -> int:
                   + (f"workload {Path(args.workload).name}" if args.workload else
                      f"each phantom rank a measured process's workload (steps "
                      f"{min(steps) * 1e3:.1f}-{max(steps) * 1e3:.1f} ms, median "
-                     f"{statistics.median(steps) * 1e3:.1f})"), table(rows))
+                     f"{statistics.median(steps) * 1e3:.1f})" if steps else
+                     "no phantom run started"), table(rows))
     return 1 if any(r["judged"] and not r["agrees"] for r in rows) else 0
 
 if __name__ == "__main__":
