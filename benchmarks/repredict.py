@@ -23,11 +23,17 @@ of it on ``PYTHONPATH`` (this file runs there by its path):
 
 (At the commit that made a ``compare.csv`` the new prediction equals the shipped one.)
 
+``--server-probe WORKDIR`` gives each folder's profile the real server's update per
+model from a server probe's ``server_update.csv`` (``python -m calibrate.probe --part
+server``), where the profile has none: the shipped profiles predate that probe, and
+their folders keep no probe tables to refit from.
+
 Imports: pandas, simulator.
 """
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -59,10 +65,20 @@ def cluster_of(folder: Path, row, prof):
                    shared_cores=True)
 
 
-def repredict(folder: Path, cluster_samples: int) -> pd.DataFrame:
+def with_server_probe(prof, rows: list[dict]):
+    """``prof`` whose models without a measured server update take the probe's median."""
+    from calibrate.fits.fit_compute import with_server_updates
+    unmeasured = [m for m in prof.models if not m.server_update_s]
+    probed = {m.model: m for m in with_server_updates(tuple(unmeasured), rows)}
+    return replace(prof, models=tuple(probed.get(m.model, m) for m in prof.models))
+
+
+def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = ()) -> pd.DataFrame:
     """One row per row of the folder's ``compare.csv``, predicted again."""
     emulated = (folder / "link.toml").exists()
     prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
+    if server_rows:
+        prof = with_server_probe(prof, list(server_rows))
     rows = []
     for _, r in pd.read_csv(folder / "compare.csv").iterrows():
         work = Workload(model=r["model"], batch_per_worker=int(r["batch_per_worker"]),
@@ -135,6 +151,9 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--against", type=cli.input_file, metavar="CSV",
                     help="this command's CSV from another commit: print the held-out errors "
                          "of the schemes that moved, there against here")
+    ap.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
+                    help="a server probe's workdir (server_update.csv): the real server's "
+                         "update per model, for profiles that have none")
     return ap
 
 
@@ -147,8 +166,15 @@ def run(a) -> int:
         if not (f / "compare.csv").is_file():
             return cli.usage_error(PROG, f"{f} has no compare.csv: give a validation folder "
                                          "under docs/results")
-    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES)) for f in folders],
-                   ignore_index=True)
+    server_rows = []
+    if a.server_probe:
+        table = Path(a.server_probe) / "server_update.csv"
+        if not table.is_file():
+            return cli.usage_error(PROG, f"{a.server_probe} has no server_update.csv: run "
+                                         "python -m calibrate.probe --part server there")
+        server_rows = pd.read_csv(table).to_dict("records")
+    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows)
+                    for f in folders], ignore_index=True)
     try:       # (cli.one_line_io_errors is younger than the commits this runs against)
         atomic_write_text(a.out, df.to_csv(index=False))
     except OSError as e:

@@ -54,7 +54,7 @@ from calibrate.probes.rawio import CalibrationError, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_FILES = ("comm_P*_*.csv", "comm_P*_*.json", "compute_*.csv", "*_meta.json", "sharing.csv",
-             "server.csv", "scheduler.csv", "balance.csv", "wake.csv", "models.json",
+             "server.csv", "server_update.csv", "scheduler.csv", "balance.csv", "wake.csv", "models.json",
              "fit_table.csv", "fits.png", "timings.json", "quality.json")
 
 

@@ -48,7 +48,9 @@ Cost models and the parameters they use (units in the names):
 * collectives: fitted alpha/beta per (backend, op, algorithm, workers) and
   message-size segment, kept for reports and for checking the message model.
 * parameter server: ``t_update(params) = update_intercept_s +
-  update_s_per_param * params``.
+  update_s_per_param * params`` (``w -= lr * g`` on one flat tensor); a model's
+  ``server_update_s``, where measured (the real server's update of that model:
+  its tensors' gradients in, torch's SGD step, the weights out), takes its place.
 * network (optional): the link between two such hosts, ``t_msg(n) = latency_s +
   n / bandwidth_bytes_per_s``, from ``calibrate.link`` (``calibrate.fit --link``).
 
@@ -107,6 +109,10 @@ class ModelCost:
     input_s_per_sample: float = 0.0            # host CPU core-seconds the input pipeline
     precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
                                                # spends on a sample (0: not modelled)
+    # the parameter server's update of this model as the real server runs it (the
+    # probe's median of ``real.schemes.ps.server_update``); 0: not measured, the server
+    # line ``ServerCost`` prices it
+    server_update_s: float = 0.0
 
     @property
     def tensor_counts(self) -> tuple[int, ...]:
@@ -123,6 +129,10 @@ class ModelCost:
             return self.layer_backward_shares
         total = sum(self.layer_param_counts) or 1
         return tuple(c / total for c in self.layer_param_counts)
+
+    def server_s(self, server: "ServerCost") -> float:
+        """One update of this model by the parameter server: measured, else the line."""
+        return self.server_update_s or server.update_s(self.param_count)
 
     def step_fit(self, threads: int) -> StepFit:
         """The fit for ``threads``, or the nearest measured thread count below it."""

@@ -29,7 +29,8 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
                  update_intercept_s: float = 1e-4, update_s_per_param: float = 1e-9,
                  model: str = "toy", quantum_s: float = 0.0,
                  collective_alpha_s: dict[str, float] | None = None,
-                 cpu_fraction: float = 0.0, balance_delay_s: float = 0.0) -> Profile:
+                 cpu_fraction: float = 0.0, balance_delay_s: float = 0.0,
+                 server_update_s: float = 0.0) -> Profile:
     layers = tuple(layer_param_counts)
     steps = tuple(StepFit(threads=t, step_intercept_s=step_intercept_s / t,
                           step_s_per_sample=step_s_per_sample / t, spread_cv=spread_cv)
@@ -41,7 +42,8 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
         provenance=Provenance(host="test", cores=cores, created_utc="1970-01-01T00:00:00Z",
                               note="built in code by simulator.testing"),
         cores=cores,
-        models=(ModelCost(model, sum(layers), layers, steps, backward_fraction),),
+        models=(ModelCost(model, sum(layers), layers, steps, backward_fraction,
+                          server_update_s=server_update_s),),
         transports=transports,
         sharing_slowdown=dict(sharing_slowdown or {}),
         server=ServerCost(update_intercept_s, update_s_per_param),

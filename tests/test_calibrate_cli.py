@@ -34,6 +34,9 @@ def synthetic_workdir(d: Path, rng) -> None:
     pd.DataFrame([{"params": p, "adds": 3, "rep": r, "update_s": 1e-6 + 1e-10 * p,
                    "sum_s": 3 * 2.5e-11 * 4 * p} for p in (1e3, 1e5, 1e7) for r in range(3)]
                  ).to_csv(d / "server.csv", index=False)
+    pd.DataFrame([{"model": "cnn", "params": 100, "rep": r, "update_s": s}
+                  for r, s in enumerate((5e-4, 6e-4, 9e-4))]
+                 ).to_csv(d / "server_update.csv", index=False)
     pd.DataFrame([{"k": k, "proc": 0, "rep": r, "step_s": max(1, k / 2)}
                   for k in (1, 2, 3, 4) for r in range(3)]).to_csv(d / "sharing.csv", index=False)
     for workers in (2, 4):
@@ -80,6 +83,7 @@ def test_fit_from_probes_and_runs_with_max_workers(tmp_path):
     assert p.transport("mpi").alpha_s == pytest.approx(4e-6 * 1.1, rel=0.01)
     assert p.transport("mpi").gamma_s_per_byte == pytest.approx(2.5e-11, rel=1e-3)
     assert p.server.update_s_per_param == pytest.approx(1e-10, rel=1e-3)
+    assert p.model("cnn").server_update_s == 6e-4      # the real server's update: its median
     full = fit.build(tmp_path, runs).profile
     assert set(full.provenance.workers_seen) == {1, 2, 3, 4}
     assert full.sharing_slowdown[4] == pytest.approx(2.0)
@@ -162,6 +166,7 @@ def test_quick_calibration_under_mpirun_gives_a_loadable_profile(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     p = prof.load(out)
     assert p.model("cnn").step_fit(1).batches == (16, 32)
+    assert p.model("cnn").server_update_s > p.server.update_s(p.model("cnn").param_count)
     assert {t.backend for t in p.transports} == {"mpi", "gloo"}
     assert {(c.backend, c.algorithm) for c in p.collectives if c.op == "allreduce"} == {
         ("mpi", "auto"), ("mpi", "ring"), ("gloo", "-")}

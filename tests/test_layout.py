@@ -49,6 +49,8 @@ CROSSINGS = {
     ("calibrate.probes", "real.launch"): "starts its ranks as real does: process groups, "
                                          "mpirun, the devices a run reports",
     ("calibrate.probes.link", "real.cluster"): "measures a link of real's emulated cluster",
+    ("calibrate.probes.compute_probe", "real.schemes.ps"): "times the parameter server's "
+                                                           "update as the server runs it",
     ("calibrate.fits.runs", "real.schemes"): "fits from the runs of the schemes it names",
     ("calibrate.__main__", "real.launch.dist"): "runs its probes isolated, as real runs",
     ("calibrate.__main__", "real.records.load"): "waits for a quiet machine by real's "

@@ -405,20 +405,24 @@ def test_default_threads_follow_real_train():
     assert auto.time_s == four.time_s
 
 
-def test_ps_async_server_takes_one_push_its_update_and_its_answer_at_a_time():
+@pytest.mark.parametrize("measured_s", (0.0, 2e-3))
+def test_ps_async_server_takes_one_push_its_update_and_its_answer_at_a_time(measured_s):
     """Server-bound across hosts: four workers whose compute is short against a push or an
     answer crossing a port. The server's loop (real/schemes/ps.py, serve_async) takes one
     push, applies it and sends the answer before the next, but a push crosses whole before
     the server takes it (libfabric's tcp provider saves an unexpected message), over the
     server's ingress while its egress carries an answer; taken, it is copied out of the
     provider's buffer. After the first w (four answers at once: 4 n / R) and the first
-    four pushes (at once: 4 n / R) twenty turns take 20 (n beta + update + n / R)."""
-    prof = make_profile(step_intercept_s=1e-6, step_s_per_sample=0.0)
+    four pushes (at once: 4 n / R) twenty turns take 20 (n beta + update + n / R). The
+    update is the model's measured ``server_update_s`` (the real server's update,
+    ``real.schemes.ps.server_update``) where the calibration has it, else the line."""
+    prof = make_profile(step_intercept_s=1e-6, step_s_per_sample=0.0,
+                        server_update_s=measured_s)
     rate = 1e7
     cluster = Cluster(hosts=5, cores_per_host=1, link=Link(rate, 0.0))
     r = simulate(SchemeConfig("ps_async", fidelity="message"), 4, wl(5), cluster, prof)
     n = 4 * prof.models[0].param_count
-    update_s = 1e-4 + 1e-9 * prof.models[0].param_count
+    update_s = measured_s or 1e-4 + 1e-9 * prof.models[0].param_count
     turn_s = n * 1e-9 + update_s + n / rate
     assert r.time_s == pytest.approx(8 * n / rate + 20 * turn_s, rel=0.02)
 

@@ -143,9 +143,9 @@ def _eager(comm_metas: list[dict]) -> int:
     return int(probed[0][1]) if probed else 0
 
 
-def _scheduler_rows(workdir: Path, name: str) -> list[dict]:
-    """The scheduler probe's ``name`` rows (``sched_probe``); [] if not probed (its fits
-    then give 0: not measured)."""
+def _rows_if_probed(workdir: Path, name: str) -> list[dict]:
+    """The rows of ``name`` (the scheduler probe's, the server's update per model); [] if
+    not probed (their fits then give 0: not measured)."""
     path = workdir / name
     return read_rows(path).to_dict("records") if path.exists() else []
 
@@ -192,6 +192,7 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     costs = tuple(fit_compute.model_cost(name, shapes[name], steps, evals)
                   for name in sorted(set(steps["model"])))
     server, gamma = fit_compute.server_cost(read_rows(workdir / "server.csv"))
+    costs = fit_compute.with_server_updates(costs, _rows_if_probed(workdir, "server_update.csv"))
     raw, comm_metas = _comm_raw(workdir, max_workers)
     points = fit_comm.collective_points(raw, max_workers) if len(raw) else pd.DataFrame(
         columns=fit_comm.KEY + ["bytes", "time_s", "p25_s", "p75_s", "reps"])
@@ -217,16 +218,16 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
     metas = [read_json(p, META_KEYS) for p in sorted(workdir.glob("*_meta.json"))] + comm_metas
     if not metas:
         raise CalibrationError(f"{workdir} holds no *_meta.json: run calibrate.probe first")
-    balance = _scheduler_rows(workdir, "balance.csv")     # read once: median and spread
+    balance = _rows_if_probed(workdir, "balance.csv")     # read once: median and spread
     profile = prof.Profile(
         provenance=_provenance(metas, runs, workers, commands, note),
         cores=int(metas[0]["cores"]), models=costs,
         transports=transports,
         sharing_slowdown=sharing,
         server=server, collectives=tuple(f for f, _ in pairs),
-        scheduler_quantum_s=sched_probe.quantum_s(_scheduler_rows(workdir, "scheduler.csv")),
+        scheduler_quantum_s=sched_probe.quantum_s(_rows_if_probed(workdir, "scheduler.csv")),
         balance_delay_s=sched_probe.balance_delay_s(balance),
-        wake_wait_s=sched_probe.wake_wait_s(_scheduler_rows(workdir, "wake.csv")),
+        wake_wait_s=sched_probe.wake_wait_s(_rows_if_probed(workdir, "wake.csv")),
         balance_delays_s=sched_probe.balance_delays_s(balance))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines

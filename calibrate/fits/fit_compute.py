@@ -13,10 +13,15 @@ Cost models (as read by ``contracts.profile``) and where their numbers come from
 * ``t_update(params) = update_intercept_s + update_s_per_param * params``: the
   server's ``w -= lr * g``; the summing of m gradients is ``(m - 1) * gamma * 4 * params``
   with ``gamma_s_per_byte`` = slope of one timed add against bytes.
+* ``server_update_s`` per model: the median of the real server's update of that model
+  (``real.schemes.ps.server_update``, timed by the server probe); where present the
+  simulator's server charges it instead of the line.
 
 Imports: numpy, pandas, calibrate (linefit, rawio), contracts.profile.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -108,6 +113,16 @@ def server_cost(rows: pd.DataFrame) -> tuple[ServerCost, float]:
     gamma = fit_line(4 * rows["params"], per_add)
     return (ServerCost(update_intercept_s=update.intercept, update_s_per_param=update.slope,
                        r2=update.r2), gamma.slope)
+
+
+def with_server_updates(costs: tuple[ModelCost, ...], rows: list[dict]) -> tuple[ModelCost, ...]:
+    """Each model with its ``server_update_s``: the median of the probe's rows of the real
+    server's update (``server_update.csv``); a model without rows keeps 0 (the line)."""
+    by_model: dict[str, list[float]] = {}
+    for row in rows:
+        by_model.setdefault(str(row["model"]), []).append(float(row["update_s"]))
+    return tuple(replace(c, server_update_s=float(np.median(by_model[c.model])))
+                 if c.model in by_model else c for c in costs)
 
 
 def step_errors(cost: ModelCost, steps: pd.DataFrame) -> pd.DataFrame:

@@ -95,4 +95,7 @@ def show(path: str) -> str:
         f"wake wait: {p.wake_wait_s * 1e3:.2f} ms"
         + (" (not measured: woken ranks start at once)" if p.wake_wait_s <= 0 else ""),
         f"server: t_update(params) = {p.server.update_intercept_s * 1e6:.3g} us + "
-        f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})"])
+        f"{p.server.update_s_per_param * 1e9:.3g} ns * params (R^2 {p.server.r2:.3f})",
+        "server's update as the real server runs it: " + (", ".join(
+            f"{m.model} {m.server_update_s * 1e3:.3f} ms" for m in p.models if m.server_update_s)
+            or "not measured (the line prices it)")])

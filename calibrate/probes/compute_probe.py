@@ -9,12 +9,15 @@
   against k = 1 is how the OS shares C cores among k runnable processes.
 * ``server_rows``: the parameter server's ``sum of m gradients`` and
   ``w -= lr * g`` on a flat float32 tensor, against parameter count.
+* ``server_update_rows``: the update the real server runs
+  (``real.schemes.ps.server_update``: the gradient into the model's tensors, torch's
+  SGD step, the weights out as one vector) on each model, at its parameter count.
 
 Warm-up steps are run and thrown away; every timed repetition is one row. With
 ``plan.device == "cuda"`` the step and eval probes run on the GPU and each phase is
 timed after ``torch.cuda.synchronize`` (CUDA queues work and returns at once).
 
-Imports: torch, calibrate (plan, rawio), real.training.models.
+Imports: torch, calibrate (plan, rawio), real (training.models, schemes.ps).
 """
 from __future__ import annotations
 
@@ -206,4 +209,27 @@ def server_rows(plan: ProbePlan, params: int) -> list[dict]:
         if rep >= 0:
             rows.append({"params": params, "grads": plan.server_grads, "rep": rep,
                          "adds": plan.server_grads - 1, "sum_s": t1 - t0, "update_s": t2 - t1})
+    return rows
+
+
+def server_update_rows(plan: ProbePlan, name: str) -> list[dict]:
+    """The real server's update on model ``name`` on one thread (``real.schemes.ps``'s
+    ``server_update``, the function ``serve_sync`` and ``serve_async`` call, with the
+    optimizer the run builds at its default momentum 0), one row per repetition."""
+    import numpy as np
+
+    from real.schemes.ps import server_update
+    from real.training.models import flat_params
+    torch.set_num_threads(1)
+    model = make_model(name)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    w = flat_params(model).numpy()
+    grad = np.full(w.size, 1e-3, dtype=np.float32)
+    rows = []
+    for rep in range(-plan.warmup_steps, plan.server_repeats):
+        t0 = time.perf_counter()
+        server_update(model, opt, grad, w)
+        t1 = time.perf_counter()
+        if rep >= 0:
+            rows.append({"model": name, "params": int(w.size), "rep": rep, "update_s": t1 - t0})
     return rows

@@ -6,6 +6,7 @@ Parts (``--part``), each writing tidy CSV (one row per timed repetition) into ``
                                                               compute_eval.csv, models.json
 ``sharing``  k single-thread processes at once            -> sharing.csv
 ``server``   parameter-server sum + update                -> server.csv
+             the real server's update per model            -> server_update.csv
 ``scheduler`` two busy processes on one core: time slice  -> scheduler.csv
               the same let loose: balance delay            -> balance.csv
               two gloo ranks training on one core: wake wait -> wake.csv
@@ -166,6 +167,8 @@ def run_server(plan, out: Path) -> None:
     for params in plan.server_params:
         rows += cp.server_rows(plan, params)
     write_rows(out / "server.csv", rows)
+    write_rows(out / "server_update.csv",
+               [row for name in plan.models for row in cp.server_update_rows(plan, name)])
 
 
 def run_scheduler(plan, out: Path) -> None:

@@ -39,6 +39,8 @@ KINDS = {
                          "eval_s_per_sample": "seconds"},
     "server.csv": {"params": "positive_count", "rep": "count", "sum_s": "seconds",
                    "update_s": "seconds"},
+    "server_update.csv": {"model": "text", "params": "positive_count", "rep": "count",
+                          "update_s": "seconds"},
     "sharing.csv": {"k": "positive_count", "rep": "count", "step_s": "seconds"},
     "scheduler.csv": {"off_s": "seconds"},
     "balance.csv": {"moved_s": "seconds?", "window_s": "seconds"},

@@ -136,6 +136,16 @@ def _own_batches(ctx):
 
 # --- server ------------------------------------------------------------------
 
+def server_update(model, optimizer, grad: np.ndarray, w: np.ndarray) -> None:
+    """The server's update, as both servers apply it: ``grad`` (flat float32) into the
+    model's ``.grad`` tensors, one step of its optimizer, the new weights into ``w``
+    (the flat vector the server sends). ``calibrate.probes.compute_probe.server_update_rows``
+    times this function per model, so the simulator's server charges what the server runs."""
+    load_flat_grads(model, torch.from_numpy(grad))
+    optimizer.step()
+    w[:] = flat_params(model).numpy()
+
+
 class Server:
     """The weights, the update, and what the record keeps about them."""
 
@@ -155,9 +165,7 @@ class Server:
 
     def apply(self, mean_grad: np.ndarray) -> None:
         t0 = self.ctx.log.now()
-        load_flat_grads(self.ctx.model, torch.from_numpy(mean_grad))
-        self.ctx.optimizer.step()
-        self.w[:] = flat_params(self.ctx.model).numpy()
+        server_update(self.ctx.model, self.ctx.optimizer, mean_grad, self.w)
         self.version += 1
         self.update_s.append(self.ctx.log.now() - t0)
 

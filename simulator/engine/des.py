@@ -116,8 +116,7 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     server = None
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
-                                 profile.server, plan.param_count,
-                                 polls=spec.polls)
+                                 plan.server_update_s, polls=spec.polls)
     spec.start(env, Setup(plan, workers, comm, recorder, server, extra))
     stable_at = _until_stable(env, recorder, plan.workers, checks)
     if stable_at is not None:

@@ -18,7 +18,7 @@ import tomllib
 
 from contracts.checks import ConfigError
 from contracts.cluster import PRESETS_DIR, Cluster
-from contracts.profile import Profile
+from contracts.profile import ModelCost, Profile
 from contracts.units import format_rate, parse_flop_rate
 from contracts.workload import ModelWorkload, model_cost
 
@@ -113,7 +113,7 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
     models = {m.model: m for m in prof.models}
     for w, path in workloads:
         cost, how = scaled_cost(w, cluster)
-        models[w.name] = cost
+        models[w.name] = _with_server_update(cost, models.get(w.name))
         origin = (f"workload file {path} ({w.provenance.get('source', 'numbers')}"
                   + (f": {w.provenance['note_source']}" if w.provenance.get("note_source") else "")
                   + ")")
@@ -136,6 +136,14 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
     rows += _cluster_rows(cluster)
     rows += _profile_rows(profile, profile_origin, cluster, [w.name for w, _ in workloads])
     return Machine(prof, tuple(rows))
+
+
+def _with_server_update(cost: ModelCost, profiled: ModelCost | None) -> ModelCost:
+    """``cost`` with the server's update the profile measured for the same model (its
+    name and parameter count): a host's CPU cost, which a workload file does not hold."""
+    if profiled is None or profiled.param_count != cost.param_count or cost.server_update_s:
+        return cost
+    return replace(cost, server_update_s=profiled.server_update_s)
 
 
 def _cluster_rows(cluster: Cluster | None) -> list[dict]:

@@ -1,34 +1,35 @@
 """A parameter server: one update at a time, each a service time.
 
-Applying one update to ``params`` parameters costs, as a compute job on the
-server's host (so it shares that host's cores)::
-
-    t_update(params) = update_intercept_s + update_s_per_param * params
+Applying one update costs ``update_s``, as a compute job on the server's host (so it
+shares that host's cores): the model's ``server_update_s`` where the calibration
+measured the real server's update of it (``real.schemes.ps.server_update``: the
+gradient into the model's tensors, torch's SGD step, the weights out), else the
+profile's line ``update_intercept_s + update_s_per_param * params``
+(``contracts.profile.ModelCost.server_s``).
 
 Updates queue first come, first served (a ``simpy.Resource`` of capacity 1).
 ``version`` counts the updates applied so far; staleness of a gradient is the
 number of updates applied between the read of w and its own application.
 
-Imports: SimPy, contracts.profile, model.hardware.host.
+Imports: SimPy, model.hardware.host.
 """
 from __future__ import annotations
 
 import simpy
 
-from contracts.profile import ServerCost
 from simulator.model.hardware.host import Host
 
 
 class ParameterServer:
-    def __init__(self, env: simpy.Environment, rank: int, host: Host, cost: ServerCost,
-                 params: int, polls: bool = False):
+    def __init__(self, env: simpy.Environment, rank: int, host: Host, update_s: float,
+                 polls: bool = False):
         self.env = env
         self.rank = rank
         self.host = host
         self.polls = polls                 # a process of its own that busy-waits for requests
         if polls:
             host.start_polling(rank)
-        self.update_s = cost.update_s(params)
+        self.update_s = update_s
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
 
