@@ -1,6 +1,8 @@
 """The check against NVIDIA DeepLearningExamples' ResNet-50 tables (benchmarks.dle.check)."""
 from __future__ import annotations
 
+import argparse
+
 import pytest
 import torch
 
@@ -41,3 +43,33 @@ def test_the_points_as_pinned(tmp_path, capsys):
     for r in points:                        # optimistic where off: costs are missing
         assert r["predicted"] - r["published"] > -1.5
     assert (tmp_path / "dle.csv").read_text().count("\n") == 27
+
+
+STEP_PROBE = check.HERE.parent / "gpu" / "results" / "h200-2026-11-27-step.json"
+
+
+def test_ddp_cost_lengthens_only_the_multi_gpu_pytorch_step_by_the_probes_share():
+    """--ddp-cost: the step probe's DDP share of the step, in the table's precision, added
+    to the PyTorch step at more than one GPU; with the buckets hidden behind the backward the
+    iteration grows by that share of the one-GPU step and one GPU's time stays."""
+    shares = check.ddp_shares(str(STEP_PROBE))
+    assert shares == pytest.approx({"tf32": 0.05837, "amp": 0.06348}, abs=1e-5)
+    amp = next(t for t in check.TABLES if t.framework == "PyTorch" and t.precision == "amp")
+    fp32 = next(t for t in check.TABLES if t.framework == "PyTorch" and t.precision == "fp32")
+    mxnet = next(t for t in check.TABLES if t.framework == "MXNet" and t.precision == "amp")
+    assert check.share_of(amp, shares) == shares["amp"]
+    assert check.share_of(fp32, shares) == 0.0 and check.share_of(mxnet, shares) == 0.0
+    step_s = amp.batch / amp.throughput[1]
+    assert check.workload(amp, shares["amp"]).step_s == pytest.approx(step_s * 1.06348, rel=1e-5)
+    before, after = check.predict(amp), check.predict(amp, shares["amp"])
+    assert after[1] == before[1]
+    assert after[8][1] - before[8][1] == pytest.approx(shares["amp"] * step_s, rel=0.02)
+
+
+@pytest.mark.parametrize("text", ['{"ddp": {}}', '{"launch": {}}', "not json",
+                                  '{"ddp": {"amp": {"ddp_over_plain": 1.5}}}'])
+def test_ddp_cost_refuses_a_file_without_a_share(tmp_path, text):
+    bad = tmp_path / "step.json"
+    bad.write_text(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="step.json"):
+        check.ddp_shares(str(bad))

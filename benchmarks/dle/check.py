@@ -28,10 +28,20 @@ exposed) or Horovod's 5 ms cycles and 64 MiB fusion buffers. The input pipeline'
 per image is published nowhere these tables are: it is not applied (the points it would
 move are named in the output).
 
+``--ddp-cost STEP_PROBE_JSON`` shows what DDP's own cost would move: the examples wrap the
+model in DDP only at more than one GPU (``ConvNets/main.py``: ``executor.distributed`` if
+``args.distributed``, ``WORLD_SIZE > 1``), so their one-GPU step, the model's step, lacks it.
+The flag lengthens the PyTorch step at more than one GPU by the share DDP added to ResNet-50's
+step on a one-rank NCCL group in ``benchmarks.gpu.step_probe``'s result (``ddp.<precision>.
+ddp_over_plain``; tf32 and amp, no fp32 figure: fp32 rows unchanged). A what-if: the share is
+an H200's, the published GPUs are A100 and V100.
+
 Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``--out``.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -100,11 +110,25 @@ TABLES = (
 ITERATIONS = 20
 
 
-def workload(t: Table) -> ModelWorkload:
-    """ResNet-50's tensors and FLOPs per layer at one GPU's published throughput."""
+def ddp_shares(text: str) -> dict[str, float]:
+    """Precision -> the share of the step DDP added, from a step_probe result file."""
+    try:
+        ddp = json.loads(Path(text).read_text())["ddp"]
+        shares = {prec: float(ddp[prec]["ddp_over_plain"]) for prec in ddp}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise argparse.ArgumentTypeError(
+            f"{text}: not a benchmarks.gpu.step_probe result with a ddp part ({e})") from None
+    if not shares or not all(0 <= v < 1 for v in shares.values()):
+        raise argparse.ArgumentTypeError(f"{text}: no ddp share between 0 and 1")
+    return shares
+
+
+def workload(t: Table, ddp_share: float = 0.0) -> ModelWorkload:
+    """ResNet-50's tensors and FLOPs per layer at one GPU's published throughput, the step
+    longer by ``ddp_share`` of it (DDP's own cost where the model is wrapped)."""
     cpu = load_workload(HERE / "resnet50-cpu.toml")
     layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
-    step_s = t.batch / t.throughput[1]
+    step_s = t.batch / t.throughput[1] * (1 + ddp_share)
     return ModelWorkload(
         name="resnet50", layers=layers, device=t.device, batch_size=t.batch, step_s=step_s,
         backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
@@ -120,21 +144,28 @@ def scheme(t: Table) -> SchemeConfig:
                         compression="fp16" if t.precision == "amp" else "none")
 
 
-def predict(t: Table) -> dict[int, tuple[float, float]]:
-    """GPUs -> (predicted efficiency %, predicted seconds per iteration)."""
-    w = workload(t)
+def predict(t: Table, ddp_share: float = 0.0) -> dict[int, tuple[float, float]]:
+    """GPUs -> (predicted efficiency %, predicted seconds per iteration); the step at more
+    than one GPU longer by ``ddp_share`` of it."""
     cluster = growing(load_preset(t.preset))
-    mach = machine(load_default(), "embedded", cluster.at(1), [(w, "resnet50")])
     work = Workload(model="resnet50", batch_per_worker=t.batch, iterations=ITERATIONS)
-    times = {p: simulate(scheme(t), p, work, cluster.at(p), mach.profile).time_s / ITERATIONS
-             for p in t.throughput}
+    times = {}
+    for p in t.throughput:
+        w = workload(t, ddp_share if p > 1 else 0.0)
+        mach = machine(load_default(), "embedded", cluster.at(1), [(w, "resnet50")])
+        times[p] = simulate(scheme(t), p, work, cluster.at(p), mach.profile).time_s / ITERATIONS
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 
 
-def rows() -> list[dict]:
+def share_of(t: Table, ddp: dict[str, float] | None) -> float:
+    """The DDP share a table's multi-GPU points take: PyTorch's, in its precision, if given."""
+    return (ddp or {}).get(t.precision, 0.0) if t.framework == "PyTorch" else 0.0
+
+
+def rows(ddp: dict[str, float] | None = None) -> list[dict]:
     out = []
     for t in TABLES:
-        pred = predict(t)
+        pred = predict(t, share_of(t, ddp))
         for p, ips in t.throughput.items():
             if p == 1:
                 continue
@@ -166,11 +197,14 @@ def markdown(points: list[dict]) -> str:
 def build_parser() -> cli.Parser:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/dle", help="folder for dle.csv and dle.md")
+    ap.add_argument("--ddp-cost", type=ddp_shares, default=None, metavar="STEP_PROBE_JSON",
+                    help="what-if: lengthen the PyTorch step at more than one GPU by DDP's "
+                         "share of it in this benchmarks.gpu.step_probe result")
     return ap
 
 
 def run(args) -> int:
-    points = rows()
+    points = rows(args.ddp_cost)
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
     csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"
