@@ -14,7 +14,8 @@ shared, its shapers' token buckets) with the compute profile given (made by the 
 machine), for the seeds the folder's report names, and splits the prediction into its
 compute, communication and waiting (per worker, mean over the workers). The training times
 of the schemes whose order of updates the scheme fixes are their times to a target too
-(docs/accuracy.md), so the training-time error is the time-to-accuracy check's time error.
+(docs/results/accuracy-evidence.md, "Emulated cluster, P = 8"), so the training-time error
+is the time-to-accuracy check's time error.
 
 With ``--against`` this command's CSV from another commit (run there by path, with a
 worktree of it on ``PYTHONPATH``, as ``benchmarks.repredict``), the error there and here per
