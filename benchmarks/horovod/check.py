@@ -31,11 +31,11 @@ points) and ``horovod.png``, and prints the table of published points.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import cli
 from contracts.cluster import PROTOCOLS, load_preset
 from contracts.files import atomic_write_text, save_figure
 from contracts.profile import load_default
@@ -65,6 +65,7 @@ PUBLISHED = {
 NAMES = {"inception3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
 BATCH = 64
 PRESET = "pascal-pcie-25gbe"
+PROG = "python -m benchmarks.horovod.check"
 
 
 def p100_workload(name: str) -> ModelWorkload:
@@ -174,9 +175,8 @@ def points_table(what: str, rows: list[tuple[str, float, str]], ahead: bool) -> 
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.horovod.check",
-                                 description=__doc__.split("\n\n")[0])
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/horovod", help="folder for horovod.csv and .png")
     ap.add_argument("--negotiation-us", default="",
                     help="also print the published points predicted with these costs of "
@@ -199,12 +199,22 @@ def main(argv=None) -> int:
                     help="NCCL's 'plateau effect of ring' for the multi-node Simple rings, e.g. "
                          "1.9 (NCCL 2.7.3 on for Pascal and Volta, from 4 KiB a rank); default: "
                          "the preset's (NCCL 2.5.6's constants have none)")
+    return ap
+
+
+def parse(argv=None):
+    """The flags, and what they must say together (an argparse error: exit code 2)."""
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.ring_plateau is not None and args.ring_plateau < 1:
         ap.error("--ring-plateau must be at least 1")
     unknown = [x for x in args.protocols.split(",") if x and x not in PROTOCOLS]
     if unknown:
         ap.error(f"--protocols: unknown rule {unknown[0]!r} (choose from {', '.join(PROTOCOLS)})")
+    return args
+
+
+def run(args) -> int:
     counts = [2 ** k for k in range(10)]
     ahead = args.requests == "ahead"
     cfg = scheme(ahead)
@@ -234,6 +244,10 @@ def main(argv=None) -> int:
         print(protocols_table(args.protocols.split(","), ahead))
     print(f"\nwrote {out / 'horovod.csv'}, {out / 'horovod.png'}", file=sys.stderr)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, parse, run, argv)
 
 
 if __name__ == "__main__":
