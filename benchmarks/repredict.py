@@ -9,7 +9,7 @@ every row of ``compare.csv`` from what the row and the folder say: a one-host
 validation (``holdout_profile.json``) on the calibrated host, an emulated-cluster one
 (``profile.json``, ``link.toml``) on its hosts with the row's shaped rate and the
 calibrated link, sharing the machine's cores; the dataset is Fashion-MNIST's 60000
-samples on one host; on the cluster ``simulator.validate_cluster``'s ``--train-size``
+samples on one host; on the cluster ``pipelines.validate_cluster``'s ``--train-size``
 (768, or ``--train-size FOLDER=N`` where the folder's command in docs/validation.md set
 another). It writes one row per point (folder, scheme, P, link rate, measured, shipped
 and new prediction, whether held out) and prints the held-out error per folder and
@@ -49,7 +49,7 @@ from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig
 
 PROG = "python -m benchmarks.repredict"
-CLUSTER_SAMPLES = 768     # simulator.validate_cluster's default --train-size
+CLUSTER_SAMPLES = 768     # pipelines.validate_cluster's default --train-size
 
 
 def cluster_of(folder: Path, row, prof):

@@ -7,6 +7,9 @@ simulator starts none of their commands (``tests/test_layout.py``).
 
 * ``validate``: the hold-out validation on one host (sweep, calibrate on small P, compare);
 * ``validate_accuracy``: time to accuracy, measured and replayed along predicted schedules.
+* ``validate_cluster``: the communication-bound experiment on the emulated cluster (real
+  compute, one rank per host, several link rates);
+* ``validate_phantom``: the same on phantom runs (compute slept), up to 32 hosts.
 
 The old module paths (``python -m simulator.validate``, ...) run these, for a release.
 

@@ -45,7 +45,7 @@ cli, contracts.curve, contracts.checks,
 contracts.files, contracts.schedule, real.records.accuracy_report (the completed runs),
 simulator.measured_schedule, simulator.model.schemes, report.accuracy,
 simulator.pool_accuracy (the goals), pipelines.validate (the calibration stage, the wait
-for a quiet machine), simulator.validate_cluster (the emulated cluster's rate and lifetime).
+for a quiet machine), pipelines.validate_cluster (the emulated cluster's rate and lifetime).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ from simulator.model.schemes import SCHEMES
 from pipelines.validate import calibrate_command, wait_for_low_load
 from real.records.accuracy_report import completed_runs
 from simulator.pool_accuracy import GOAL_POINTS, GOAL_RELATIVE
-from simulator.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
+from pipelines.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
 
 PROG = "python -m pipelines.validate_accuracy"
 

@@ -1,9 +1,9 @@
-"""simulator.validate_cluster refuses bad rates, counts and paths before a cluster comes up."""
+"""pipelines.validate_cluster refuses bad rates, counts and paths before a cluster comes up."""
 from __future__ import annotations
 
 import pytest
 
-from simulator import validate_cluster
+from pipelines import validate_cluster
 from tests.refusal import refused
 
 pytestmark = pytest.mark.timeout(60)

@@ -33,10 +33,9 @@ def parsers():
         pool,
         predict,
         replay,
-        validate_cluster,
     )
 
-    from pipelines import validate, validate_accuracy
+    from pipelines import validate, validate_accuracy, validate_cluster
     found = {"real.train": train.build_parser(), "real.sweep": sweep.build_parser(),
              "real.cluster": cluster._parser(), "calibrate": calibrate.build_parser(),
              "calibrate.probe": probe.build_parser(), "calibrate.fit": fit.build_parser(),
@@ -45,7 +44,7 @@ def parsers():
              "simulator.predict": predict.build_parser(),
              "simulator.compare": compare.build_parser(), "simulator.pool": pool.build_parser(),
              "pipelines.validate": validate.build_parser(),
-             "simulator.validate_cluster": validate_cluster.build_parser(),
+             "pipelines.validate_cluster": validate_cluster.build_parser(),
              "simulator.bench": bench.build_parser(),
              "simulator.fit_timings": fit_timings.build_parser(),
              "simulator.replay": replay.build_parser(),
@@ -106,7 +105,7 @@ def test_the_types_refuse_what_they_should(tmp_path):
 
 
 SCHEME_COMMANDS = ("real.train", "real.sweep", "simulator.predict", "simulator.replay",
-                   "pipelines.validate", "simulator.validate_cluster",
+                   "pipelines.validate", "pipelines.validate_cluster",
                    "pipelines.validate_accuracy")
 AVERAGING_COMMANDS = ("real.train", "simulator.predict", "simulator.replay")
 

@@ -32,12 +32,9 @@ STAGES = ("real", "calibrate", "simulator")
 TORCH_ALLOWED: set[str] = set()               # simulator.replay trains through real.replay
 # simulator modules that still start a command of real or calibrate, and what is left
 STARTS_ALLOWED = {
-    # predict --target-accuracy and simulator.replay train along a predicted schedule
+    # predict --target-accuracy and simulator.replay train along a predicted schedule; it
+    # moves up with them (alone in pipelines/, simulator.predict would import a pipeline)
     "simulator.accuracy": {"real.replay"},
-    # move to pipelines/ as validate and validate_accuracy did
-    "simulator.validate_cluster": {"real.sweep", "real.cluster", "calibrate",
-                                   "calibrate.link"},
-    "simulator.validate_phantom": {"real.sweep", "calibrate.link", "calibrate.workload"},
 }
 ALIASES = {"simulator.validate": "pipelines.validate",         # old paths, for a release
            "simulator.validate_accuracy": "pipelines.validate_accuracy"}

@@ -115,7 +115,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     import shutil
     from pathlib import Path
 
-    from simulator import validate_phantom
+    from pipelines import validate_phantom
     from contracts import profile as profiles
     out = tmp_path / "v"
     (out / "workloads").mkdir(parents=True)
@@ -148,7 +148,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     (["--workloads", "cnn@-1"], "--workloads"),
 ])
 def test_validate_phantom_refuses_bad_flags_in_one_line(tmp_path, capsys, extra, named):
-    from simulator import validate_phantom
+    from pipelines import validate_phantom
     assert validate_phantom.main(["--out", str(tmp_path / "v"), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert named in err and "Traceback" not in err and len(err.splitlines()) == 1

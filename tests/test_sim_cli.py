@@ -172,7 +172,7 @@ def test_help_shows_each_default_once_and_no_raw_lists():
 
 
 @pytest.mark.parametrize("module", ["real.launch.sweep", "simulator.replay", "pipelines.validate",
-                                    "pipelines.validate_accuracy", "simulator.validate_cluster"])
+                                    "pipelines.validate_accuracy", "pipelines.validate_cluster"])
 def test_every_command_reads_worker_counts_alike(module):
     """One syntax for --workers: a lone N is P = 1..N, 'N-N' is P = N alone, powers too."""
     import importlib

@@ -3,7 +3,7 @@
 From the rows ``simulator.compare`` predicted (each record on its own cluster, with the
 calibrated link): ``with_flags`` marks the held-out points, ``error_table`` and the Markdown
 helpers make ``errors.csv`` and ``table.md``, ``figure`` draws ``cluster-compare.png``
-(``simulator.validate_cluster`` writes them). Beside each error, the stalls the records show
+(``pipelines.validate_cluster`` writes them). Beside each error, the stalls the records show
 (``simulator.stalls``) and what the error would be with them added to the prediction: a
 diagnostic of how much of the error the missing loss recovery accounts for, not a prediction.
 Two kinds of points are *held out*: worker counts the profile never saw (its ``workers_seen``),

@@ -1,6 +1,6 @@
 """The communication-bound experiment on the emulated cluster, end to end, in one command.
 
-    python -m simulator.validate_cluster --out validation-cluster/    # ~10 min on 2 cores, as root
+    python -m pipelines.validate_cluster --out validation-cluster/    # ~10 min on 2 cores, as root
 
 1. **profile**: ``python -m calibrate --quick --models MODEL --threads 1
    --max-workers K`` on the plain machine (compute, core sharing and the local
@@ -23,7 +23,7 @@
 
 The regime of issue 21 (every rank-based scheme, three rates, P up to 16)::
 
-    python -m simulator.validate_cluster --out validation-cluster --schemes all \
+    python -m pipelines.validate_cluster --out validation-cluster --schemes all \
         --bandwidths 20mbit,100mbit,1gbit --calibrate-at 100mbit \
         --workers 2,3,4,6,8,12,16 --calibrate-workers 4
 
@@ -47,7 +47,7 @@ import cli
 from contracts.files import atomic_write_text
 from contracts.units import parse_bandwidth
 
-PROG = "python -m simulator.validate_cluster"
+PROG = "python -m pipelines.validate_cluster"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

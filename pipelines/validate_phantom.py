@@ -1,6 +1,6 @@
 """Communication-bound fidelity on phantom runs: the emulated cluster up to 32 hosts, in pieces.
 
-    python -m simulator.validate_phantom --out validation-phantom \\
+    python -m pipelines.validate_phantom --out validation-phantom \\
         --workloads cnn,vgg11,resnet50-v100.toml@20 --bandwidths 20mbit,100mbit,1gbit \\
         --calibrate-at 100mbit --workers 2,3,4,6,8,12,16,24,32 --repeats 2 --budget 35
 
@@ -39,7 +39,7 @@ passed (the cluster torn down, exit 0); the same command again resumes where it 
 redoes only step 4.
 
 Imports: simulator.compare, contracts, simulator.engine, simulator.output,
-simulator.validate_cluster (its stages).
+pipelines.validate_cluster (its stages).
 """
 from __future__ import annotations
 
@@ -50,11 +50,11 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulator import validate_cluster as vc
 import cli
 from contracts.files import atomic_write_text
+from pipelines import validate_cluster as vc
 
-PROG = "python -m simulator.validate_phantom"
+PROG = "python -m pipelines.validate_phantom"
 SCHEMES = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
            "ps_sync", "ps_async")
 BUILT_IN = {"cnn": "1,28,28", "ps_cnn": "1,28,28", "mlp": "1,28,28", "linear": "1,28,28",
