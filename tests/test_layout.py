@@ -37,7 +37,9 @@ STARTS_ALLOWED = {
     "simulator.accuracy": {"real.replay"},
 }
 ALIASES = {"simulator.validate": "pipelines.validate",         # old paths, for a release
-           "simulator.validate_accuracy": "pipelines.validate_accuracy"}
+           "simulator.validate_accuracy": "pipelines.validate_accuracy",
+           "simulator.validate_cluster": "pipelines.validate_cluster",
+           "simulator.validate_phantom": "pipelines.validate_phantom"}
 # a stage's module (or a whole stage) that imports another stage's: (importer, imported) and why
 CROSSINGS = {
     # calibration measures what real's own code costs on this machine: a copy would time
