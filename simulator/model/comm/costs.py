@@ -37,6 +37,7 @@ from libraries.mpich import (
     RELEASE_GATHER_BCAST_RADIX,
     RELEASE_GATHER_REDUCE_RADIX,
     choose_allreduce,
+    mpir_allreduce_choice,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, plateau_factor, protocol_share
 from simulator.model.comm.gloo_schedule import ring_alone_s
@@ -74,6 +75,10 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
         if t is not None:             # (exact where no link carries two hops)
             return t
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
+    if kind == "allreduce" and algorithm == "smp":
+        t = smp_alone_s(ranks, n_bytes, routes, gamma_s_per_byte)
+        if t is not None:             # (where its hosts are alike and the roots in lock step)
+            return t
     if kind == "allreduce" and algorithm in PRICED_ALONE:
         return simulated_alone_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
     t = _lock_step_s(kind, ranks, n_bytes, routes, gamma_s_per_byte, algorithm, root)
@@ -283,10 +288,21 @@ def _advance(ready: dict, pairs, size: float, reduce_s: float, blocking: bool,
 def simulated_alone_s(kind: str, ranks, n_bytes: float, routes: Routes,
                       gamma_s_per_byte: float, algorithm: str, root: int) -> float:
     """The collective's messages over the simulated links, with nothing else in flight."""
+    from simulator.model.comm import collectives
+
+    run = {"allreduce": lambda c, i: collectives.ALLREDUCE[algorithm](c, ranks, i, n_bytes, 0),
+           "gather": lambda c, i: collectives.gather(c, ranks, i, n_bytes, 0, root),
+           "scatter": lambda c, i: collectives.scatter(c, ranks, i, n_bytes, 0, root),
+           "bcast": lambda c, i: collectives.binomial_bcast(c, ranks, i, n_bytes, 0, root)}[kind]
+    return _messages_s(len(ranks), run, routes, gamma_s_per_byte)
+
+
+def _messages_s(count: int, run, routes: Routes, gamma_s_per_byte: float) -> float:
+    """When the ``count`` generators ``run(comm, i)`` are done, each a rank's part sent
+    message by message (``comm.message``) from time 0."""
     import simpy
 
     from contracts.profile import Transport
-    from simulator.model.comm import collectives
     from simulator.model.comm.message import MessageComm
     from simulator.model.recorder import Recorder
 
@@ -294,14 +310,51 @@ def simulated_alone_s(kind: str, ranks, n_bytes: float, routes: Routes,
     shm = routes.shm
     comm = MessageComm(env, routes, Transport(shm.backend, shm.alpha_s, shm.beta_s_per_byte,
                                               gamma_s_per_byte), Recorder(routes.placement))
-    run = {"allreduce": lambda i: collectives.ALLREDUCE[algorithm](comm, ranks, i, n_bytes, 0),
-           "gather": lambda i: collectives.gather(comm, ranks, i, n_bytes, 0, root),
-           "scatter": lambda i: collectives.scatter(comm, ranks, i, n_bytes, 0, root),
-           "bcast": lambda i: collectives.binomial_bcast(comm, ranks, i, n_bytes, 0, root)}[kind]
-    for i in range(len(ranks)):
-        env.process(run(i))
+    for i in range(count):
+        env.process(run(comm, i))
     env.run()
     return env.now
+
+
+def smp_alone_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float
+                ) -> float | None:
+    """MPICH's composed allreduce (``mpich.smp_allreduce``: a reduce on every host, an
+    allreduce among the hosts' first ranks, a broadcast on every host) in three parts,
+    where they follow one another on every host alike: hosts of CPUs (``Routes``, not a
+    fabric's), as many ranks on every host, the same hand-offs on each
+    (``Routes.handoff_s``), no bytes that cross before their receive (``eager_bytes``),
+    no token buckets (``Link.burst_bytes``: the lock step meters them per step, the
+    messages as they go), and the roots' allreduce in lock step (``_lock_step_s``; it
+    starts on every host at once, the reduces being alike). The host parts use only their
+    host's shared memory and the roots' part only the NICs, so one host's reduce and
+    broadcast are simulated with the roots' part between them as its slowest root's time.
+    Within 1e-9 relative of the whole call's messages (``simulated_alone_s``; the parts'
+    floats round differently: ``tests/test_smp_alone.py``); None elsewhere."""
+    from simulator.model.comm import mpich
+
+    if type(routes) is not Routes:
+        return None
+    groups, even = host_groups(routes.placement, ranks)
+    local = tuple(groups[0])
+    if not even or len(groups) < 2 or len(local) < 2:
+        return None
+    link = routes.link
+    if link is not None and (link.socket_buffer_bytes > 0 or link.burst_bytes > 0):
+        return None
+    if len({tuple(routes.handoff_s[r] for r in g) for g in groups}) > 1:
+        return None
+    roots = tuple(g[0] for g in groups)
+    roots_s = _lock_step_s("allreduce", roots, n_bytes, routes, gamma_s_per_byte,
+                           mpir_allreduce_choice(n_bytes, len(roots)), 0)
+    if roots_s is None:
+        return None
+
+    def host(comm, i):
+        yield from mpich.mpir_reduce(comm, local, i, n_bytes, ("smp", "reduce"))
+        if i == 0:
+            yield comm.env.timeout(roots_s)        # the roots' allreduce
+        yield from mpich.mpir_bcast(comm, local, i, n_bytes, ("smp", "bcast"))
+    return _messages_s(len(local), host, routes, gamma_s_per_byte)
 
 
 def _steps(kind: str, algorithm: str, ranks, n: float, root: int = 0, routes=None):
