@@ -14,7 +14,8 @@ images per second at 1 to 8 (16 on a DGX-2) GPUs of one server, the batch per GP
   on a DGX-1, each process pinned to its own slice of its socket's cores);
 * MXNet (``MxNet/Classification/RN50v1.5/README.md``, commit 134510b4b7ff, mxnet-20.12
   NGC container): DGX A100 80GB, DGX-1 16GB, DGX-2; Horovod over NCCL, gradients in fp16
-  with ``--dtype float16``, in fp32 otherwise.
+  with ``--dtype float16`` (``net.cast('float16')``: the parameters, so their gradients, are
+  fp16; ``multi_precision`` keeps the fp32 copy in the optimizer), in fp32 otherwise.
 
 Scaling efficiency = throughput on P GPUs / (P x throughput on one). Every point is
 predicted from public inputs with the mechanisms on, nothing fitted to the published
@@ -24,9 +25,10 @@ efficiency: the tensors of ResNet-50 in gradient-ready order and their FLOPs per
 precision as the step (backward 2/3 of it, split by FLOPs), the server's preset
 (``dgx-a100``, ``dgx1-v100``, ``dgx2``: NCCL's costs from its source, and compute 18.9%
 slower while NCCL runs beside it), DDP's buckets (1 MiB first, 25 MiB after, the last one
-exposed) or Horovod's 5 ms cycles and 64 MiB fusion buffers. The input pipeline's CPU cost
-per image is published nowhere these tables are: it is not applied (the points it would
-move are named in the output).
+exposed) or Horovod's 64 MiB fusion buffers and its cycle of 0.1 ms (the MXNet ``runner``
+sets ``HOROVOD_CYCLE_TIME=0.1``). The input pipeline's CPU cost per image is published
+nowhere these tables are: it is not applied (the points it would move are named in the
+output).
 
 ``--ddp-cost STEP_PROBE_JSON`` shows what DDP's own cost would move: the examples wrap the
 model in DDP only at more than one GPU (``ConvNets/main.py``: ``executor.distributed`` if
@@ -54,6 +56,7 @@ from simulator.describe import growing
 from contracts.cluster import load_preset
 from simulator.engine import simulate
 from simulator.engine.machine import machine
+from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.config import SchemeConfig
 
 PROG = "python -m benchmarks.dle.check"
@@ -108,6 +111,11 @@ TABLES = (
           MXNET + ", NVIDIA DGX-2 (16x V100 32GB), mixed precision, -b 256"),
 )
 ITERATIONS = 20
+# The MXNet runs' Horovod background cycle: the README's ``runner`` sets
+# HOROVOD_CYCLE_TIME=0.1 (milliseconds) before it starts horovodrun, for every precision and
+# GPU count (MxNet/Classification/RN50v1.5/runner at 134510b4b7ff); Horovod reads it as its
+# cycle in ms (horovod/common/operations.cc, v0.21.0: SetCycleTimeMs(strtof(HOROVOD_CYCLE_TIME))).
+MXNET_CYCLE_S = 0.1e-3
 
 
 def ddp_shares(text: str) -> dict[str, float]:
@@ -141,20 +149,32 @@ def scheme(t: Table) -> SchemeConfig:
     if t.framework == "PyTorch":
         return SchemeConfig("ddp", backend="nccl", algorithm="auto")
     return SchemeConfig("horovod", backend="nccl", algorithm="auto",
-                        compression="fp16" if t.precision == "amp" else "none")
+                        compression="fp16" if t.precision == "amp" else "none",
+                        cycle_s=MXNET_CYCLE_S)
 
 
 def predict(t: Table, ddp_share: float = 0.0) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration); the step at more
     than one GPU longer by ``ddp_share`` of it."""
     cluster = growing(load_preset(t.preset))
-    work = Workload(model="resnet50", batch_per_worker=t.batch, iterations=ITERATIONS)
     times = {}
     for p in t.throughput:
-        w = workload(t, ddp_share if p > 1 else 0.0)
-        mach = machine(load_default(), "embedded", cluster.at(1), [(w, "resnet50")])
-        times[p] = simulate(scheme(t), p, work, cluster.at(p), mach.profile).time_s / ITERATIONS
+        profile = machine(load_default(), "embedded", cluster.at(1),
+                          [(workload(t, ddp_share if p > 1 else 0.0), "resnet50")]).profile
+        times[p] = simulate(scheme(t), p, work(t), cluster.at(p), profile).time_s / ITERATIONS
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
+
+
+def work(t: Table) -> Workload:
+    return Workload(model="resnet50", batch_per_worker=t.batch, iterations=ITERATIONS)
+
+
+def plan(t: Table, gpus: int):
+    """What the model sends at ``gpus`` GPUs: its run plan (gradients' bytes, buckets)."""
+    profile = machine(load_default(), "embedded", growing(load_preset(t.preset)).at(1),
+                      [(workload(t), "resnet50")]).profile
+    spec, cfg = resolve_scheme(scheme(t))
+    return make_plan(spec, cfg, gpus, work(t), profile)
 
 
 def share_of(t: Table, ddp: dict[str, float] | None) -> float:
