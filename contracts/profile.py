@@ -152,6 +152,7 @@ class Transport:
     eager_max_bytes: int = 0               # larger point-to-point messages go rendezvous (0: unknown)
     cpu_fraction: float = 0.0              # of a collective's time spent on a core (0: unknown)
     call_latency_s: float = 0.0            # once per collective call (NCCL's base latency)
+    poll_s: float = 0.0                    # ranks wait in sleeping polls up to this (0: spin)
 
     def step_extra_s(self, op: str) -> float:
         """What one step of collective ``op`` costs beyond a ping-pong's alpha."""

@@ -176,7 +176,9 @@ def poll_delay_s(poll_s: float) -> float:
 def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
     """``profile`` for a record whose ranks waited in sleeping polls (its environment's
     ``sleeping_waits``, phantom runs on the emulated cluster): MPI's collectives cost
-    ``poll_delay_s`` more per step; the profile itself for any other record."""
+    ``poll_delay_s`` more per step, and its transport's ``poll_s`` says so to the
+    point-to-point sends that wait for their receivers (``model.comm.polls``); the profile
+    itself for any other record."""
     from dataclasses import replace
     waits = (rec.get("environment") or {}).get("sleeping_waits") or {}
     try:
@@ -189,7 +191,8 @@ def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
     delay = poll_delay_s(poll_s)
     transports = tuple(
         replace(t, collective_alpha_s={op: t.alpha_s + t.step_extra_s(op) + delay
-                                       for op in ("allreduce", "bcast", "gather", "scatter")})
+                                       for op in ("allreduce", "bcast", "gather", "scatter")},
+                poll_s=poll_s)
         if t.backend == "mpi" else t for t in profile.transports)
     return replace(profile, transports=transports)
 

@@ -165,6 +165,7 @@ def test_sleeping_polls_add_half_the_poll_to_every_step_of_an_mpi_collective():
         for op in ("allreduce", "gather"):
             added = after.step_extra_s(op) - before.step_extra_s(op)
             assert added == pytest.approx(5e-4 if before.backend == "mpi" else 0.0)
+        assert after.poll_s == (1e-3 if before.backend == "mpi" else 0.0)   # model.comm.polls
     assert compare.polled_profile(prof, {"environment": {}}) is prof
     with pytest.raises(ConfigError, match="sleeping_waits.PSGD_WAIT_SLEEP_S"):
         compare.polled_profile(prof, {"environment": {"sleeping_waits":

@@ -8,7 +8,9 @@
   server adds the P gradients (``gamma * P * grad_bytes``) and applies one
   update. It sends w after the last update too (``serve_sync`` answers every
   push; a worker's last step ends with that answer): P (I + 1) messages of w
-  over I iterations.
+  over I iterations. Where the ranks wait in sleeping polls (phantom runs,
+  ``Transport.poll_s``), each send of w completes only once the server sees
+  the worker's ack, after the worker's wake-up (``model.comm.polls``).
 * ``ps_async``: the server applies each push as it arrives (first come, first
   served) and replies with the new w to that worker alone; workers never wait
   for each other. Staleness = updates applied between the worker's read of w
@@ -30,12 +32,13 @@
   push, the update and the answer (a rendezvous the server waits for), not the
   push's hand-offs.
 
-Imports: SimPy, model.schemes.base.
+Imports: SimPy, model.comm.polls, model.schemes.base.
 """
 from __future__ import annotations
 
 import simpy
 
+from simulator.model.comm import polls
 from simulator.model.schemes.base import Setup, train_step
 
 
@@ -43,17 +46,18 @@ def start_ps_sync(env, setup: Setup):
     plan = setup.plan
     group = plan.worker_ranks + (plan.server_rank,)          # the server gathers: last
     inbox = [simpy.Store(env) for _ in plan.worker_ranks]     # w, as each worker gets it
+    since = [0.0] * plan.workers                              # when each began to wait for w
     for w in setup.workers:
         env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
-                                   inbox[plan.worker_of(w.rank)]))
+                                   inbox[plan.worker_of(w.rank)], since))
     env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group,
-                               inbox))
+                               inbox, since))
 
 
-def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox):
+def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since):
     root = len(group) - 1
     for i in range(plan.iterations + 1):
-        t0 = env.now
+        t0 = since[plan.worker_of(worker.rank)] = env.now
         yield inbox.get()
         recorder.add(worker.rank, "comm", t0, env.now, "read w")
         if i == plan.iterations:            # the answer to its last push
@@ -62,13 +66,29 @@ def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox):
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
 
-def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
+def send_w(env, comm, server, dst, n_bytes, inbox, since):
+    """Generator: the server's send of w to rank ``dst`` as ``Link.send`` waits for it: until
+    it has arrived; where the ranks wait in sleeping polls (``Transport.poll_s``), the worker
+    sees it half its interval between polls later and the server once it sees the worker's
+    ack (``polls.ack_seen_s``)."""
+    poll_s, t0 = comm.transport.poll_s, env.now
+    yield comm.transfer(server.rank, dst, n_bytes)
+    if poll_s <= 0:
+        inbox.put(server.version)
+        return
+    span = polls.interval_s(max(0.0, env.now - since), poll_s)
+    version = server.version
+    env.timeout(span / 2).callbacks.append(lambda _ev: inbox.put(version))
+    yield env.timeout(t0 + polls.ack_seen_s(env.now - t0, span, poll_s) - env.now)
+
+
+def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
     root = len(group) - 1
     for i in range(plan.iterations):
         t0 = env.now
         for w in plan.worker_ranks:                      # one after the other
-            yield comm.transfer(server.rank, w, plan.param_bytes)
-            inbox[plan.worker_of(w)].put(server.version)
+            k = plan.worker_of(w)
+            yield from send_w(env, comm, server, w, plan.param_bytes, inbox[k], since[k])
         recorder.add(server.rank, "comm", t0, env.now, "send w")
         yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
         t0 = env.now
@@ -80,8 +100,8 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox):
         recorder.after_step(env.now, 0, i + 1)
     t0 = env.now
     for w in plan.worker_ranks:                          # it answers the last pushes too
-        yield comm.transfer(server.rank, w, plan.param_bytes)
-        inbox[plan.worker_of(w)].put(server.version)
+        k = plan.worker_of(w)
+        yield from send_w(env, comm, server, w, plan.param_bytes, inbox[k], since[k])
     recorder.add(server.rank, "comm", t0, env.now, "send w")
 
 

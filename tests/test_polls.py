@@ -1,0 +1,68 @@
+"""Sleeping polls and the acknowledged sends that wait for them (``model.comm.polls``):
+the schedule of ``real.launch.dist.wait``, the closed forms, and ps_sync's sends of w."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contracts.cluster import Cluster, Link
+from contracts.workload import Workload
+from real.launch import dist
+from simulator.engine import simulate
+from simulator.model.comm import polls
+from simulator.model.config import SchemeConfig
+from simulator.testing import make_profile
+
+POLL_S = 1e-3
+BACKED_OFF_S = 1.55e-3          # 50 + 100 + 200 + 400 + 800 us: the sleeps reach 1 ms
+
+
+def test_the_schedule_is_the_one_real_runs_wait_with():
+    assert polls.FIRST_SLEEP_S == dist.FIRST_SLEEP_S
+    assert polls.checks_s(POLL_S, 2e-3) == pytest.approx(
+        [0, 50e-6, 150e-6, 350e-6, 750e-6, 1.55e-3, 2.55e-3])
+    assert polls.checks_s(0.2e-3, 0.6e-3) == pytest.approx(
+        [0, 50e-6, 150e-6, 350e-6, 550e-6, 750e-6])
+    assert [polls.interval_s(w, POLL_S) for w in (0, 60e-6, 0.2e-3, 1e-3, 5e-3)] == \
+        pytest.approx([50e-6, 100e-6, 200e-6, 800e-6, 1e-3])
+    assert polls.wake_lag_s(5e-3, POLL_S) == pytest.approx(POLL_S / 2)
+    assert polls.wake_lag_s(5e-3, 0.0) == 0.0
+
+
+def test_an_ack_right_after_the_send_is_seen_at_the_doubling_checks():
+    """Ack at u uniform on [0, 1 ms]: seen at 50, 150, 350, 750 or 1550 us with
+    probabilities 0.05, 0.1, 0.2, 0.4, 0.25."""
+    expected = .05 * .05 + .1 * .15 + .2 * .35 + .4 * .75 + .25 * 1.55
+    assert polls.ack_seen_s(0.0, POLL_S, POLL_S) == pytest.approx(expected * 1e-3)
+    assert polls.ack_seen_s(0.1e-3, 0.0, POLL_S) == pytest.approx(150e-6)   # no spread
+
+
+@given(st.floats(BACKED_OFF_S, 1.0))
+def test_after_the_back_off_a_send_costs_its_arrival_and_one_poll(arrival_s):
+    """The receiver's half poll and the sender's next check on its 1 ms grid: another half."""
+    assert polls.ack_seen_s(arrival_s, POLL_S, POLL_S) == pytest.approx(arrival_s + POLL_S,
+                                                                         rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [1, 2, 4])
+def test_ps_sync_sends_of_w_wait_for_the_workers_acks(p):
+    """w takes m = 2 ms to arrive (past the back-off, so every wait has reached 1 ms): each
+    send holds the server m + poll, a worker starts poll / 2 after its w arrived, so an
+    iteration is step + (P + 1) m + (P - 1) poll + poll / 2 (spinning ranks: step + (P + 1) m,
+    ``test_sim_model``), and the answers to the last pushes P (m + poll)."""
+    prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
+    n, alpha = prof.models[0].grad_bytes, 1e-5
+    beta = (2e-3 - alpha) / n
+    m = alpha + n * beta
+    step_s = prof.models[0].step_fit(1).step_s(64)
+    polled = replace(prof, transports=tuple(replace(t, poll_s=POLL_S) for t in prof.transports))
+    cluster = Cluster(hosts=p + 1, cores_per_host=1,
+                      link=Link(bandwidth_bytes_per_s=1 / beta, latency_s=alpha))
+    r = simulate(SchemeConfig("ps_sync", fidelity="message"), p, Workload(model="toy",
+                                                                          iterations=3),
+                 cluster, polled)
+    per_iteration = step_s + (p + 1) * m + (p - 1) * POLL_S + POLL_S / 2
+    assert r.time_s == pytest.approx(3 * per_iteration + p * (m + POLL_S), rel=1e-9)
