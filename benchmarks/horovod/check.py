@@ -27,7 +27,9 @@ Inputs, each with its source (nothing is fitted to the published efficiency):
   mechanism (each gradient handed over when its data is ready).
 
 Writes ``horovod.csv`` (predicted efficiency at 1 ... 512 GPUs and the published
-points) and ``horovod.png``, and prints the table of published points.
+points) and ``horovod.png``, and prints the table of published points with the time a step
+the model lacks at each (``missing_s``: one GPU's step over the published efficiency less
+the same over the predicted one).
 """
 from __future__ import annotations
 
@@ -106,14 +108,22 @@ def efficiency(name: str, workload: ModelWorkload, counts: list[int], cfg: Schem
     return {p: 100 * times[1] / times[p] for p in counts}
 
 
+def missing_s(name: str, published_pct: float, predicted_pct: float) -> float:
+    """The time a step the model lacks at a published point: one GPU's step (the model's
+    and the published runs' own, ``BATCH / THROUGHPUT``) over the published efficiency,
+    less the same over the predicted one."""
+    step_s = BATCH / THROUGHPUT[name]
+    return step_s * (100 / published_pct - 100 / predicted_pct)
+
+
 def table(results: dict[str, dict[int, float]]) -> str:
-    lines = ["| GPUs | model | published | predicted | predicted - published |",
-             "|---:|---|---:|---:|---:|"]
+    lines = ["| GPUs | model | published | predicted | predicted - published | "
+             "missing a step |", "|---:|---|---:|---:|---:|---:|"]
     for p, (values, _source) in PUBLISHED.items():
         for name, pub in values.items():
             pred = results[name][p]
             lines.append(f"| {p} | {NAMES[name]} | {pub:.1f}% | {pred:.1f}% | "
-                         f"{pred - pub:+.1f} |")
+                         f"{pred - pub:+.1f} | {missing_s(name, pub, pred) * 1e3:.0f} ms |")
     return "\n".join(lines)
 
 
