@@ -106,26 +106,18 @@ def machine() -> str:
 def per_scheme(repeats: int) -> list[str]:
     """CPU seconds (least of ``repeats``) and events of each scheme's predictions in
     ``predict --workers 16`` (its schemes, P, cluster and profile), in this process."""
-    from simulator import describe, predict
-    from contracts.profile import load_default
-    from contracts.workload import Workload
+    from simulator import predict, question
     from simulator.engine.run import simulate
-    from simulator.engine.sweep import points_of
-    args = predict.build_parser().parse_args(["--workers", "16"])
-    measured = load_default()
-    setting = describe.resolve_cluster(args, measured, "embedded")
-    mach, model, _file = describe.inputs(args, measured, "embedded", setting.cluster)
-    workload = Workload(model=model or predict.DEFAULT_MODEL,
-                        batch_per_worker=args.batch_size or predict.DEFAULT_BATCH,
-                        dataset_samples=predict.DATASETS[predict.DEFAULT_DATASET],
-                        epochs=args.epochs)
+    q = question.resolve(predict.build_parser().parse_args(["--workers", "16"]))
+    job = q.sweep
     lines, total_s, total_events = ["CPU s and SimPy events per scheme, P = 1..16:"], 0.0, 0
-    for cfg in predict.configs(args, predict.scheme_names(args)):
+    for cfg in q.schemes:
         best = float("inf")
         for _ in range(repeats):
             t0 = time.process_time()
-            events = sum(simulate(cfg, p, workload, on, mach.profile, args.seed).events
-                         for p, on in points_of(cfg, args.workers, setting.cluster))
+            events = sum(simulate(cfg, pt.workers, job.workload, pt.cluster, job.profile,
+                                  job.seed).events
+                         for pt in job.points if pt.scheme == cfg)
             best = min(best, time.process_time() - t0)
         total_s, total_events = total_s + best, total_events + events
         lines.append(f"  {cfg.name:15s} {best:6.3f} s {events:9,d} events")

@@ -230,31 +230,29 @@ def add_target_arguments(parser) -> None:
                         "about how long they take, and train none")
 
 
-def replay_plan(cfgs, workers: list[int], cluster, baseline: int = 1) -> list[tuple]:
-    """(scheme config, P, the cluster at P, whether it trains) of every point of a prediction
+def replay_plan(points) -> list[tuple]:
+    """(point, whether it trains) for every point of a prediction (``engine.sweep.Point``)
     that time to accuracy replays: a point trains the real model unless an earlier one of
     the same training (``SAME_TRAINING``: the same updates, other times) serves it."""
-    from simulator.engine.sweep import points_of
     plan, keys = [], set()
-    for cfg in cfgs:
-        for p, on in points_of(cfg, workers, cluster, baseline):
-            key = _training_key(cfg.name, p, 1, 0)
-            plan.append((cfg, p, on, key is None or key not in keys))
-            keys.add(key)
+    for pt in points:
+        key = _training_key(pt.scheme.name, pt.workers, 1, 0)
+        plan.append((pt, key is None or key not in keys))
+        keys.add(key)
     return plan
 
 
-def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het,
-                           single_run_s: float) -> None:
-    """Replay every scheme and P of a prediction; print time per epoch and time to target.
+def print_time_to_accuracy(args, job, dataset: str, single_run_s: float) -> None:
+    """Replay every point of a prediction's sweep (``engine.sweep.Sweep``) on ``dataset``;
+    print time per epoch and time to target.
     Says first how many training runs it makes and about how long they take (each about
     ``single_run_s``, a single worker's predicted run), then each as it starts; with
     ``args.dry_run`` lists them and trains none."""
     from contracts.units import format_duration
     target = args.target_accuracy
     out = Path(args.out) / "accuracy"
-    plan = replay_plan(cfgs, args.workers, cluster, getattr(args, "baseline", 1))
-    runs = [(cfg.name, p) for cfg, p, _on, trains in plan if trains]
+    plan = replay_plan(job.points)
+    runs = [(pt.scheme.name, pt.workers) for pt, trains in plan if trains]
     each_s = single_run_s + REPLAY_START_S
     print(f"predict: time to {target:g}: {len(runs)} training runs of the real model "
           f"({len(plan) - len(runs)} more points retime one of them), each about a single "
@@ -267,18 +265,21 @@ def print_time_to_accuracy(args, cfgs, workload, cluster, prof, het,
             print(f"  {i:3d}. {name} at P = {p}: about {format_duration(each_s)}")
         return
     done, rows, made = {}, [], 0
-    for cfg, p, one, trains in plan:
+    for pt, trains in plan:
         if trains:
             made += 1
-            print(f"predict: training run {made} of {len(runs)}: {cfg.name} at P = {p} (about "
+            print(f"predict: training run {made} of {len(runs)}: {pt.scheme.name} at "
+                  f"P = {pt.workers} (about "
                   f"{format_duration((len(runs) - made + 1) * each_s)} left)",
                   file=sys.stderr, flush=True)
-        row = replay_point(cfg, p, workload, args.dataset, args.dataset_size, one, prof,
-                           args.seed, eval_every_at(args.eval_every, p),
-                           ReplaySettings(seed=1), out, done, het)
+        row = replay_point(pt.scheme, pt.workers, job.workload, dataset, args.dataset_size,
+                           pt.cluster, job.profile, job.seed,
+                           eval_every_at(args.eval_every, pt.workers), ReplaySettings(seed=1),
+                           out, done, job.heterogeneity)
         rows.append(with_target(row, target))
     print()
-    print(format_table(summarize(rows, workload.epochs), target, workload.epochs,
+    epochs = job.workload.epochs
+    print(format_table(summarize(rows, epochs), target, epochs,
                        f"time to {target:g} test accuracy (simulator + replay of the real model, "
                        f"training seed 1; schedules and replays in {out})"))
 

@@ -9,8 +9,8 @@ each flag that won over a file), the time per epoch per scheme at a few P in hum
 (``--full``: every row) and writes ``speedup.png``, ``predictions.csv`` and ``.json`` (seconds
 in named columns) to ``--out``. Bad input: one line on stderr, exit code 2.
 
-Imports: tqdm, contracts, simulator.engine (run, sweep), simulator.model (config,
-schemes), simulator.output (header, plots, tables).
+Imports: tqdm, contracts, simulator (accuracy, describe, question), simulator.engine (run,
+sweep), simulator.model (config, schemes), simulator.output (header, plots, tables).
 """
 from __future__ import annotations
 
@@ -20,33 +20,23 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from simulator import accuracy, describe
+from simulator import accuracy, describe, question
 import cli
 from contracts import profile as profile_mod
 from contracts import quality
-from contracts.checks import ConfigError, fits_in_memory
-from contracts.cluster import (
-    MAX_CORES_PER_HOST,
-    MAX_HOSTS,
-    PLACEMENTS,
-    Cluster,
-    GrowingCluster,
-)
+from contracts.cluster import MAX_CORES_PER_HOST, MAX_HOSTS, PLACEMENTS, GrowingCluster
 from contracts.files import atomic_write_text
-from contracts.workload import Workload
 from simulator.engine.machine import provenance_line
-from simulator.engine.placement import check, resolve_backend
 from simulator.engine.run import simulate
-from simulator.engine.sweep import points_of, sweep
-from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES, Heterogeneity, SchemeConfig
+from simulator.engine.sweep import sweep
+from simulator.model.config import ALGORITHMS, ENGINES, FIDELITIES
 from simulator.model.schemes import SCHEMES
 from simulator.model.schemes.holder import DEFAULT_K as ASYNC_AVG_DEFAULT_K
 from simulator.output import header
 from simulator.output.tables import full_table, summary_table, to_csv, to_json
+from simulator.question import DATASETS, DEFAULT_BATCH, DEFAULT_DATASET
 
 PROG = "python -m simulator.predict"
-DATASETS = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000}
-DEFAULT_MODEL, DEFAULT_BATCH, DEFAULT_DATASET = "cnn", 64, "fashion-mnist"
 EPILOG = """columns of --full and predictions.csv:
   epoch_s    predicted wall time of one epoch (s); time_s: of the whole run (--epochs)
   speedup    against the baseline, the fastest scheme at P0 = --baseline (1: the fastest
@@ -138,24 +128,6 @@ def build_parser() -> cli.Parser:
     return p
 
 
-def scheme_names(args, accelerators: bool = False) -> list[str]:
-    """The schemes asked for; ``all`` is the exercise sheets' schemes, and horovod on
-    accelerator hosts."""
-    names = [n.strip() for item in args.schemes for n in item.split(",") if n.strip()]
-    if names == ["all"]:
-        return [n for n, s in SCHEMES.items() if s.in_all or accelerators]
-    if not names:
-        raise ConfigError(f"--schemes names no scheme (choose from all, {', '.join(SCHEMES)})")
-    for n in names:
-        if n not in SCHEMES:
-            hint = (f"; the allreduce's algorithm is --allreduce-algorithm {n}"
-                    if n in ALGORITHMS else "")
-            raise ConfigError(f"--schemes: unknown scheme {n!r} "
-                              f"(choose from all, {', '.join(SCHEMES)}){hint}")
-    return names
-
-
-
 def add_cluster_args(c) -> None:
     """The cluster flags (a file, or hosts, cores, link and placement), for ``predict`` and
     every command that simulates as it does (``simulator.replay``)."""
@@ -186,11 +158,6 @@ def add_cluster_args(c) -> None:
                    help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
 
 
-def make_cluster(args, prof) -> Cluster | GrowingCluster:
-    """The cluster of every prediction, or one that grows with P (``describe.resolve_cluster``)."""
-    return describe.resolve_cluster(args, prof, args.profile or "embedded").cluster
-
-
 def add_average_every(group) -> None:
     """``--average-every K``, as real.train reads it (``--avg-every``: its other name)."""
     group.add_argument("--average-every", "--avg-every", dest="average_every",
@@ -200,101 +167,60 @@ def add_average_every(group) -> None:
                             f"{ASYNC_AVG_DEFAULT_K}), as real.train")
 
 
-def averaging_periods(args) -> dict[str, int]:
-    """Each scheme's K from ``--average-every`` (and ``--exchange-every`` for async_avg)."""
-    exchange = args.average_every if args.exchange_every is None else args.exchange_every
-    return {"psgd": args.average_every, "async_avg": exchange}
-
-
-def configs(args, names) -> list[SchemeConfig]:
-    every = averaging_periods(args)
-    return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.allreduce_algorithm,
-                         bucket_bytes=int(args.bucket_mb * 2**20), fidelity=args.fidelity,
-                         engine=args.engine, **describe.scheme_options(args)) for n in names]
-
-
 def main(argv: list[str] | None = None) -> int:
     return cli.command(PROG, build_parser().parse_args, run, argv,
                        (profile_mod.ProfileError, ValueError))
 
 
 def run(args) -> int:
-    if args.dry_run and args.target_accuracy is None:
-        raise ConfigError("--dry-run lists the training runs of --target-accuracy: give it too "
-                          "(a prediction alone trains nothing)")
-    measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
-    origin = args.profile or "embedded"
-    setting = describe.resolve_cluster(args, measured, origin)
-    cluster = setting.cluster
-    mach, model, wfile = describe.inputs(args, measured, origin, cluster)
-    prof = mach.profile
-    batch, overrides = batch_size(args, wfile)
-    dataset_default = bool(wfile) and not (args.dataset or args.dataset_size)
-    dataset = args.dataset = args.dataset or DEFAULT_DATASET
-    samples = DATASETS[dataset] if args.dataset_size is None else args.dataset_size
-    workload = Workload(model=DEFAULT_MODEL if model is None else model, batch_per_worker=batch,
-                        dataset_samples=samples, epochs=args.epochs, iterations=args.iterations,
-                        threads_per_worker=args.threads)
-    prof.model(workload.model)
-    het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
-                        straggler_slowdown=args.straggler_slowdown)
-    top = setting.at(max(args.workers))
-    cfgs = runnable(configs(args, scheme_names(args, top.device is not None)), setting,
-                    args.schemes != ["all"], max(args.workers))
-    check_request(args, workload, cluster, cfgs)
+    q = question.resolve(args)
     t0 = time.perf_counter()
-    total = sum(len(points_of(c, args.workers, cluster, args.baseline)) for c in cfgs)
-    with progress_bar(total) as bar:
-        rows = sweep(cfgs, args.workers, workload, cluster, prof, args.seed, het, bar.update,
-                     jobs=args.jobs, meanwhile=None if args.no_plot else _preload_plot,
-                     baseline=args.baseline)
-    elapsed = time.perf_counter() - t0
-    meta = {"profile": origin, "profile_note": prof.provenance.note,
-            "profile_host": f"{measured.provenance.host}, {measured.cores} cores",
-            "profile_created": prof.provenance.created_utc,
-            "workload": asdict(workload), "dataset": (dataset if args.dataset_size is None
-                                                      else "--dataset-size"),
-            "dataset_default": dataset_default,
-            "cluster": asdict(top), "ranks_per_host": args.ranks_per_host, "seed": args.seed,
-            "heterogeneity": asdict(het), "simulated_in_s": round(elapsed, 3),
-            "kind": "predicted (simulator)", "provenance": list(mach.provenance),
-            "provenance_line": provenance_line(mach.provenance) if described(args) else "",
-            "machine": setting.machine, "network": setting.network,
-            "hosts": hosts_range(setting, args.workers),
-            "overrides": list(overrides) + list(setting.overrides),
-            "baseline": baseline_of(rows, args.baseline),
-            "profile_quality": quality.warning(measured, workload.model)}
+    with progress_bar(len(q.sweep.points)) as bar:
+        rows = sweep(q.sweep, bar.update, jobs=args.jobs,
+                     meanwhile=None if args.no_plot else _preload_plot)
+    meta = describe_run(q, rows, time.perf_counter() - t0, args.ranks_per_host)
     write_outputs(args, rows, meta)
     if args.target_accuracy is not None:
         singles = [r["time_s"] for r in rows if r["workers"] == 1]
         accuracy.print_time_to_accuracy(
-            args, cfgs, workload, cluster, prof, het,
+            args, q.sweep, q.dataset,
             min(singles) if singles else meta["baseline"]["time_s"] * args.baseline)
     if args.trace:
-        write_trace(args, cfgs[0], workload, cluster, prof, het)
+        write_trace(args, q)
     return 0
 
 
-def batch_size(args, wfile) -> tuple[int, list[str]]:
-    """Samples per step per worker: ``--batch-size``, else the workload file's own, else
-    the default; the flag over the file's value is said."""
-    if wfile is None:
-        return args.batch_size or DEFAULT_BATCH, []
-    if args.batch_size is None or args.batch_size == wfile.batch_size:
-        return wfile.batch_size, []
-    return args.batch_size, [(f"--batch-size {args.batch_size} (workload file "
-                              f"{args.workload}: {wfile.batch_size}; its step time scaled)")]
+def describe_run(q: question.Question, rows: list[dict], elapsed_s: float,
+                 ranks_per_host: int | None) -> dict:
+    """The prediction's metadata (``predictions.json``'s ``meta``): what the header and the
+    figure's title say in words."""
+    job, measured = q.sweep, q.measured
+    return {"profile": q.origin, "profile_note": job.profile.provenance.note,
+            "profile_host": f"{measured.provenance.host}, {measured.cores} cores",
+            "profile_created": job.profile.provenance.created_utc,
+            "workload": asdict(job.workload),
+            "dataset": "--dataset-size" if q.own_dataset_size else q.dataset,
+            "dataset_default": q.dataset_default,
+            "cluster": asdict(q.largest), "ranks_per_host": ranks_per_host, "seed": job.seed,
+            "heterogeneity": asdict(job.heterogeneity), "simulated_in_s": round(elapsed_s, 3),
+            "kind": "predicted (simulator)", "provenance": list(q.provenance),
+            "provenance_line": provenance_line(q.provenance) if q.described else "",
+            "machine": q.setting.machine, "network": q.setting.network,
+            "hosts": hosts_range(q.setting, q.largest, q.workers),
+            "overrides": list(q.overrides),
+            "baseline": baseline_of(rows, job.baseline),
+            "profile_quality": quality.warning(measured, job.workload.model)}
 
 
-def hosts_range(setting, workers: list[int]) -> dict:
+def hosts_range(setting, largest, workers) -> dict:
     """How many hosts the smallest and the largest P take, and ranks per host."""
-    low, high = setting.at(min(workers)), setting.at(max(workers))
+    low = setting.at(min(workers))
     return {"grows": isinstance(setting.cluster, GrowingCluster),
             "at_min": [min(workers), low.hosts],
-            "at_max": [max(workers), high.hosts],
-            "ranks_per_host": high.ranks_per_host or high.cores_per_host,
-            "cores_per_host": high.cores_per_host,
-            "device": high.device.name if high.device else None}
+            "at_max": [max(workers), largest.hosts],
+            "ranks_per_host": largest.ranks_per_host or largest.cores_per_host,
+            "cores_per_host": largest.cores_per_host,
+            "device": largest.device.name if largest.device else None}
 
 
 def baseline_of(rows: list[dict], p0: int) -> dict:
@@ -304,85 +230,9 @@ def baseline_of(rows: list[dict], p0: int) -> dict:
             "time_s": best["time_s"]}
 
 
-# What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
-# the SimPy engine steps about this many worker-iterations per second, divided by how many
-# ranks share a pool of cores (each one's time slices are events); the vectorised fast path
-# is far quicker, so this overestimates synchronous schemes.
-WORKER_ITERATIONS_PER_S = 50_000
-SECONDS_PER_SIMULATION = 0.005
-REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a question
-NOTE_ABOVE_S = 30.0
-
-
-def check_request(args, workload: Workload, cluster, cfgs: list[SchemeConfig]) -> None:
-    """Refuse what cannot be meant or would not finish: more stragglers than workers, a
-    batch larger than the training set, more threads than a host has cores, and sweeps
-    whose estimated simulation time or memory is out of reach (the estimate is named)."""
-    p_max = max(args.workers)
-    if args.stragglers > p_max:
-        raise ConfigError(f"--stragglers {args.stragglers} is more than the {p_max} workers "
-                          "of the largest P")
-    if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
-        raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
-                          f"{workload.dataset_samples} samples of the training set")
-    one = cluster.at(p_max)
-    if args.threads is not None and args.threads > one.cores_per_host:
-        raise ConfigError(f"--threads {args.threads} is more than the {one.cores_per_host} cores "
-                          "of a host (oversubscribed threads are not modelled)")
-    points, work, biggest = 0, 0.0, 0
-    for cfg in cfgs:
-        spec = SCHEMES[cfg.name]
-        for p, on in points_of(cfg, args.workers, cluster, args.baseline):
-            if on.device is not None and spec.ranks(p) > on.hosts * (on.ranks_per_host
-                                                                     or on.cores_per_host):
-                raise ConfigError(f"{cfg.name} at P = {p} needs {spec.ranks(p)} accelerators, more "
-                                  f"than the {on.hosts} hosts x {on.cores_per_host} of the "
-                                  "cluster (leave hosts out of the file to let them grow with "
-                                  "P, or give --hosts)")
-            iterations = workload.iterations_per_worker(p)
-            per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
-            points += 1
-            work += p * iterations * max(1.0, per_pool / on.cores_per_host)
-            biggest = max(biggest, p * iterations)
-    fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
-    seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
-    if seconds > REFUSE_ABOVE_S:
-        raise ConfigError(f"this prediction would run {points} simulations of {work:.3g} "
-                          f"worker-iterations in all, about {_minutes(seconds)}: ask for fewer "
-                          "--workers, --epochs or --iterations")
-    if seconds > NOTE_ABOVE_S:
-        print(f"predict: note: {points} simulations, about {_minutes(seconds)}", file=sys.stderr)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} minutes" if seconds >= 90 else f"{seconds:.0f} s"
-
-
 def _preload_plot() -> None:
     from simulator.output.plots import preload
     preload()
-
-
-def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
-    """The schemes that can run on the cluster: one that needs a single host where one P
-    fits on one (the sweep leaves out its larger P), every other at the largest P ``top``;
-    a scheme the user named that cannot is an error, one that ``all`` brought in is skipped
-    with a note."""
-    keep = []
-    for cfg in cfgs:
-        spec = SCHEMES[cfg.name]
-        on = cluster.at(1 if spec.single_host else spec.ranks(top))
-        try:
-            check(spec, 1, on)
-            resolve_backend(spec, cfg, on)
-        except ConfigError:
-            if explicit:
-                raise
-            print(f"predict: note: {cfg.name} skipped (cannot run on this cluster)",
-                  file=sys.stderr)
-            continue
-        keep.append(cfg)
-    return keep
 
 
 def progress_bar(total: int):
@@ -414,17 +264,14 @@ def write_outputs(args, rows, meta) -> None:
             print(meta["provenance_line"] + " (every number and its source: predictions.json)")
 
 
-def described(args) -> bool:
-    """Whether numbers come from files or presets (said in a line under the table)."""
-    return bool(args.workload or args.preset or args.cluster)
-
-
-def write_trace(args, cfg, workload, cluster, prof, het) -> None:
+def write_trace(args, q: question.Question) -> None:
+    """A Chrome trace of the first scheme at the largest P (P = 1 for serial)."""
     import json
-    spec = SCHEMES[cfg.name]
-    p = 1 if spec.single_worker else max(args.workers)
-    r = simulate(cfg, p, workload, cluster.at(spec.ranks(p)), prof,
-                 args.seed, het, trace=True)
+    cfg = q.schemes[0]
+    pt = q.point(cfg, 1 if SCHEMES[cfg.name].single_worker else max(q.workers))
+    job = q.sweep
+    r = simulate(cfg, pt.workers, job.workload, pt.cluster, job.profile, job.seed,
+                 job.heterogeneity, trace=True)
     atomic_write_text(args.trace, json.dumps(r.trace))
     print(f"wrote {args.trace} ({len(r.trace['traceEvents'])} events)", file=sys.stderr)
 

@@ -19,7 +19,8 @@ one-host validations replay). Bad input: one line on stderr, exit code 2.
 Imports: pandas, tqdm, simulator.accuracy, contracts.checks,
 cli, contracts.cluster, contracts.files,
 contracts.profile, contracts.workload, simulator.model.config,
-simulator.model.schemes, report.accuracy, simulator.predict.
+simulator.model.schemes, report.accuracy, simulator.describe, simulator.predict,
+simulator.question.
 """
 from __future__ import annotations
 
@@ -27,21 +28,15 @@ import json
 import sys
 from pathlib import Path
 
-from simulator import accuracy
+from simulator import accuracy, describe
 import cli
 from contracts import profile as profile_mod
 from contracts.files import atomic_write_text
 from contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
-from simulator.predict import (
-    DATASETS,
-    add_average_every,
-    add_cluster_args,
-    averaging_periods,
-    make_cluster,
-    runnable,
-)
+from simulator.predict import add_average_every, add_cluster_args
+from simulator.question import DATASETS, averaging_periods, runnable
 
 PROG = "python -m simulator.replay"
 
@@ -101,7 +96,7 @@ def run(args) -> int:
     workload = Workload(model=args.model, batch_per_worker=args.batch_size,
                         dataset_samples=samples, epochs=args.epochs,
                         threads_per_worker=args.threads)
-    cluster = make_cluster(args, prof)
+    cluster = describe.resolve_cluster(args, prof, args.profile or "embedded").cluster
     every = averaging_periods(args)
     cfgs = runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
                      for n in args.schemes], cluster, args.schemes != list(SCHEMES),

@@ -300,12 +300,12 @@ def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
     """The commands of docs/accuracy.md beyond P = 5: a described cluster, rates with units."""
     from simulator import replay
     from contracts import profile as profiles
-    from simulator.predict import make_cluster
+    from simulator.describe import resolve_cluster
     args = replay.build_parser().parse_args(
         ["--ranks-per-host", "4", "--cores-per-host", "4", "--bandwidth", "10gbit",
          "--latency", "20us"])
     assert args.bandwidth == pytest.approx(10e9 / 8) and args.latency == pytest.approx(20e-6)
-    grows = make_cluster(args, profiles.load_default())
+    grows = resolve_cluster(args, profiles.load_default(), "embedded").cluster
     assert grows.at(64).hosts == 16
     assert grows.at(64).link.bandwidth_bytes_per_s == pytest.approx(1.25e9)
     with pytest.raises(SystemExit) as e:

@@ -8,7 +8,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import predict
+from simulator import predict, question
 from contracts.checks import ConfigError
 from contracts.cluster import (
     PRESETS_DIR,
@@ -312,8 +312,8 @@ def test_the_default_prediction_is_unchanged_by_new_flags():
     """Without --workload, --preset or --backend the default schemes are the exercise
     sheets' (horovod appears on accelerator hosts only)."""
     args = predict.build_parser().parse_args([])
-    assert "horovod" not in predict.scheme_names(args)
-    assert "horovod" in predict.scheme_names(args, accelerators=True)
+    assert "horovod" not in question.scheme_names(args)
+    assert "horovod" in question.scheme_names(args, accelerators=True)
     assert replace(SchemeConfig("ddp"), backend="") == SchemeConfig("ddp")
 
 
