@@ -3,6 +3,8 @@ import json
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import simpy
 
 from calibrate.probes.sched_probe import balance_delay_s
@@ -197,3 +199,47 @@ def test_balance_delay_is_the_median_try_and_a_miss_counts_as_its_window():
                          "window_s": 0.15}).to_dict("records")
     assert balance_delay_s(rows) == pytest.approx(0.028)
     assert balance_delay_s([]) == 0.0
+
+
+def _dedicated_run(jobs, cores, pollers, dedicated):
+    """Processes that each sleep, compute, sleep, ... ((gap_s, work_s) pairs per process)
+    on a CoreHost: when each job ended, with the run queues or dedicated."""
+    env = simpy.Environment()
+    host = CoreHost(env, 0, cores, lambda k: 1.0, 0.02)
+    assert host.dedicate(len(jobs)) is True
+    host.dedicated = dedicated
+    ends = []
+
+    def proc(p, steps):
+        if p in pollers:
+            host.start_polling(p)
+        for gap_s, work_s in steps:
+            yield env.timeout(gap_s)
+            yield host.compute(work_s, 1, p in pollers, p)
+            ends.append((p, env.now))
+    for p, steps in enumerate(jobs):
+        env.process(proc(p, steps))
+    env.run()
+    return sorted(ends)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cores=st.integers(1, 4), data=st.data())
+def test_a_dedicated_host_ends_every_job_as_its_run_queues_do(cores, data):
+    """Every process with a core of its own and no sharing loss: a job is a timeout of its
+    work, and every job ends when the run queues end it, to rounding."""
+    step = st.tuples(st.sampled_from([0.0, 1e-3, 0.0123]), st.floats(1e-4, 0.05))
+    jobs = data.draw(st.lists(st.lists(step, min_size=1, max_size=6), min_size=1,
+                              max_size=cores))
+    pollers = data.draw(st.sets(st.integers(0, len(jobs) - 1)))
+    queues = _dedicated_run(jobs, cores, pollers, False)
+    dedicated = _dedicated_run(jobs, cores, pollers, True)
+    assert [p for p, _ in dedicated] == [p for p, _ in queues]
+    assert [t for _, t in dedicated] == pytest.approx([t for _, t in queues], rel=1e-15)
+
+
+def test_a_host_is_dedicated_only_with_a_core_a_process_and_no_loss():
+    env = simpy.Environment()
+    assert CoreHost(env, 0, 2, lambda k: 1.0, 0.02).dedicate(2)
+    assert not CoreHost(env, 0, 2, lambda k: 1.0, 0.02).dedicate(3)
+    assert not CoreHost(env, 0, 2, lambda k: 1.0 if k < 2 else 0.9, 0.02).dedicate(2)

@@ -117,6 +117,8 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
                                  plan.server_update_s, polls=spec.polls)
+    if comm.hosts is None and not extra:    # (no calls' wake-ups, no device slot)
+        _dedicate(pools, run, cluster)
     spec.start(env, Setup(plan, workers, comm, recorder, server, extra))
     stable_at = _until_stable(env, recorder, plan.workers, checks)
     if stable_at is not None:
@@ -135,6 +137,17 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
                           bytes_sent, recorder.chrome_trace(meta) if trace else None,
                           log.sorted_events() if log else None)
     return _Run(result, recorder, events=result.events)
+
+
+def _dedicate(pools, run: Layout, cluster: Cluster) -> None:
+    """Pools of per-core run queues whose ranks have a core each for good compute without
+    the queues (``CoreHost.dedicate``)."""
+    ranks = [0] * len(pools)
+    for host in run.placement:
+        ranks[cluster.core_pool_of(host)] += 1
+    for pool, count in zip(pools, ranks):
+        if isinstance(pool, CoreHost):
+            pool.dedicate(count)
 
 
 def _until_stable(env: simpy.Environment, recorder: Recorder, workers: int,

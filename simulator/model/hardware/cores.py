@@ -115,6 +115,19 @@ class CoreHost:
         self._woken: deque[_Sleeper] = deque()   # woken while all cores were busy, in turn
         self._given_at = env.now            # the instant of ``_given``:
         self._given: set = set()            # the procs woken onto a core then
+        self.dedicated = False              # every job at full speed throughout (``dedicate``)
+
+    def dedicate(self, processes: int) -> bool:
+        """Whether ``processes`` (all that ever run here, none with calls' wake-ups) keep
+        a core each and lose nothing to each other: no more of them than cores, and
+        ``sharing_efficiency`` 1 for up to as many. Then every job runs at full speed from
+        start to end (each starts on an idle core: ``_place``), and ``compute`` is a timeout
+        of its work, without the queues. The queues give the same end to rounding: they
+        advance a job's work left at every other job's start and end (within 1e-15
+        relative in ``tests/test_sim_cores.py``)."""
+        self.dedicated = processes <= self.cores and all(
+            self._efficiency(k) == 1.0 for k in range(1, self.cores + 1))
+        return self.dedicated
 
     @property
     def runnable(self) -> int:
@@ -137,6 +150,8 @@ class CoreHost:
         placed on the least busy core: it fills the cores' spare share as a fluid."""
         if threads != 1:
             raise ValueError("CoreHost runs single-thread jobs; use Host for threads > 1")
+        if self.dedicated and work_s > 0 and not wakes:
+            return self.env.timeout(work_s)
         done = self.env.event()
         if work_s <= 0:
             return done.succeed()
