@@ -28,3 +28,15 @@ def test_the_step_probe_refuses_an_unknown_part(capsys, tmp_path):
     refused(step_probe.main, ["--out", tmp_path, "--parts", "ddp,nvlink"], "unknown part 'nvlink'",
             capsys)
     assert not (tmp_path / "step_probe.json").exists()
+
+
+def test_the_step_probe_splits_ddps_share_into_copies_and_the_rest():
+    """DDP's defaults copy each gradient into its bucket and back; with bucket views they do
+    not, so the difference of the two shares is the copies' part."""
+    out = step_probe.shares({"plain": {"step_s": 0.100}, "ddp": {"step_s": 0.106},
+                             "ddp_views": {"step_s": 0.104}})
+    assert out["ddp_over_plain"] == pytest.approx(0.06)
+    assert out["views_over_plain"] == pytest.approx(0.04)
+    assert out["copies_over_plain"] == pytest.approx(0.02)
+    assert set(step_probe.VARIANTS) == {"plain", "ddp", "ddp_views"}
+    assert step_probe.PRECISIONS == ("fp32", "tf32", "amp")

@@ -1,16 +1,18 @@
 """Time what a data-parallel step costs beyond its compute, on one GPU and its host's CPUs.
 
-    python -m benchmarks.gpu.step_probe --out "$OUT"        # about 2 minutes
+    python -m benchmarks.gpu.step_probe --out "$OUT"        # about 3 minutes
 
 Three measurements, each for a mechanism of issue 41 that the published tables name but do
 not price (docs/results/gpu-published.md):
 
 * ``ddp``: ResNet-50 v1.5's step (``benchmarks.horovod.models``, batch 256, channels-last as
-  NVIDIA's DeepLearningExamples trains it, synthetic data) in tf32 and amp, plain and wrapped
-  in ``DistributedDataParallel`` on a one-rank NCCL group (25 MiB buckets): what DDP's hooks,
-  bucket copies and the call of NCCL cost a step that moves nothing. The examples' one-GPU
-  runs have no DDP, their 8-GPU runs do; the PyTorch mixed-precision points miss by 13-16
-  points where the MXNet ones (Horovod) miss by 2-3.
+  NVIDIA's DeepLearningExamples trains it, synthetic data) in fp32, tf32 and amp, plain and
+  wrapped in ``DistributedDataParallel`` on a one-rank NCCL group (25 MiB buckets), as DDP's
+  defaults (each gradient copied into its bucket and back) and with ``gradient_as_bucket_view``
+  (the gradients are the buckets: no copies): what DDP's hooks, bucket copies and the call of
+  NCCL cost a step that moves nothing, and which of them. The examples' one-GPU runs have no
+  DDP, their 8-GPU runs do; the PyTorch mixed-precision points miss by 13-16 points where the
+  MXNet ones (Horovod) miss by 2-3. fp32 runs with TF32 off, tf32 and amp with it on.
 * ``launch``: the host's time per call of back-to-back small operations, as nccl-tests times
   its smallest sizes: a one-element CUDA kernel, and NCCL's ``all_reduce`` of 8 bytes on the
   one-rank group (its enqueue path); both the host's enqueue rate and the time per call to
@@ -51,6 +53,8 @@ CALLS = 2000                            # back-to-back calls per launch measurem
 IMAGES = 64                             # distinct JPEGs; each process decodes ROUNDS of them
 ROUNDS = 3
 PARTS = ("ddp", "launch", "input")
+PRECISIONS = ("fp32", "tf32", "amp")
+VARIANTS = {"plain": None, "ddp": False, "ddp_views": True}   # gradient_as_bucket_view
 
 
 def group():
@@ -64,22 +68,25 @@ def group():
 
 
 def ddp(precision: str) -> dict:
-    """Median step plain and under DDP, and the wall-clock per step of each."""
+    """Median step plain, under DDP and under DDP with bucket views, and the wall-clock per
+    step of each; ``shares`` of the step each DDP adds."""
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
     from benchmarks.horovod.models import resnet50
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = precision != "fp32"
+    torch.backends.cudnn.allow_tf32 = precision != "fp32"
     torch.backends.cudnn.benchmark = True
     x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (BATCH,), device="cuda")
     out = {}
-    for name in ("plain", "ddp"):
+    for name, views in VARIANTS.items():
         torch.manual_seed(0)
         model = resnet50().cuda().to(memory_format=torch.channels_last)
-        if name == "ddp":
+        if views is not None:
             group()
-            model = DistributedDataParallel(model, device_ids=[0], bucket_cap_mb=BUCKET_MB)
+            model = DistributedDataParallel(model, device_ids=[0], bucket_cap_mb=BUCKET_MB,
+                                            gradient_as_bucket_view=views)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.875)
         scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp")
         timed_steps(model, opt, scaler, precision, x, y, WARMUP)
@@ -90,7 +97,17 @@ def ddp(precision: str) -> dict:
                      "wall_s_per_step": (time.perf_counter() - t0) / TIMED}
         del model, opt
         torch.cuda.empty_cache()
-    out["ddp_over_plain"] = out["ddp"]["step_s"] / out["plain"]["step_s"] - 1
+    return shares(out)
+
+
+def shares(out: dict) -> dict:
+    """``out`` with the share of the plain step each DDP variant adds (``ddp_over_plain``:
+    DDP's defaults; ``views_over_plain``: with bucket views) and the part of DDP's that the
+    copies between gradients and buckets make (``copies_over_plain``: the difference)."""
+    plain = out["plain"]["step_s"]
+    out["ddp_over_plain"] = out["ddp"]["step_s"] / plain - 1
+    out["views_over_plain"] = out["ddp_views"]["step_s"] / plain - 1
+    out["copies_over_plain"] = out["ddp_over_plain"] - out["views_over_plain"]
     return out
 
 
@@ -237,7 +254,7 @@ def run(args) -> int:
               "cpu_count": os.cpu_count(), "torch": torch.__version__, "cuda": torch.version.cuda,
               "nccl": ".".join(map(str, torch.cuda.nccl.version())), "batch": BATCH,
               "warmup": WARMUP, "timed": TIMED, "errors": {}}
-    parts = {"ddp": lambda: {p: ddp(p) for p in ("tf32", "amp")}, "launch": launch,
+    parts = {"ddp": lambda: {p: ddp(p) for p in PRECISIONS}, "launch": launch,
              "input": input_pipeline}
     for name in wanted:
         try:
