@@ -30,7 +30,11 @@
   the receiver copies out of the sender's memory (``MPIDI_IPCI_copy_data``,
   ``ch4/shm/ipc/src/ipc_p2p.h``), so the server's turn holds its copy of the
   push, the update and the answer (a rendezvous the server waits for), not the
-  push's hand-offs.
+  push's hand-offs. Where the ranks wait in sleeping polls (``Transport.poll_s``),
+  a push that finds the server waiting is taken half its interval between polls
+  late, and the answer holds the server's turn until it sees the worker's ack
+  (``model.comm.polls``); the worker's wait for w began when its push's send
+  completed, at its first check after the server took the push.
 
 Imports: SimPy, model.comm.polls, model.schemes.base.
 """
@@ -107,16 +111,18 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
 
 def start_ps_async(env, setup: Setup):
     loop = simpy.Resource(env, capacity=1)         # the server's loop: one push at a time
+    idle = [0.0]                                   # when the server's loop last began to wait
     for w in setup.workers:
         env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server,
-                                    loop))
+                                    loop, idle))
 
 
-def ps_async_worker(env, worker, comm, recorder, plan, server, loop):
+def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle):
     me, n = worker.rank, plan.param_bytes
     routes = comm.routes
     across = routes.link is not None and routes.placement[me] != routes.placement[server.rank]
     copy_s = n * routes.shm.beta_s_per_byte          # the server's copy of a push
+    poll_s = comm.transport.poll_s                   # sleeping polls: acknowledged answers
     t0 = env.now
     yield comm.transfer(server.rank, me, n)              # initial w
     recorder.add(me, "comm", t0, env.now, "read w")
@@ -126,18 +132,42 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop):
         t0 = env.now
         # before the server's turn: between hosts the whole push, on one host its request
         ahead = comm.leg(me, server.rank, n if across else 0)
-        with loop.request() as turn:                     # the server takes this push
-            yield turn
-            yield ahead
-            yield env.timeout(copy_s)                    # by CMA, or out of libfabric's buffer
-            t1 = env.now
-            applied_on = yield from server.apply(recorder)
-            t2 = env.now
-            recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
-            recorder.server_step(t2, applied_on + 1)
-            yield comm.transfer(server.rank, me, n)      # the new w: the server waits for it
+        turn = loop.request()                            # the server takes this push
+        yield turn
+        yield ahead
+        if poll_s > 0 and env.now > idle[0]:             # it came while the server waited
+            yield env.timeout(polls.wake_lag_s(env.now - idle[0], poll_s))
+        seen = env.now
+        yield env.timeout(copy_s)                        # by CMA, or out of libfabric's buffer
+        t1 = env.now
+        applied_on = yield from server.apply(recorder)
+        t2 = env.now
+        recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
+        recorder.server_step(t2, applied_on + 1)
+        yield comm.transfer(server.rank, me, n)          # the new w: the server waits for it
+        if poll_s > 0:      # ... until it sees the ack, once the worker woke
+            span = polls.interval_s(*_waited(env.now, t0, seen, poll_s), poll_s)
+            acked = t2 + polls.ack_seen_s(env.now - t2, span, poll_s)
+            yield env.timeout(span / 2)
+            env.timeout(max(0.0, acked - env.now)).callbacks.append(
+                lambda _ev, turn=turn: _release(env, loop, turn, idle))
+        else:
+            loop.release(turn)
         recorder.add(me, "comm", t0, t1, "push")
         recorder.add(me, "wait", t1, t2, "server")
         recorder.add(me, "comm", t2, env.now, "read w")
         recorder.add_staleness(applied_on - read_version)
         read_version = applied_on + 1
+
+
+def _waited(now: float, pushed: float, taken: float, poll_s: float) -> tuple[float]:
+    """How long a ps_async worker has been in its current wait at ``now``: its push's send
+    from ``pushed`` until it sees the server's ack of the push (taken at ``taken``), then
+    its receive of w from there."""
+    push_done = pushed + polls.ack_seen_s(taken - pushed, 0.0, poll_s)
+    return (now - pushed if now < push_done else now - push_done,)
+
+
+def _release(env, loop, turn, idle) -> None:
+    loop.release(turn)
+    idle[0] = env.now
