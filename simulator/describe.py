@@ -72,17 +72,6 @@ def add_arguments(parser) -> None:
                         "request and each fused buffer waits for its last tensor's data")
 
 
-def scheme_options(args) -> dict:
-    """SchemeConfig fields from the flags."""
-    if args.fusion_mb <= 0 or args.cycle_ms < 0 or args.negotiation_us < 0:
-        raise ConfigError("--fusion-mb must be above 0, --cycle-ms and --negotiation-us at "
-                          "least 0")
-    return {"backend": args.backend or "", "compression": args.compression,
-            "fusion_bytes": int(args.fusion_mb * 2**20), "cycle_s": args.cycle_ms / 1e3,
-            "negotiation_s": args.negotiation_us / 1e6,
-            "requests_ahead": bool(getattr(args, "requests_ahead", False))}
-
-
 # Hosts like the profile's are assumed to be linked as this preset's hosts are when the
 # profile measured no network of its own (``python -m calibrate.fit --link``): its [link]
 # cites a source for every number.
@@ -278,16 +267,15 @@ def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | 
     """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
     the caller's default) and the workload file (None where none is given). ``--model``
     and ``--workload`` both naming the model is refused."""
-    one = cluster.at(1)
     if getattr(args, "precision", None) and not args.workload:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
                           "give each precision's step time)")
-    if not args.workload:
-        return machine(profile, profile_origin, one, []), args.model, None
-    if args.model:
+    if args.workload and args.model:
         raise ConfigError(f"--model {args.model} and --workload {args.workload} both name the "
                           "model: give one")
-    w = load_workload(args.workload)
-    if getattr(args, "precision", None):
+    w = load_workload(args.workload) if args.workload else None
+    if w is not None and getattr(args, "precision", None):
         w = at_precision(w, args.precision)
-    return machine(profile, profile_origin, one, [(w, args.workload)]), w.name, w
+    workloads = [(w, args.workload)] if w is not None else []
+    return (machine(profile, profile_origin, cluster.at(1), workloads),
+            args.model if w is None else w.name, w)

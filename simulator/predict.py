@@ -243,25 +243,27 @@ def progress_bar(total: int):
 
 
 def write_outputs(args, rows, meta) -> None:
-    """Files first (a reader piping the table into ``head`` still gets them), then the table."""
+    """Files first (a reader piping the table into ``head`` still gets them), then what
+    ``--format`` asks for on stdout; each text is made once."""
     out = Path(args.out)
-    atomic_write_text(out / "predictions.csv", to_csv(rows))
-    atomic_write_text(out / "predictions.json", to_json(rows, meta))
+    head, subtitle = "\n".join(header.lines(meta)), header.subtitle(meta)
+    baseline = header.baseline_words(meta).split(",")[0]
+    csv_text, json_text = to_csv(rows), to_json(rows, meta)
+    if args.format == "table":
+        shown = (full_table(rows, head) if args.full
+                 else summary_table(rows, head, out, meta)) + "\n"
+        if meta.get("provenance_line"):
+            shown += meta["provenance_line"] + " (every number and its source: predictions.json)\n"
+    else:
+        shown = csv_text if args.format == "csv" else json_text + "\n"
+    atomic_write_text(out / "predictions.csv", csv_text)
+    atomic_write_text(out / "predictions.json", json_text)
     if not args.no_plot:
         from simulator.output.plots import speedup_plot
-        path = speedup_plot(rows, out / "speedup.png", subtitle=header.subtitle(meta),
-                            baseline=header.baseline_words(meta).split(",")[0],
+        path = speedup_plot(rows, out / "speedup.png", subtitle=subtitle, baseline=baseline,
                             p0=args.baseline)
         print(f"wrote {path}", file=sys.stderr)
-    if args.format == "csv":
-        print(to_csv(rows), end="")
-    elif args.format == "json":
-        print(to_json(rows, meta))
-    else:
-        head = "\n".join(header.lines(meta))
-        print(full_table(rows, head) if args.full else summary_table(rows, head, out, meta))
-        if meta.get("provenance_line"):
-            print(meta["provenance_line"] + " (every number and its source: predictions.json)")
+    print(shown, end="")
 
 
 def write_trace(args, q: question.Question) -> None:

@@ -85,8 +85,9 @@ def resolve(args) -> Question:
     het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
                         straggler_slowdown=args.straggler_slowdown)
     largest = setting.at(max(args.workers))
-    cfgs = runnable(configs(args, scheme_names(args, largest.device is not None)),
-                    setting, args.schemes != ["all"], max(args.workers))
+    names = scheme_names(args, largest.device is not None)
+    cfgs = configs(args, names)
+    cfgs = runnable(cfgs, setting, args.schemes != ["all"], max(args.workers))
     job = Sweep(tuple(p for cfg in cfgs for p in points_of(setting, cfg, args.workers,
                                                           args.baseline)),
                 workload, mach.profile, args.seed, het, args.baseline)
@@ -133,10 +134,18 @@ def averaging_periods(args) -> dict[str, int]:
 
 
 def configs(args, names) -> list[SchemeConfig]:
+    """Each scheme's knobs from the flags (``describe.add_arguments`` defines the
+    library's: backend, compression, Horovod's fusion, cycle and negotiation)."""
+    if args.fusion_mb <= 0 or args.cycle_ms < 0 or args.negotiation_us < 0:
+        raise ConfigError("--fusion-mb must be above 0, --cycle-ms and --negotiation-us at "
+                          "least 0")
     every = averaging_periods(args)
     return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.allreduce_algorithm,
                          bucket_bytes=int(args.bucket_mb * 2**20), fidelity=args.fidelity,
-                         engine=args.engine, **describe.scheme_options(args)) for n in names]
+                         engine=args.engine, backend=args.backend or "",
+                         compression=args.compression, fusion_bytes=int(args.fusion_mb * 2**20),
+                         cycle_s=args.cycle_ms / 1e3, negotiation_s=args.negotiation_us / 1e6,
+                         requests_ahead=args.requests_ahead) for n in names]
 
 
 def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
