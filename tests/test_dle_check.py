@@ -108,3 +108,18 @@ def test_the_mxnet_runs_cycle_as_their_runner_sets_it():
     t = next(t for t in AMP if t.framework == "MXNet" and t.system == "DGX A100 80GB")
     one_gpu = check.predict(t)[1][1]
     assert 0 <= one_gpu - t.batch / t.throughput[1] < 1e-4
+
+
+def test_the_tables_input_pipeline_by_its_closed_form():
+    """Unpinned, 8 GPUs' workers share the server: 64 on a DGX-1's 40 cores (0.625 a worker),
+    128 on a DGX A100's 128 (one each, as at one GPU). The CPU time an image that sets the
+    DGX-1 16GB mixed-precision step at 8 GPUs (246.1 ms): 246.1 ms x 8 x 0.625 / 256."""
+    dgx1 = next(t for t in AMP if t.system == "DGX-1 16GB")
+    a100 = next(t for t in AMP if t.system == "DGX A100 80GB")
+    assert check.worker_cores(dgx1, 1) == 1.0 and check.worker_cores(dgx1, 8) == 40 / 64
+    assert check.worker_cores(a100, 8) == 1.0
+    step_s = 256 * 8 / 8322
+    assert check.input_ms_per_image(dgx1, 8) == pytest.approx(1e3 * step_s * 8 * 0.625 / 256)
+    assert check.input_ms_per_image(dgx1, 8) == pytest.approx(4.81, abs=0.005)
+    lines = check.input_lines()
+    assert len(lines) == 2 + sum(t.framework == "PyTorch" for t in check.TABLES)

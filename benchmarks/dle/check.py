@@ -10,8 +10,8 @@ images per second at 1 to 8 (16 on a DGX-2) GPUs of one server, the batch per GP
   291f0d02e815, pytorch-21.03 NGC container): DGX A100 80GB (TF32, mixed precision),
   DGX-1 16GB and 32GB (FP32, mixed precision); DDP over NCCL, gradients in fp32 (native
   AMP keeps fp32 master weights); the input through PyTorch's DataLoader (the benchmark
-  command's ``configs.yml``: ``data_backend: pytorch``, 10 workers a GPU on a DGX A100 and 8
-  on a DGX-1, each process pinned to its own slice of its socket's cores);
+  command's ``configs.yml`` at the tables' commit 7bdfc81d: ``data_backend: pytorch``, 16
+  workers a GPU on a DGX A100 and 8 on a DGX-1, unpinned: ``LOADER_WORKERS``);
 * MXNet (``MxNet/Classification/RN50v1.5/README.md``, commit 134510b4b7ff, mxnet-20.12
   NGC container): DGX A100 80GB, DGX-1 16GB, DGX-2; Horovod over NCCL, gradients in fp16
   with ``--dtype float16`` (``net.cast('float16')``: the parameters, so their gradients, are
@@ -116,6 +116,44 @@ ITERATIONS = 20
 # GPU count (MxNet/Classification/RN50v1.5/runner at 134510b4b7ff); Horovod reads it as its
 # cycle in ms (horovod/common/operations.cc, v0.21.0: SetCycleTimeMs(strtof(HOROVOD_CYCLE_TIME))).
 MXNET_CYCLE_S = 0.1e-3
+
+
+# DataLoader workers a GPU when the PyTorch tables were measured: configs.yml at 7bdfc81d
+# (2021-04-20, the README's tables, pytorch-21.03): ``workers: 16`` for DGXA100, 8 for DGX1V,
+# no GPU affinity (``gpu_affinity``, and ``workers: 10`` on DGXA100, came with 0fadac23,
+# 2021-11-22, the tables unchanged), so every process and worker could run on any core.
+LOADER_WORKERS = {"DGX A100 80GB": 16, "DGX-1 16GB": 8, "DGX-1 32GB": 8}
+
+
+def worker_cores(t: Table, gpus: int) -> float:
+    """Cores a DataLoader worker has when ``gpus`` GPUs' workers share the server's
+    ``cpu_cores`` (the preset's physical cores; hyperthreads and the training processes left
+    out) unpinned: one each while they fit, fewer after."""
+    return min(1.0, load_preset(t.preset).cpu_cores / (gpus * LOADER_WORKERS[t.system]))
+
+
+def input_ms_per_image(t: Table, gpus: int) -> float:
+    """The CPU time an image would take on one core for the input pipeline to set the
+    published step at ``gpus`` GPUs: each GPU's workers (``LOADER_WORKERS``) prepare its
+    batch on ``worker_cores`` each, so step = batch x time / (workers x cores a worker)."""
+    step_s = t.batch * gpus / t.throughput[gpus]
+    return 1e3 * step_s * LOADER_WORKERS[t.system] * worker_cores(t, gpus) / t.batch
+
+
+def input_lines() -> list[str]:
+    """The PyTorch tables' input pipeline, by the closed form of ``input_ms_per_image``."""
+    lines = ["| system | precision | workers a GPU | cores a worker, 1 / 8 GPUs | CPU time an "
+             "image that sets the 8-GPU step | with it, the 1-GPU input bound | 1-GPU step |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for t in TABLES:
+        if t.framework != "PyTorch":
+            continue
+        ms = input_ms_per_image(t, 8)
+        bound_ms = t.batch * ms / (LOADER_WORKERS[t.system] * worker_cores(t, 1))
+        lines.append(f"| {t.system} | {t.precision} | {LOADER_WORKERS[t.system]} | "
+                     f"{worker_cores(t, 1):.2f} / {worker_cores(t, 8):.3g} | {ms:.2f} ms | "
+                     f"{bound_ms:.0f} ms | {1e3 * t.batch / t.throughput[1]:.0f} ms |")
+    return lines
 
 
 def ddp_shares(text: str) -> dict[str, float]:
@@ -235,6 +273,8 @@ def run(args) -> int:
     text = markdown(points)
     atomic_write_text(out / "dle.md", text + "\n")
     print(text)
+    print("\nPyTorch's input pipeline at the tables' settings (not applied: its CPU time an "
+          "image is not published):\n" + "\n".join(input_lines()))
     print(f"\nwrote {out / 'dle.csv'}, {out / 'dle.md'}", file=sys.stderr)
     return 0
 

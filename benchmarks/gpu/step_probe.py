@@ -20,9 +20,10 @@ not price (docs/results/gpu-published.md):
 * ``input``: the CPU's time per image of the input pipeline of DeepLearningExamples' PyTorch
   benchmarks (``data_backend: pytorch``: PIL decodes a JPEG, RandomResizedCrop to 224, flip;
   here a 500x375 JPEG of about 90 KB), on one process and on one process per core: the
-  published rates need at most 4.05 ms a worker per image alone and 4.81 ms with every GPU's
-  workers busy on a DGX A100 (x1.19), 6.7 and 7.7 ms on a DGX-1 (x1.15), if the pipeline
-  bounds them (docs/results/gpu-published.md).
+  published rates need at most 6.48 ms a worker per image alone and 7.70 ms with every GPU's
+  16 workers busy on a DGX A100 (x1.19), and one cost of 4.8-5.0 ms on a DGX-1 whose 40 cores
+  its 64 workers share at 8 GPUs, if the pipeline bounds them (``benchmarks.dle.check``,
+  docs/results/gpu-published.md).
 
 Each step measurement: 5 warm-up steps, then 20 timed with CUDA events; medians. Everything
 goes to ``OUT/step_probe.json`` with the device, CPU, torch, CUDA and NCCL versions; a summary
