@@ -24,13 +24,15 @@ Run it on a quiet machine (``/work/bin/quiet`` here); docs/phantom.md quotes its
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import cli  # noqa: E402
+
+PROG = "python benchmarks/phantom_step_parts.py"
 
 
 def phases(world, rank: int, size: int) -> dict:
@@ -82,13 +84,21 @@ def phases(world, rank: int, size: int) -> dict:
             "real step + allreduce": real_allreduce}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=40, help="steps of a phase in each round")
-    p.add_argument("--rounds", type=int, default=4, help="rounds over the phases")
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=cli.positive_int, default=40,
+                   help="steps of a phase in each round")
+    p.add_argument("--rounds", type=cli.positive_int, default=4, help="rounds over the phases")
     p.add_argument("--threads", action="store_true",
                    help="run real.train's load meter and row stream beside the training")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+def run(args) -> int:
     import torch
     from mpi4py import MPI
     torch.set_num_threads(1)

@@ -28,6 +28,12 @@ between changed nothing else a CPU point uses).
     python -m benchmarks.repredict_accuracy FOLDERS... --profile P --out after.csv \
         --against before.csv
 
+It reads the model of whichever checkout is first on ``PYTHONPATH``, so it asks that
+model's names only where every such commit has them (``ranks``, ``with_buckets``), and its
+``main`` parses and reports its errors itself rather than through ``cli.command``: run
+against another commit, ``cli`` is that commit's where it has one, and commits before
+5f5247a have no ``cli.command``.
+
 Imports: pandas, simulator.
 """
 from __future__ import annotations
@@ -79,6 +85,13 @@ def with_buckets(cluster, link_toml: Path):
     return dataclasses.replace(cluster, link=dataclasses.replace(link, burst_bytes=burst * share))
 
 
+def ranks(scheme: str, workers: int) -> int:
+    """The processes of ``scheme`` at P workers (a commit before ``Scheme.ranks``, 95613ca,
+    says ``extra_rank`` for the parameter server's)."""
+    spec = SCHEMES[scheme]
+    return spec.ranks(workers) if hasattr(spec, "ranks") else workers + spec.extra_rank
+
+
 def repredict(folder: Path, prof, work: Workload) -> pd.DataFrame:
     """One row per row of the folder's ``accuracy_validation.csv``, predicted again."""
     cluster = with_buckets(load_cluster(folder / "link.toml"), folder / "link.toml")
@@ -86,7 +99,7 @@ def repredict(folder: Path, prof, work: Workload) -> pd.DataFrame:
     rows = []
     for _, r in pd.read_csv(folder / "accuracy_validation.csv").iterrows():
         p = int(r["workers"])
-        on = cluster.at(SCHEMES[r["scheme"]].ranks(p)) if hasattr(cluster, "at") else cluster
+        on = cluster.at(ranks(r["scheme"], p)) if hasattr(cluster, "at") else cluster
         runs = [simulate(SchemeConfig(r["scheme"], engine="des"), p, work, on, prof, s)
                 for s in seeds]
         mean = {f: sum(getattr(x, f) for x in runs) / len(runs)
