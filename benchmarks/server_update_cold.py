@@ -9,6 +9,8 @@ calibration's server probe times back to back) on one thread, its median over
 * *nothing*: back to back, as the server probe times it;
 * *a busy Python loop* of about 2 ms: the core kept busy, the update's memory untouched;
 * *a sleep* of 2 ms: the core idle in between;
+* *30 ms of sleeping polls*: what a phantom run's server does between two updates (its
+  workers sleep their compute), ``real.launch.dist.wait``'s sleeps doubling up to 1 ms;
 * *a 64 MiB write*: the caches evicted;
 * *a forward and backward* of another copy of the model at batch 64: what a worker
   sharing the server's core does between two of its updates.
@@ -64,8 +66,16 @@ def run(a) -> int:
         other.zero_grad()
         F.cross_entropy(other(x), y).backward()
 
+    def polls(wait_s=0.030, poll_s=0.001):
+        """The phantom server's wait for the pushes: sleeps doubling from 50 us to 1 ms."""
+        end, nap = time.perf_counter() + wait_s, 50e-6
+        while time.perf_counter() < end:
+            time.sleep(min(nap, poll_s))
+            nap *= 2
+
     before = {"nothing": lambda: None, "a busy Python loop (2 ms)": busy,
               "a sleep (2 ms)": lambda: time.sleep(0.002),
+              "30 ms of sleeping polls (1 ms)": polls,
               "a 64 MiB write": lambda: junk.fill(1.0),
               "a forward and backward of the model": step}
     lines = [f"{a.model}: {w.size:,} parameters; median of {a.repeats} updates, one thread"]

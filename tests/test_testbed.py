@@ -335,3 +335,24 @@ def test_a_phantom_run_on_one_core_records_its_testbed_checks(tmp_path):
     assert checks["cpu"]["machines"][0]["cores"] == 1
     assert checks["sleep_lateness"]["per_rank"][0]["sleeps"] > 0
     assert checks["bytes"]["verdict"] == "pass", checks["bytes"]
+
+
+def test_rank_0_samples_the_shapers_before_the_barrier_that_starts_training():
+    """Rank 0's link sampler (10-30 ms on the emulated cluster) starts before the barrier, so
+    every rank leaves it together: after it, rank 0 started training late, inside the run's
+    window and in no row of the parameter server's workers or DDP's constructor."""
+    from types import SimpleNamespace
+
+    from real.launch.runner import start_probe
+    events = []
+
+    class Probe:
+        def __init__(self, sample_links):
+            events.append(("probe", sample_links))
+
+    comm = SimpleNamespace(barrier=lambda: events.append(("barrier",)))
+    for is_root in (True, False):
+        events.clear()
+        probe = start_probe(comm, SimpleNamespace(is_root=is_root), Probe)
+        assert isinstance(probe, Probe)
+        assert events == [("probe", is_root), ("barrier",)]

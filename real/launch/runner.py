@@ -276,6 +276,18 @@ def _abort_peers(launch) -> None:
         MPI.COMM_WORLD.Abort(1)
 
 
+def start_probe(comm, launch, probe_class):
+    """This rank's testbed probe, started before the barrier that starts training: rank 0's
+    also samples the emulated cluster's shapers (``real.cluster.linkstats``: a handle in
+    every namespace and a first sample of each shaper, 10-30 ms at 3-9 namespaces), and
+    started after the barrier it made rank 0 start training that much after the others,
+    inside the run's window (``train_wall_s``) and in no iteration row of a scheme whose
+    workers first wait for rank 0 (the parameter server, DDP's constructor)."""
+    probe = probe_class(sample_links=launch.is_root)
+    comm.barrier()
+    return probe
+
+
 def _train(ctx, rec, data) -> None:
     import torch
 
@@ -290,10 +302,9 @@ def _train(ctx, rec, data) -> None:
     if len(set(start_digests)) != 1:
         raise RuntimeError(f"ranks start from different weights: {start_digests}")
     initial = _initial_weights(ctx)
-    comm.barrier()
+    probe = start_probe(comm, launch, RankProbe)
     meter = ResourceMeter()
     load_meter = RankMeter(torch.get_num_threads())
-    probe = RankProbe(sample_links=launch.is_root)
     t_start = time.monotonic()
     epoch_s = schemes.get(ctx.cfg.algorithm).train(ctx)
     t_end = time.monotonic()
