@@ -198,3 +198,26 @@ def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tm
     assert listed == [("serial", "1"), ("psgd", "1"), ("psgd", "2"), ("allreduce", "2")]
     assert not (tmp_path / "accuracy").exists()                  # nothing trained
     refused(predict.main, ["--dry-run", *FAST, "--out", tmp_path], "--dry-run", capsys)
+
+
+def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path, capsys,
+                                                                        monkeypatch):
+    """``question.resolve`` reads the cluster once and decides every point before any
+    engine runs: serial at P = 1 alone, hogwild only where its ranks fit on one host, the
+    parameter server one more rank; the rows are those points, in order, on their hosts."""
+    from simulator import describe, question
+    calls = []
+    monkeypatch.setattr(describe, "resolve_cluster",
+                        lambda *a, _f=describe.resolve_cluster: calls.append(1) or _f(*a))
+    argv = ["--workers", "1,2,8", "--schemes", "serial,hogwild,ps_sync", "--baseline", "2"]
+    q = question.resolve(predict.build_parser().parse_args([*argv, *FAST]))
+    cores = load_default().cores
+    hosts = lambda ranks: -(-ranks // cores)                      # noqa: E731
+    assert [(pt.scheme.name, pt.workers, pt.cluster.hosts) for pt in q.sweep.points] == (
+        [("serial", 1, 1)] + [("hogwild", p, 1) for p in (1, 2, 8) if hosts(p) == 1]
+        + [("ps_sync", p, hosts(p + 1)) for p in (1, 2, 8)])
+    calls.clear()
+    _, doc = predicted(tmp_path, capsys, *argv)
+    assert calls == [1]
+    assert [(r["scheme"], r["workers"], r["hosts"]) for r in doc["predictions"]] == [
+        (pt.scheme.name, pt.workers, pt.cluster.hosts) for pt in q.sweep.points]
