@@ -18,7 +18,7 @@ and settings is not run again, so an interrupted campaign resumes.
 
 Imports: numpy, contracts.checks, cli,
 contracts.curve, contracts.schedule, contracts.workload,
-simulator.engine.schedule, simulator.model.config, simulator.model.schemes.
+simulator.engine (schedule, sweep), simulator.model.config, simulator.model.schemes.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from contracts import schedule as schedules
 from contracts.checks import ConfigError
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
-from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.engine.sweep import Point
+from simulator.model.config import Heterogeneity
 
 # Every worker takes its slice of the same global batch and one averaged step follows
 # (real.schemes.GLOBAL_BATCH): identical training, different times.
@@ -75,16 +76,18 @@ def eval_every_at(every_at_1: int, workers: int) -> int:
     return 0 if every_at_1 == 0 else max(1, round(every_at_1 / workers))
 
 
-def replay_point(cfg: SchemeConfig, workers: int, workload: Workload, dataset: str,
-                 train_size: int | None, cluster, profile, seed: int, eval_every: int,
-                 settings: ReplaySettings, out: Path, done: dict | None = None,
+def replay_point(point: Point, workload: Workload, dataset: str, train_size: int | None, profile,
+                 seed: int, eval_every: int, settings: ReplaySettings, out: Path,
+                 done: dict | None = None,
                  heterogeneity: Heterogeneity = Heterogeneity()) -> dict:
-    """One scheme at P: simulate, replay (or retime a replay in ``done``), return its row.
+    """One scheme at P on its cluster (``engine.sweep.Point``): simulate, replay (or retime
+    a replay in ``done``), return its row.
 
     ``done`` maps a training key to replay results already made in this campaign."""
+    cfg, workers = point.scheme, point.workers
     name = f"{cfg.name}-P{workers}-s{seed}"
     result, sched = simulate_schedule(cfg, workers, workload, dataset, train_size=train_size,
-                                      cluster=cluster, profile=profile, seed=seed,
+                                      cluster=point.cluster, profile=profile, seed=seed,
                                       heterogeneity=heterogeneity, eval_every=eval_every)
     path = schedules.write(out / "schedules" / f"{name}.jsonl", sched)
     key = _training_key(cfg.name, workers, seed, eval_every)
@@ -272,10 +275,9 @@ def print_time_to_accuracy(args, job, dataset: str, single_run_s: float) -> None
                   f"P = {pt.workers} (about "
                   f"{format_duration((len(runs) - made + 1) * each_s)} left)",
                   file=sys.stderr, flush=True)
-        row = replay_point(pt.scheme, pt.workers, job.workload, dataset, args.dataset_size,
-                           pt.cluster, job.profile, job.seed,
-                           eval_every_at(args.eval_every, pt.workers), ReplaySettings(seed=1),
-                           out, done, job.heterogeneity)
+        row = replay_point(pt, job.workload, dataset, args.dataset_size, job.profile,
+                           job.seed, eval_every_at(args.eval_every, pt.workers),
+                           ReplaySettings(seed=1), out, done, job.heterogeneity)
         rows.append(with_target(row, target))
     print()
     epochs = job.workload.epochs

@@ -36,7 +36,7 @@ from contracts.workload import Workload
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.predict import add_average_every, add_cluster_args
-from simulator.question import DATASETS, averaging_periods, runnable
+from simulator.question import DATASETS, averaging_periods, point, runnable
 
 PROG = "python -m simulator.replay"
 
@@ -122,15 +122,14 @@ def replay_all(cfgs, workers, seeds, workload, dataset, train_size, cluster, pro
     from dataclasses import replace
 
     from tqdm import tqdm
-    todo = [(c, p, s) for s in seeds for c in cfgs for p in workers
+    todo = [(point(cluster, c, p), s) for s in seeds for c in cfgs for p in workers
             if not SCHEMES[c.name].single_worker or p == 1]
     done, rows = {}, []
-    for cfg, p, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
-        one = cluster.at(SCHEMES[cfg.name].ranks(p))
+    for pt, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
         rows.append(accuracy.replay_point(
-            cfg, p, workload, dataset, train_size, one, prof, seed,
-            accuracy.eval_every_at(eval_every_at_1, p), replace(settings, seed=seed), out, done,
-            het))
+            pt, workload, dataset, train_size, prof, seed,
+            accuracy.eval_every_at(eval_every_at_1, pt.workers), replace(settings, seed=seed),
+            out, done, het))
     return rows
 
 
