@@ -33,14 +33,21 @@ class ParameterServer:
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
 
-    def apply(self, recorder=None):
-        """Generator: queue, then apply one update; returns the version it was applied on."""
+    def apply(self, recorder=None, queued: bool = True):
+        """Generator: queue, then apply one update; returns the version it was applied on.
+        ``queued`` False: the caller holds the server's loop already (``ps_async``), so the
+        queue is empty and the update starts at once."""
+        if not queued:
+            return (yield from self._update(recorder))
         with self._queue.request() as turn:
             yield turn
-            t0 = self.env.now
-            applied_on = self.version
-            yield self.host.compute(self.update_s, 1, self.polls, self.rank)
-            self.version += 1
-            if recorder is not None:
-                recorder.add(self.rank, "compute", t0, self.env.now, "update")
+            return (yield from self._update(recorder))
+
+    def _update(self, recorder):
+        t0 = self.env.now
+        applied_on = self.version
+        yield self.host.compute(self.update_s, 1, self.polls, self.rank)
+        self.version += 1
+        if recorder is not None:
+            recorder.add(self.rank, "compute", t0, self.env.now, "update")
         return applied_on

@@ -140,7 +140,7 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle):
         seen = env.now
         yield env.timeout(copy_s)                        # by CMA, or out of libfabric's buffer
         t1 = env.now
-        applied_on = yield from server.apply(recorder)
+        applied_on = yield from server.apply(recorder, queued=False)  # (it holds the loop)
         t2 = env.now
         recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
         recorder.server_step(t2, applied_on + 1)
