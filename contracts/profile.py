@@ -107,8 +107,9 @@ class ModelCost:
     layer_backward_shares: tuple[float, ...] = ()
     bytes_per_param: float = 4.0               # of a gradient element (float32)
     input_s_per_sample: float = 0.0            # host CPU core-seconds the input pipeline
-    precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
                                                # spends on a sample (0: not modelled)
+    input_workers: int = 0                     # loader processes a rank (0: any core of the host)
+    precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
     # the parameter server's update of this model as the real server runs it (the
     # probe's median of ``real.schemes.ps.server_update``); 0: not measured, the server
     # line ``ServerCost`` prices it

@@ -87,9 +87,13 @@ Input pipeline: ``measured.input_per_sample`` (e.g. ``"2.5ms"``) is the host CPU
 one sample's loading, decoding and augmentation takes on one core. With the cluster's
 ``cpu_cores`` per host, the k ranks of a host cannot step faster than their input::
 
-    t_step >= k * batch * input_per_sample / cpu_cores
+    t_step >= batch * input_per_sample / min(input_workers, cpu_cores / k)
 
 (the pipeline prefetches beside the device's step, so the longer of the two sets the pace).
+``measured.input_workers`` is the loader processes a rank runs (PyTorch's DataLoader
+``num_workers``: each worker makes whole batches, ``_MultiProcessingDataLoaderIter`` hands
+them out in turn, so at most that many images are decoded at once); absent or 0, a rank's
+pipeline may use any core of its host (``cpu_cores / k``).
 
 Imports: ``contracts.checks``, ``contracts.units``, ``contracts.tomlw``.
 """
@@ -203,6 +207,7 @@ class ModelWorkload:
     input_shape: tuple[int, ...] = ()
     provenance: dict = field(default_factory=dict)
     input_s_per_sample: float = 0.0    # host CPU core-seconds of input pipeline per sample
+    input_workers: int = 0             # loader processes a rank (0: any core of the host)
     precision: str = "fp32"            # the arithmetic the times were measured in
     precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
     buffers: tuple[Tensor, ...] = ()   # the model's buffers, named_buffers() order
@@ -440,6 +445,8 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
         provenance={str(k): v for k, v in provenance.items()},
         precision=precision, precision_steps=_precision_steps(measured, batch, precision),
         input_s_per_sample=_time(measured, "input_per_sample", "measured", 0.0),
+        input_workers=_number(measured, "input_workers", "measured", 0, integer=True,
+                              allow_zero=True),
         buffers=_buffers(model))
 
 
@@ -549,6 +556,8 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
         measured["precision"] = w.precision
     if w.input_s_per_sample > 0:
         measured["input_per_sample"] = duration_text(w.input_s_per_sample)
+    if w.input_workers:
+        measured["input_workers"] = w.input_workers
     if w.precision_steps:
         measured["precisions"] = {name: {"step": duration_text(step_s), "source": source or None}
                                   for name, step_s, source in w.precision_steps}
@@ -602,7 +611,8 @@ def model_cost(w: ModelWorkload):
         tensor_param_counts=tuple(t.params for t in w.parameter_order()),
         layer_backward_shares=tuple(reversed(w.backward_shares())),
         bytes_per_param=w.grad_bytes / max(1, w.params),
-        input_s_per_sample=w.input_s_per_sample, precision=w.precision)
+        input_s_per_sample=w.input_s_per_sample, input_workers=w.input_workers,
+        precision=w.precision)
 
 
 def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,

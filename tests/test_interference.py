@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from contracts.checks import ConfigError
 from contracts.cluster import Cluster, Device, Hardware, Link
 from contracts.workload import Workload
 from simulator.engine import simulate
@@ -122,11 +123,11 @@ def test_horovod_slowed_costs_at_most_the_slowdown_of_its_allreduces():
     assert base.time_s < slow.time_s <= base.time_s + 0.5 * base.comm_s + 4 * 0.002
 
 
-def _fed(cpu_cores, input_s):
+def _fed(cpu_cores, input_s, workers=0):
     cluster = replace(_cluster(0.0), cpu_cores=cpu_cores)
     prof = make_profile(layer_param_counts=(1000,), step_intercept_s=0.0,
                         step_s_per_sample=0.0005)
-    model = replace(prof.model("toy"), input_s_per_sample=input_s)
+    model = replace(prof.model("toy"), input_s_per_sample=input_s, input_workers=workers)
     return cluster, replace(prof, models=(model,))
 
 
@@ -143,6 +144,25 @@ def test_the_input_pipeline_bounds_a_hosts_steps():
     assert free.compute_s == pytest.approx(5 * 0.016)
 
 
+def test_a_ranks_loader_workers_cap_the_cores_its_input_uses():
+    """batch * input_per_sample / min(input_workers, cpu_cores / k): one rank with 2 loader
+    workers on 8 cores decodes on 2 (32 ms), not 8; four such ranks share the 8 cores, 2 each,
+    as without the cap; the DeepLearningExamples DGX-1 case, 8 workers a GPU on 40 cores:
+    one core each at 1 GPU, 40 / 64 at 8."""
+    work = Workload(model="toy", batch_per_worker=32, iterations=5)
+    cluster, prof = _fed(8, 0.002, workers=2)
+    one = simulate(SchemeConfig("serial"), 1, work, cluster, prof)
+    four = simulate(SchemeConfig("ddp"), 4, work, cluster, prof)
+    assert one.time_s == pytest.approx(5 * 32 * 0.002 / 2)
+    assert four.compute_s == pytest.approx(5 * 4 * 32 * 0.002 / 8)
+    cluster, prof = _fed(40, 0.005, workers=8)
+    cluster = replace(cluster, cores_per_host=8)          # 8 GPUs on the one host
+    one = simulate(SchemeConfig("serial"), 1, work, cluster, prof)
+    eight = simulate(SchemeConfig("ddp"), 8, work, cluster, prof)
+    assert one.time_s == pytest.approx(5 * 32 * 0.005 / 8)             # 20 ms over 16
+    assert eight.compute_s == pytest.approx(5 * 32 * 0.005 / (40 / 8))  # 32 ms
+
+
 def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
     from contracts.workload import load_workload, model_cost, save_workload
     f = tmp_path / "w.toml"
@@ -152,6 +172,13 @@ def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
     assert w.input_s_per_sample == pytest.approx(0.0025)
     assert model_cost(load_workload(save_workload(w, tmp_path / "b.toml"))
                       ).input_s_per_sample == pytest.approx(0.0025)
+    assert w.input_workers == 0
+    f.write_text(f.read_text() + "input_workers = 8\n")
+    again = load_workload(save_workload(load_workload(f), tmp_path / "c.toml"))
+    assert again.input_workers == 8 and model_cost(again).input_workers == 8
+    f.write_text(f.read_text().replace("input_workers = 8", "input_workers = -1"))
+    with pytest.raises(ConfigError, match="input_workers"):
+        load_workload(f)
 
 
 def test_each_precision_slows_by_its_own_value():

@@ -125,6 +125,8 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
         if w.input_s_per_sample > 0:
             rows.append({"quantity": f"{w.name}: input pipeline", "value":
                          f"{w.input_s_per_sample * 1e3:.4g} ms of a host CPU core per sample"
+                         + (f", {w.input_workers} loader processes a rank"
+                            if w.input_workers else "")
                          + (f", {cluster.cpu_cores} cores a host" if cluster is not None
                             and cluster.cpu_cores else " (the cluster names no cpu_cores: "
                             "not applied)"), "origin": origin})

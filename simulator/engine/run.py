@@ -125,14 +125,17 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
 
 
 def input_bound(steps, model, run: Layout, batch: int):
-    """Each rank's steps, at least its host's input pipeline per step: the k ranks of a
-    host need ``k * batch * input_s_per_sample`` core-seconds of its ``cpu_cores``."""
+    """Each rank's steps, at least its input pipeline per step: ``batch *
+    input_s_per_sample`` core-seconds on its share of its host's ``cpu_cores`` (the k ranks
+    of a host share them), at most one core for each of its ``input_workers``."""
     if model.input_s_per_sample <= 0 or run.cluster.cpu_cores <= 0:
         return steps
     hosts = run.worker_hosts
     per_host = np.bincount(hosts)
-    return [np.maximum(s, per_host[hosts[i]] * batch * model.input_s_per_sample
-                       / run.cluster.cpu_cores) for i, s in enumerate(steps)]
+    workers_s = (batch * model.input_s_per_sample / model.input_workers if model.input_workers
+                 else 0.0)
+    return [np.maximum(s, max(workers_s, per_host[hosts[i]] * batch * model.input_s_per_sample
+                                   / run.cluster.cpu_cores)) for i, s in enumerate(steps)]
 
 
 def oversubscribed(run: Layout, workload: Workload) -> bool:
