@@ -158,7 +158,8 @@ class Crossings:
         self._ids: dict[tuple, tuple] = {}    # a resources tuple -> its indices
         self.lossless = True
         self.width = max(len(f.resources) for f in flows)
-        self.res, self.weight, self.caps, self.left, self.rate, self.amount = self._rows(flows)
+        (self.res, self.weight, self.caps, self.left, self.rate, self.amount,
+         self.kind) = self._rows(flows)
         self._new: list[Flow] = []
 
     def _ids_of(self, resources: tuple[Resource, ...]) -> tuple[int, ...]:
@@ -187,7 +188,8 @@ class Crossings:
         left = np.fromiter((f.remaining for f in flows), dtype=float, count=len(flows))
         rate = np.fromiter((f.rate for f in flows), dtype=float, count=len(flows))
         amount = np.fromiter((f.amount for f in flows), dtype=float, count=len(flows))
-        return res, weight, caps, left, rate, amount
+        kind = np.fromiter((f.kind for f in flows), dtype=np.intp, count=len(flows))
+        return res, weight, caps, left, rate, amount, kind
 
     def add(self, flow: Flow) -> None:
         self._new.append(flow)
@@ -198,6 +200,7 @@ class Crossings:
         mask = np.asarray(kept, dtype=bool)
         self.res, self.weight, self.caps = self.res[mask], self.weight[mask], self.caps[mask]
         self.left, self.rate, self.amount = self.left[mask], self.rate[mask], self.amount[mask]
+        self.kind = self.kind[mask]
 
     def write_back(self, flows: list[Flow]) -> None:
         """The amounts left and rates of ``flows`` (the flows kept) back on them."""
@@ -220,7 +223,7 @@ class Crossings:
             pad = ((0, 0), (0, wider - self.width))
             self.res, self.weight = np.pad(self.res, pad), np.pad(self.weight, pad)
             self.width = wider
-        res, weight, caps, left, rate, amount = self._rows(self._new)
+        res, weight, caps, left, rate, amount, kind = self._rows(self._new)
         self._new = []
         self.res = np.concatenate((self.res, res))
         self.weight = np.concatenate((self.weight, weight))
@@ -228,6 +231,7 @@ class Crossings:
         self.left = np.concatenate((self.left, left))
         self.rate = np.concatenate((self.rate, rate))
         self.amount = np.concatenate((self.amount, amount))
+        self.kind = np.concatenate((self.kind, kind))
 
 
 def _filling_arrays(flows: list[Flow], crossings: Crossings, set_rates: bool = True):
@@ -393,14 +397,23 @@ class FluidShare:
     def _rates_now(self) -> None:
         """Max-min rates of the flows now. The rates are a function of the flows' kinds in
         their order alone (the same operations on the same floats): a collective's steps
-        bring the same flows back again and again, and their rates are looked up."""
-        key = tuple([f.kind for f in self.flows])
-        rates = self._rates.get(key)
+        bring the same flows back again and again, and their rates are looked up (on the
+        arrays, the kinds' bytes are the key and the rates an array, never changed in place)."""
         c = self._crossings
+        if c is not None:
+            c._flush()
+            key = c.kind.tobytes()
+        else:
+            key = tuple([f.kind for f in self.flows])
+        rates = self._rates.get(key)
         if rates is None:
             on_arrays = max_min_rates(self.flows, c, set_rates=c is None)
-            rates = tuple(on_arrays.tolist() if on_arrays is not None
-                          else [f.rate for f in self.flows])
+            if c is not None:
+                rates = (on_arrays if on_arrays is not None
+                         else np.array([f.rate for f in self.flows]))
+            else:
+                rates = tuple(on_arrays.tolist() if on_arrays is not None
+                              else [f.rate for f in self.flows])
             if len(self._rates) >= RATES_KEPT:
                 self._rates.clear()
             if RATES_KEPT:
@@ -409,8 +422,7 @@ class FluidShare:
             for f, rate in zip(self.flows, rates):
                 f.rate = rate
         if c is not None:                   # (the flows' own rates go stale meanwhile)
-            c._flush()
-            c.rate = np.array(rates)
+            c.rate = rates
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
