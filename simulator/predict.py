@@ -178,7 +178,7 @@ def run(args) -> int:
     with progress_bar(len(q.sweep.points)) as bar:
         rows = sweep(q.sweep, bar.update, jobs=args.jobs,
                      meanwhile=None if args.no_plot else _preload_plot)
-    meta = describe_run(q, rows, time.perf_counter() - t0, args.ranks_per_host)
+    meta = metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host)
     write_outputs(args, rows, meta)
     if args.target_accuracy is not None:
         singles = [r["time_s"] for r in rows if r["workers"] == 1]
@@ -190,8 +190,8 @@ def run(args) -> int:
     return 0
 
 
-def describe_run(q: question.Question, rows: list[dict], elapsed_s: float,
-                 ranks_per_host: int | None) -> dict:
+def metadata(q: question.Question, rows: list[dict], elapsed_s: float,
+             ranks_per_host: int | None) -> dict:
     """The prediction's metadata (``predictions.json``'s ``meta``): what the header and the
     figure's title say in words."""
     job, measured = q.sweep, q.measured
