@@ -31,6 +31,9 @@ import subprocess
 import sys
 import time
 
+import cli
+
+PROG = "python benchmarks/ps_polls.py"
 JITTER_S = 2e-3          # added to each gap at random: the receiver's polls at any phase
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,31 +101,40 @@ def rank_main(pairs: list[tuple[float, float]], rounds: int, gap_s: float, n_byt
             json.dump(result, f, indent=1)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python benchmarks/ps_polls.py",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--pairs-ms", default="0:0,0:0.2,0:1,1:0,0.2:0,1:1,0.2:0.2",
-                   help="sender:receiver poll intervals, one set of rounds each (0: spin)")
-    p.add_argument("--bytes", type=int, default=39360, help="w (the CNN's 9,840 float32)")
-    p.add_argument("--gap-ms", type=float, default=20.0)
-    p.add_argument("--rounds", type=int, default=100)
-    p.add_argument("--shm", action="store_true",
-                   help="let MPICH use shared memory (CMA) as on one host, not its network module")
-    p.add_argument("--out", default="ps-polls.json")
-    p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+def poll_pairs(text: str) -> list[tuple[float, float]]:
+    """``--pairs-ms``: sender:receiver poll intervals in ms, comma-separated -> seconds."""
     try:
-        pairs = [tuple(float(v) / 1e3 for v in pair.split(":")) for pair in
-                 args.pairs_ms.split(",")]
+        pairs = [tuple(float(v) / 1e3 for v in pair.split(":")) for pair in text.split(",")]
         if any(len(pair) != 2 or min(pair) < 0 for pair in pairs):
             raise ValueError
     except ValueError:
-        print(f"ps_polls: --pairs-ms {args.pairs_ms!r}: give sender:receiver intervals in ms, "
-              "comma-separated (e.g. 0:1,1:0)", file=sys.stderr)
-        return 2
+        raise argparse.ArgumentTypeError(f"{text!r}: give sender:receiver intervals in ms, "
+                                         "comma-separated (e.g. 0:1,1:0)") from None
+    return pairs
+
+
+def build_parser() -> cli.Parser:
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--pairs-ms", type=poll_pairs, default="0:0,0:0.2,0:1,1:0,0.2:0,1:1,0.2:0.2",
+                   help="sender:receiver poll intervals, one set of rounds each (0: spin)")
+    p.add_argument("--bytes", type=cli.positive_int, default=39360,
+                   help="w (the CNN's 9,840 float32)")
+    p.add_argument("--gap-ms", type=cli.nonnegative_float, default=20.0,
+                   help="the sender's sleep before each send (the workers' step), ms")
+    p.add_argument("--rounds", type=cli.positive_int, default=100,
+                   help="timed rounds per pair (3 more before them are left out)")
+    p.add_argument("--shm", action="store_true",
+                   help="let MPICH use shared memory (CMA) as on one host, not its network module")
+    p.add_argument("--out", default="ps-polls.json", type=cli.output_file(), help="JSON to write")
+    p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def run(args) -> int:
     if args.rank_main:
-        rank_main(pairs, args.rounds, args.gap_ms / 1e3, args.bytes, args.out)
+        rank_main(args.pairs_ms, args.rounds, args.gap_ms / 1e3, args.bytes, args.out)
         return 0
+    from contracts.files import atomic_write_text
     from real.launch.dist import SLEEPING_WAITS
     part = os.path.abspath(args.out + ".part")
     env = os.environ | SLEEPING_WAITS | {"PYTHONPATH": ROOT}
@@ -130,27 +142,30 @@ def main(argv=None) -> int:
         env |= {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
                 "FI_TCP_IFACE": "lo"}
     mpirun = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    pairs_ms = ",".join(f"{s * 1e3:g}:{r * 1e3:g}" for s, r in args.pairs_ms)
     argv_r = [mpirun, "-n", "2", sys.executable, os.path.abspath(__file__), "--rank-main",
-              "--pairs-ms", args.pairs_ms, "--bytes", str(args.bytes), "--gap-ms",
+              "--pairs-ms", pairs_ms, "--bytes", str(args.bytes), "--gap-ms",
               str(args.gap_ms), "--rounds", str(args.rounds), "--out", part]
     done = subprocess.run(argv_r, env=env, timeout=1200)
     if done.returncode:
-        print("ps_polls: the run failed", file=sys.stderr)
+        print(f"{PROG}: the run failed", file=sys.stderr)
         return 1
     with open(part) as f:
         result = {"bytes": args.bytes, "gap_ms": args.gap_ms, "rounds": args.rounds,
                   "transport": "shm" if args.shm else "ofi tcp over loopback",
                   "pairs": json.load(f)}
     os.unlink(part)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, args.out)
-    print(f"sleep lateness (median, ms): {result['pairs'].pop('sleep_late_ms')}")
-    for key, v in result["pairs"].items():
-        print(f"sender:receiver poll {key.replace(',', ':')} ms: send {v['send']['median_ms']:.3f}"
-              f" ms, received {v['received']['median_ms']:.3f} ms (medians)")
+    atomic_write_text(args.out, json.dumps(result, indent=1))
+    late = result["pairs"].pop("sleep_late_ms")
+    cli.print_out(f"sleep lateness (median, ms): {late}", *(
+        f"sender:receiver poll {key.replace(',', ':')} ms: send {v['send']['median_ms']:.3f}"
+        f" ms, received {v['received']['median_ms']:.3f} ms (medians)"
+        for key, v in result["pairs"].items()))
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
 
 
 if __name__ == "__main__":
