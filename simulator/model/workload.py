@@ -162,10 +162,33 @@ def speed_factors(workers: int, het: Heterogeneity, seed: int) -> np.ndarray:
 
 def draw_step_times(fit: StepFit, batch: int, speed: float, iterations: int,
                     seed: int, rank: int) -> np.ndarray:
-    """Full-speed step times of one worker for ``iterations`` steps."""
+    """Full-speed step times of one worker for ``iterations`` steps (read-only: a draw is
+    kept and handed to every prediction that makes it again)."""
     mean_s = fit.step_s(batch) / speed
     if fit.spread_cv <= 0:
         return np.full(iterations, mean_s)
     shape = 1.0 / fit.spread_cv ** 2
-    rng = np.random.default_rng(seed + rank)
-    return rng.gamma(shape, mean_s / shape, size=iterations)
+    return _DRAWN.gamma(shape, mean_s / shape, iterations, seed + rank)
+
+
+class _Draws:
+    """Step times drawn so far, by their draw: every scheme of a sweep draws the same ones
+    for the same P (one stream per rank). At most ``kept`` steps in all (then forgotten)."""
+
+    def __init__(self, kept: int):
+        self.kept, self.steps, self.arrays = kept, 0, {}
+
+    def gamma(self, shape: float, scale: float, size: int, seed: int) -> np.ndarray:
+        key = (shape, scale, size, seed)
+        drawn = self.arrays.get(key)
+        if drawn is None:
+            drawn = np.random.default_rng(seed).gamma(shape, scale, size=size)
+            drawn.flags.writeable = False        # (handed to every prediction that asks)
+            if self.steps + size > self.kept:
+                self.arrays, self.steps = {}, 0
+            self.arrays[key] = drawn
+            self.steps += size
+        return drawn
+
+
+_DRAWN = _Draws(kept=1_000_000)
