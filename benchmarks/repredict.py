@@ -25,15 +25,16 @@ of it on ``PYTHONPATH`` (this file runs there by its path):
 
 ``--server-probe WORKDIR`` gives each folder's profile the real server's update per
 model from a server probe's ``server_update.csv`` (``python -m calibrate.probe --part
-server``), where the profile has none: the shipped profiles predate that probe, and
-their folders keep no probe tables to refit from.
+server``), where the profile has none, with its curve against the idle time before it
+where the probe timed one: the shipped profiles predate that probe, and their folders
+keep no probe tables to refit from. (On one host the ranks spin: the server is never
+idle, and the curve charges its back-to-back median.)
 
 Imports: pandas, simulator.
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -65,19 +66,12 @@ def cluster_of(folder: Path, row, prof):
                    shared_cores=True)
 
 
-def with_server_probe(prof, rows: list[dict]):
-    """``prof`` whose models without a measured server update take the probe's median."""
-    from calibrate.fits.fit_compute import with_server_updates
-    unmeasured = [m for m in prof.models if not m.server_update_s]
-    probed = {m.model: m for m in with_server_updates(tuple(unmeasured), rows)}
-    return replace(prof, models=tuple(probed.get(m.model, m) for m in prof.models))
-
-
 def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = ()) -> pd.DataFrame:
     """One row per row of the folder's ``compare.csv``, predicted again."""
     emulated = (folder / "link.toml").exists()
     prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
     if server_rows:
+        from calibrate.fits.fit_compute import with_server_probe
         prof = with_server_probe(prof, list(server_rows))
     rows = []
     for _, r in pd.read_csv(folder / "compare.csv").iterrows():

@@ -2,8 +2,9 @@
 
     python benchmarks/server_update_cold.py --model cnn --repeats 60
 
-Times ``real.schemes.ps.server_update`` (the function both servers call and the
-calibration's server probe times back to back) on one thread, its median over
+Times ``real.schemes.ps.server_update`` (the function both servers call; the
+calibration's server probe times it back to back and after idle waits of sleeping polls,
+the curve the simulated server charges) on one thread, its median over
 ``--repeats`` calls, with something else run before each call:
 
 * *nothing*: back to back, as the server probe times it;

@@ -50,7 +50,9 @@ Cost models and the parameters they use (units in the names):
 * parameter server: ``t_update(params) = update_intercept_s +
   update_s_per_param * params`` (``w -= lr * g`` on one flat tensor); a model's
   ``server_update_s``, where measured (the real server's update of that model:
-  its tensors' gradients in, torch's SGD step, the weights out), takes its place.
+  its tensors' gradients in, torch's SGD step, the weights out), takes its place;
+  ``server_idle_s`` / ``server_update_after_idle_s``, where measured, the same update
+  after the server waited idle that long (a cold update takes longer).
 * network (optional): the link between two such hosts, ``t_msg(n) = latency_s +
   n / bandwidth_bytes_per_s``, from ``calibrate.link`` (``calibrate.fit --link``).
 
@@ -114,6 +116,11 @@ class ModelCost:
     # probe's median of ``real.schemes.ps.server_update``); 0: not measured, the server
     # line ``ServerCost`` prices it
     server_update_s: float = 0.0
+    # the same update after the server waited idle (sleeping polls) ``server_idle_s[i]``
+    # seconds: ``server_update_after_idle_s[i]`` seconds (the server probe's medians, idle
+    # ascending from 0); () = not measured, ``server_update_s`` at any idle time
+    server_idle_s: tuple[float, ...] = ()
+    server_update_after_idle_s: tuple[float, ...] = ()
 
     @property
     def tensor_counts(self) -> tuple[int, ...]:
@@ -134,6 +141,11 @@ class ModelCost:
     def server_s(self, server: "ServerCost") -> float:
         """One update of this model by the parameter server: measured, else the line."""
         return self.server_update_s or server.update_s(self.param_count)
+
+    @property
+    def server_idle_curve(self) -> tuple[tuple[float, float], ...]:
+        """The update against the server's idle time before it: (idle_s, update_s) points."""
+        return tuple(zip(self.server_idle_s, self.server_update_after_idle_s))
 
     def step_fit(self, threads: int) -> StepFit:
         """The fit for ``threads``, or the nearest measured thread count below it."""
@@ -399,6 +411,10 @@ def _check_sense(p: Profile) -> None:
             if not fit.step_s(1) > 0:
                 raise ProfileError(f"field models[{i}].steps[{j}]: step_intercept_s and "
                                    "step_s_per_sample are both 0 (a step that takes no time)")
+        idle = m.server_idle_s
+        if len(idle) != len(m.server_update_after_idle_s) or list(idle) != sorted(set(idle)):
+            raise ProfileError(f"field models[{i}].server_idle_s must rise and have one "
+                               "server_update_after_idle_s each (re-run the server probe)")
     for k, slowdown in p.sharing_slowdown.items():
         if k < 1 or not slowdown > 0:
             raise ProfileError(f"field sharing_slowdown maps {k} processes to {slowdown}: "

@@ -211,6 +211,8 @@ class ModelWorkload:
     precision: str = "fp32"            # the arithmetic the times were measured in
     precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
     buffers: tuple[Tensor, ...] = ()   # the model's buffers, named_buffers() order
+    slept_from: str = ""               # a phantom run's slept workload: the model it sleeps
+                                       # (whose real update its server runs; ``slept``)
 
     @property
     def params(self) -> int:
@@ -524,7 +526,8 @@ def slept(w: ModelWorkload, time_scale: float, name: str | None = None) -> Model
     file's un-hooked median), at other batches scaled by the file's step line as the
     phantom scales it (``real.phantom.plan``: ``S * line(b) / line(B)``); no spread
     (a sleep does not vary); on the device "cpu", the host that sleeps it (nothing is
-    scaled to another device)."""
+    scaled to another device). The phantom server's update is not slept: it updates the
+    real model, ``slept_from``."""
     fwd = sum(lay.forward_s for lay in w.layers)
     bwd = sum(lay.backward_s for lay in w.layers)
     step = time_scale * (fwd + bwd + slept_update_s(w))
@@ -537,7 +540,8 @@ def slept(w: ModelWorkload, time_scale: float, name: str | None = None) -> Model
     layers = tuple(replace(lay, forward_s=lay.forward_s * time_scale,
                            backward_s=lay.backward_s * time_scale) for lay in w.layers)
     # on the host that sleeps it, as measured (device "cpu": the engines scale nothing)
-    return replace(w, name=name or w.name, layers=layers, step_s=step, device="cpu",
+    return replace(w, name=name or w.name, slept_from=w.name, layers=layers, step_s=step,
+                   device="cpu",
                    forward_s=time_scale * fwd, backward_s=time_scale * bwd,
                    update_s=time_scale * slept_update_s(w), spread_cv=0.0, lines=lines,
                    provenance=dict(w.provenance, phantom=f"{w.device}'s times slept at time "

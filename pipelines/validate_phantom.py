@@ -115,6 +115,10 @@ def build_parser() -> cli.Parser:
                         "the command again to resume")
     p.add_argument("--profile", default=None, type=cli.input_file,
                    help="use this profile instead of calibrating one (step 2)")
+    p.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
+                   help="a server probe's workdir (python -m calibrate.probe --part server): "
+                        "its real server's update and cold-update curve, for the profile's "
+                        "models that have none")
     p.add_argument("--force-calibration", action="store_true",
                    help="keep a compute profile whose fits are below calibrate's bar")
     p.add_argument("--skip-runs", action="store_true", help="only compare what OUT holds")
@@ -293,17 +297,20 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
 
 # ------------------------------------------------------------------ step 4: the comparison
 
-def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = ""):
+def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
+             server_rows: tuple = ()):
     """Every phantom record under ``OUT/runs`` predicted on its cluster (``simulator.compare``
     with the calibrated link, less the mechanism ``without`` names: ``WITHOUT``), with the
-    held-out flags; (rows, the link) or a usage line."""
+    held-out flags; the profile's models without a server update take ``server_rows``' (a
+    server probe's ``server_update.csv``); (rows, the link) or a usage line."""
+    from calibrate.fits.fit_compute import with_server_probe
     from simulator.compare import compare
     from contracts import profile as profiles
     from contracts.checks import ConfigError
     from contracts.cluster import load_link_calibration
     from simulator.output.cluster_report import with_flags
     try:
-        prof = profiles.load(profile_path)
+        prof = with_server_probe(profiles.load(profile_path), list(server_rows))
         link = load_link_calibration(out / "link.toml")
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
@@ -329,14 +336,15 @@ BUCKETS = "token buckets"     # the shapers' bursts (the records' burst_bytes), 
 MECHANISMS = (*WITHOUT, BUCKETS)
 
 
-def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
+def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,
+               server_rows: tuple = ()) -> str:
     """Held-out median / worst error per scheme with the whole calibrated link and with each
     of its mechanisms taken out, on the same records (``OUT/mechanisms.md``): what each one
     moves."""
     import pandas as pd
     rows = []
     for name in ["", *MECHANISMS]:
-        df, _ = compared(out, profile_path, calibrate_workers, name)
+        df, _ = compared(out, profile_path, calibrate_workers, name, server_rows)
         if df is None:
             continue
         held = df[df["held_out_p"] | df["unseen_rate"]]
@@ -353,7 +361,8 @@ def mechanisms(out: Path, profile_path: Path, calibrate_workers: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
+def report(out: Path, profile_path: Path, calibrate_workers: int,
+           server_rows: tuple = ()) -> int:
     from simulator.output.cluster_report import (
         breakdown_figure,
         error_table,
@@ -361,7 +370,7 @@ def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
         markdown_errors,
         markdown_table,
     )
-    df, link = compared(out, profile_path, calibrate_workers)
+    df, link = compared(out, profile_path, calibrate_workers, server_rows=server_rows)
     if df is None:
         return cli.usage_error(PROG, link)
     df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
@@ -383,7 +392,7 @@ def report(out: Path, profile_path: Path, calibrate_workers: int) -> int:
                   "|---|---|---|"] + [f"| {k.replace('|', ', ')} | {v['workers']} | {v['why']} |"
                                       for k, v in sorted(stops.items())]
     parts += ["", "## What each of the link's mechanisms moves", "",
-              mechanisms(out, profile_path, calibrate_workers)]
+              mechanisms(out, profile_path, calibrate_workers, server_rows)]
     text = "\n".join(parts) + "\n"
     atomic_write_text(out / "table.md", text)
     print(text)
@@ -406,6 +415,9 @@ def run(args) -> int:
     if missing:
         return cli.usage_error(PROG, f"--workloads: {missing[0]} is not a file")
     profile_path = Path(args.profile) if args.profile else out / "profile.json"
+    server_rows = server_probe_rows(args.server_probe) if args.server_probe else ()
+    if isinstance(server_rows, str):
+        return cli.usage_error(PROG, server_rows)
     if not args.skip_runs:
         if vc.cluster_tools_missing():
             return cli.usage_error(PROG, vc.cluster_tools_missing())
@@ -417,7 +429,16 @@ def run(args) -> int:
         if not done:
             print(f"{PROG}: stopped after the --budget of {args.budget:g} min; the same "
                   "command resumes", file=sys.stderr)
-    return report(out, profile_path, args.calibrate_workers)
+    return report(out, profile_path, args.calibrate_workers, server_rows)
+
+
+def server_probe_rows(workdir: str) -> tuple | str:
+    """The rows of a server probe's ``server_update.csv`` under ``workdir``, or what is wrong."""
+    from calibrate.probes.rawio import CalibrationError, read_rows
+    try:
+        return tuple(read_rows(Path(workdir) / "server_update.csv").to_dict("records"))
+    except CalibrationError as e:
+        return f"--server-probe: {e} (python -m calibrate.probe --part server makes it)"
 
 
 if __name__ == "__main__":

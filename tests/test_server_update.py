@@ -26,7 +26,7 @@ def counting(monkeypatch) -> list:
 
 def test_the_probe_and_the_server_call_one_function(monkeypatch):
     calls = counting(monkeypatch)
-    plan = replace(quick_plan(2), warmup_steps=1, server_repeats=3)
+    plan = replace(quick_plan(2), warmup_steps=1, server_repeats=3, server_idle_s=(0.0,))
     rows = compute_probe.server_update_rows(plan, "cnn")
     assert len(calls) == 4 and [r["rep"] for r in rows] == [0, 1, 2]
     assert {r["params"] for r in rows} == {sum(p.numel() for p in calls[0].parameters())}

@@ -14,7 +14,9 @@ Cost models (as read by ``contracts.profile``) and where their numbers come from
   server's ``w -= lr * g``; the summing of m gradients is ``(m - 1) * gamma * 4 * params``
   with ``gamma_s_per_byte`` = slope of one timed add against bytes.
 * ``server_update_s`` per model: the median of the real server's update of that model
-  (``real.schemes.ps.server_update``, timed by the server probe); where present the
+  (``real.schemes.ps.server_update``, timed by the server probe back to back; with
+  ``server_idle_s`` / ``server_update_after_idle_s`` its medians after each idle wait the
+  probe timed, the cold update's curve); where present the
   simulator's server charges it instead of the line.
 
 Imports: numpy, pandas, calibrate (linefit, rawio), contracts.profile.
@@ -117,12 +119,36 @@ def server_cost(rows: pd.DataFrame) -> tuple[ServerCost, float]:
 
 def with_server_updates(costs: tuple[ModelCost, ...], rows: list[dict]) -> tuple[ModelCost, ...]:
     """Each model with its ``server_update_s``: the median of the probe's rows of the real
-    server's update (``server_update.csv``); a model without rows keeps 0 (the line)."""
-    by_model: dict[str, list[float]] = {}
+    server's update (``server_update.csv``) back to back (``idle_s`` 0, or every row of a
+    table without ``idle_s``), and where the probe timed it after more than one idle wait,
+    the curve: the median at each ``idle_s``. A model without rows keeps 0 (the line)."""
+    by_model: dict[str, dict[float, list[float]]] = {}
     for row in rows:
-        by_model.setdefault(str(row["model"]), []).append(float(row["update_s"]))
-    return tuple(replace(c, server_update_s=float(np.median(by_model[c.model])))
-                 if c.model in by_model else c for c in costs)
+        idle = float(row.get("idle_s", 0.0) or 0.0)
+        by_model.setdefault(str(row["model"]), {}).setdefault(idle, []).append(
+            float(row["update_s"]))
+    out = []
+    for c in costs:
+        by_idle = by_model.get(c.model)
+        if not by_idle:
+            out.append(c)
+            continue
+        idle_s = sorted(by_idle)
+        medians = tuple(float(np.median(by_idle[i])) for i in idle_s)
+        warm = medians[0] if idle_s[0] == 0.0 else float(np.median(sum(by_idle.values(), [])))
+        curve = (tuple(idle_s), medians) if len(idle_s) > 1 else ((), ())
+        out.append(replace(c, server_update_s=warm, server_idle_s=curve[0],
+                           server_update_after_idle_s=curve[1]))
+    return tuple(out)
+
+
+def with_server_probe(prof, rows: list[dict]):
+    """Profile ``prof`` whose models without a measured server update take a server probe's
+    (``server_update.csv``'s rows: ``with_server_updates``, its curve with it): for a
+    profile made before the probe timed the update, or before it timed it after idle waits."""
+    unmeasured = [m for m in prof.models if not m.server_update_s]
+    probed = {m.model: m for m in with_server_updates(tuple(unmeasured), rows)}
+    return replace(prof, models=tuple(probed.get(m.model, m) for m in prof.models))
 
 
 def step_errors(cost: ModelCost, steps: pd.DataFrame) -> pd.DataFrame:

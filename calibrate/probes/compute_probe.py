@@ -215,9 +215,14 @@ def server_rows(plan: ProbePlan, params: int) -> list[dict]:
 def server_update_rows(plan: ProbePlan, name: str) -> list[dict]:
     """The real server's update on model ``name`` on one thread (``real.schemes.ps``'s
     ``server_update``, the function ``serve_sync`` and ``serve_async`` call, with the
-    optimizer the run builds at its default momentum 0), one row per repetition."""
+    optimizer the run builds at its default momentum 0), one row per repetition and idle
+    wait. Before each update the probe waits ``idle_s`` (``plan.server_idle_s``) as a
+    waiting server does: in ``real.launch.dist.wait``'s sleeping polls (50 us doubling up
+    to ``SLEEPING_WAITS``' 1 ms), so each row is the update after that long off the core
+    (``idle_s`` 0: back to back). The waits take turns within a repetition."""
     import numpy as np
 
+    from real.launch.dist import SLEEPING_WAITS, WAIT_SLEEP_ENV
     from real.schemes.ps import server_update
     from real.training.models import flat_params
     torch.set_num_threads(1)
@@ -225,11 +230,33 @@ def server_update_rows(plan: ProbePlan, name: str) -> list[dict]:
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     w = flat_params(model).numpy()
     grad = np.full(w.size, 1e-3, dtype=np.float32)
+    poll_s = float(SLEEPING_WAITS[WAIT_SLEEP_ENV])
     rows = []
     for rep in range(-plan.warmup_steps, plan.server_repeats):
-        t0 = time.perf_counter()
-        server_update(model, opt, grad, w)
-        t1 = time.perf_counter()
-        if rep >= 0:
-            rows.append({"model": name, "params": int(w.size), "rep": rep, "update_s": t1 - t0})
+        for idle_s in plan.server_idle_s:
+            idle(idle_s, poll_s)
+            t0 = time.perf_counter()
+            server_update(model, opt, grad, w)
+            t1 = time.perf_counter()
+            if rep >= 0:
+                rows.append({"model": name, "params": int(w.size), "rep": rep,
+                             "idle_s": idle_s, "update_s": t1 - t0})
     return rows
+
+
+class _Until:
+    """A request ``real.launch.dist.wait`` polls that completes at ``end`` (perf_counter)."""
+
+    def __init__(self, end: float):
+        self.end = end
+
+    def Test(self) -> bool:  # noqa: N802 (MPI's name)
+        return time.perf_counter() >= self.end
+
+
+def idle(idle_s: float, poll_s: float) -> None:
+    """``idle_s`` seconds spent as a waiting server spends them: ``real.launch.dist.wait``
+    polling a request that completes then, sleeping between polls up to ``poll_s``."""
+    from real.launch.dist import wait
+    if idle_s > 0:
+        wait(_Until(time.perf_counter() + idle_s), 60.0 + idle_s, "the idle wait", poll_s=poll_s)

@@ -116,7 +116,9 @@ def _run(run: Layout, cfg, plan, workload, seed, steps, trace, watch=(),
     server = None
     if plan.server_rank is not None:
         server = ParameterServer(env, plan.server_rank, hosts[placement[plan.server_rank]],
-                                 plan.server_update_s, polls=spec.polls)
+                                 plan.server_update_s, polls=spec.polls,
+                                 idle_curve=plan.server_idle_curve,
+                                 sleeps=comm.transport.poll_s > 0)
     if comm.hosts is None and not extra:    # (no calls' wake-ups, no device slot)
         _dedicate(pools, run, cluster)
     spec.start(env, Setup(plan, workers, comm, recorder, server, extra))

@@ -113,7 +113,8 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
     models = {m.model: m for m in prof.models}
     for w, path in workloads:
         cost, how = scaled_cost(w, cluster)
-        models[w.name] = _with_server_update(cost, models.get(w.name))
+        models[w.name] = _with_server_update(cost, models.get(w.name)
+                                             or models.get(w.slept_from))
         origin = (f"workload file {path} ({w.provenance.get('source', 'numbers')}"
                   + (f": {w.provenance['note_source']}" if w.provenance.get("note_source") else "")
                   + ")")
@@ -142,10 +143,14 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
 
 def _with_server_update(cost: ModelCost, profiled: ModelCost | None) -> ModelCost:
     """``cost`` with the server's update the profile measured for the same model (its
-    name and parameter count): a host's CPU cost, which a workload file does not hold."""
+    name and parameter count; for a phantom's slept workload the model it sleeps, whose
+    real update the phantom server runs), and its curve against the idle time before it:
+    a host's CPU cost, which a workload file does not hold."""
     if profiled is None or profiled.param_count != cost.param_count or cost.server_update_s:
         return cost
-    return replace(cost, server_update_s=profiled.server_update_s)
+    return replace(cost, server_update_s=profiled.server_update_s,
+                   server_idle_s=profiled.server_idle_s,
+                   server_update_after_idle_s=profiled.server_update_after_idle_s)
 
 
 def _cluster_rows(cluster: Cluster | None) -> list[dict]:

@@ -66,6 +66,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         hogwild_update_s=2 * model.grad_bytes * shm.beta_s_per_byte,
         server_rank=spec.server_rank(workers),
         server_update_s=model.server_s(profile.server),
+        server_idle_curve=model.server_idle_curve,
         mix_s=profile.server.update_s(model.param_count),   # v <- (1 - a) v + a w: one update
         bytes_per_param=model.bytes_per_param,
         grad_bytes_per_param=grad,

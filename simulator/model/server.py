@@ -5,7 +5,14 @@ shares that host's cores): the model's ``server_update_s`` where the calibration
 measured the real server's update of it (``real.schemes.ps.server_update``: the
 gradient into the model's tensors, torch's SGD step, the weights out), else the
 profile's line ``update_intercept_s + update_s_per_param * params``
-(``contracts.profile.ModelCost.server_s``).
+(``contracts.profile.ModelCost.server_s``). Where the calibration also timed that update
+after idle waits (``ModelCost.server_idle_curve``: after the server slept in polls that
+long; the longer, the colder its caches and core), the update costs the curve at the
+idle time the server had before it here: from the end of its previous update (the start
+of the run for the first) to the start of this one, linearly between the measured
+points and flat beyond them (``cold_update_s``). A server whose ranks spin while they
+wait (``Transport.poll_s`` 0: one host) never leaves its core: idle 0, the curve's first
+point, which is ``server_update_s`` (the same back-to-back rows).
 
 Updates queue first come, first served (a ``simpy.Resource`` of capacity 1).
 ``version`` counts the updates applied so far; staleness of a gradient is the
@@ -20,9 +27,21 @@ import simpy
 from simulator.model.hardware.host import Host
 
 
+def cold_update_s(curve: tuple[tuple[float, float], ...], idle_s: float) -> float:
+    """The update after ``idle_s`` seconds idle, on the measured ``(idle_s, update_s)``
+    points (idle ascending): linear between two points, the end's value beyond either."""
+    if idle_s <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+        if idle_s <= x1:
+            return y0 + (y1 - y0) * (idle_s - x0) / (x1 - x0)
+    return curve[-1][1]
+
+
 class ParameterServer:
     def __init__(self, env: simpy.Environment, rank: int, host: Host, update_s: float,
-                 polls: bool = False):
+                 polls: bool = False, idle_curve: tuple[tuple[float, float], ...] = (),
+                 sleeps: bool = False):
         self.env = env
         self.rank = rank
         self.host = host
@@ -30,6 +49,9 @@ class ParameterServer:
         if polls:
             host.start_polling(rank)
         self.update_s = update_s
+        self.idle_curve = idle_curve       # (idle s, update s); () = update_s at any idle
+        self.sleeps = sleeps               # it waits in sleeping polls, off its core
+        self.free_since = 0.0              # when its last update ended
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
 
@@ -46,8 +68,15 @@ class ParameterServer:
     def _update(self, recorder):
         t0 = self.env.now
         applied_on = self.version
-        yield self.host.compute(self.update_s, 1, self.polls, self.rank)
+        yield self.host.compute(self.cost_s(t0), 1, self.polls, self.rank)
+        self.free_since = self.env.now
         self.version += 1
         if recorder is not None:
             recorder.add(self.rank, "compute", t0, self.env.now, "update")
         return applied_on
+
+    def cost_s(self, now: float) -> float:
+        """One update starting at ``now``: at the idle time before it on the curve."""
+        if not self.idle_curve:
+            return self.update_s
+        return cold_update_s(self.idle_curve, now - self.free_since if self.sleeps else 0.0)

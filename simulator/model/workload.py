@@ -41,6 +41,8 @@ class Plan:
     hogwild_update_s: float                # extra memory cost of one lock-free update
     server_rank: int | None = None
     server_update_s: float = 0.0           # one update by the parameter server (ModelCost.server_s)
+    server_idle_curve: tuple[tuple[float, float], ...] = ()  # (idle s, update s): the update
+                                           # after the server slept that long (() = flat)
     mix_s: float = 0.0                     # async_avg: rank 0 mixes one set of weights in
     bytes_per_param: float = 4.0           # of the weights (float32)
     grad_bytes_per_param: float = 4.0      # of a gradient as sent (2 with fp16 compression)
