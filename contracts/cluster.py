@@ -139,6 +139,11 @@ class Link:
     from the process time of gloo's ping-pong). 0: not measured (a sleeping rank's calls
     then cost their transport's ``cpu_fraction`` of their local time).
 
+    ``cpu_shared_cores``: where the hosts are network namespaces of one machine (the
+    emulated cluster), the cores that run every host's messages: that CPU lies on a gloo
+    ring's path (``comm.gloo``) and ``P`` ranks share these cores for it. 0: each rank
+    handles its messages on a core of its own.
+
     ``burst_bytes``: the depth of a token bucket that shapes each direction of the link
     (tc ``tbf``'s ``burst``, in payload bytes): after the direction idled for
     ``burst_bytes / bandwidth`` that many bytes cross at once, and only the rest at the
@@ -150,6 +155,7 @@ class Link:
     cpu_s_per_message: float = 0.0
     cpu_s_per_byte: float = 0.0
     burst_bytes: float = 0.0
+    cpu_shared_cores: int = 0
 
     def __post_init__(self):
         positive("link bandwidth", self.bandwidth_bytes_per_s)
@@ -158,6 +164,7 @@ class Link:
         nonnegative("link cpu_s_per_message", self.cpu_s_per_message)
         nonnegative("link cpu_s_per_byte", self.cpu_s_per_byte)
         nonnegative("link burst_bytes", self.burst_bytes)
+        whole("link cpu_shared_cores", self.cpu_shared_cores, 0)
         if not 0.0 <= self.ack_share < 1.0:
             raise ConfigError(f"link ack_share must be in [0, 1) (got {self.ack_share!r})")
 

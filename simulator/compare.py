@@ -207,24 +207,26 @@ def cluster_of(rec: dict, link: LinkCalibration | None = None, buckets: bool = T
         return calibrated_cluster(_count(env, "cores", "environment", 1))
     if not isinstance(emu, dict) or not isinstance(emu.get("namespaces"), list):
         raise ConfigError("field environment.cluster is not an emulated cluster's description")
+    cores = _count(env, "cores", "environment", 1)     # the machine's, for every namespace
     link = emulated_link(emu.get("bandwidth_bits_per_s", 0), emu.get("latency_s", 0.0), link,
-                         emu.get("burst_bytes", 0) if buckets else 0)
+                         emu.get("burst_bytes", 0) if buckets else 0, cores)
     if phantom_model(rec):
         # a phantom rank's compute sleeps: each host stands for a machine of its own (a
         # faithful run's CPU was never short, real.records.testbed), one rank per host
         return Cluster(hosts=len(emu["namespaces"]), cores_per_host=1, link=link)
     # the hosts are namespaces of one machine: their own links, but one pool of its cores
-    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=_count(env, "cores", "environment",
-                                                                        1),
-                   link=link, shared_cores=True)
+    return Cluster(hosts=len(emu["namespaces"]), cores_per_host=cores, link=link,
+                   shared_cores=True)
 
 
 def emulated_link(bits_per_s: float, latency_s: float = 0.0,
-                  link: LinkCalibration | None = None, burst_bytes: float = 0.0) -> Link:
+                  link: LinkCalibration | None = None, burst_bytes: float = 0.0,
+                  cores: int = 0) -> Link:
     """A link of the emulated cluster shaped at ``bits_per_s`` by token buckets of
     ``burst_bytes`` (the record's ``real.cluster`` setting, on the wire): with a
     calibration (``calibrate.link``), its payload share of that rate and of the burst,
-    latency, socket buffer, ACK share and CPU per message and byte."""
+    latency, socket buffer, ACK share and CPU per message and byte, that CPU on the
+    machine's ``cores``, which every namespace shares (``Link.cpu_shared_cores``)."""
     bandwidth, buffer, acks, cpu, share = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0), 1.0
     if link is not None:
         share, latency_s = link.payload_efficiency, link.latency_s
@@ -233,7 +235,8 @@ def emulated_link(bits_per_s: float, latency_s: float = 0.0,
         cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
     return Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency_s, socket_buffer_bytes=buffer,
                 ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1],
-                burst_bytes=float(burst_bytes or 0) * share)
+                burst_bytes=float(burst_bytes or 0) * share,
+                cpu_shared_cores=cores if any(cpu) else 0)
 
 
 def _key(rec: dict, link: LinkCalibration | None) -> tuple:

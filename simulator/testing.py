@@ -63,7 +63,7 @@ class Tracer:
 
         import simpy
         self.env = simpy.Environment()
-        self.routes = types.SimpleNamespace(placement=tuple(placement))
+        self.routes = types.SimpleNamespace(placement=tuple(placement), link=None)
         self.sends: list[tuple[float, int, int, float]] = []
         self.stages: list[tuple[float, float]] = []
         self._arrived: dict = {}

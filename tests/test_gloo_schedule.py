@@ -15,9 +15,10 @@ from simulator.model.network import Routes
 
 
 def routes_of(placement, bandwidth, latency_s, socket_buffer, beta, handoff, flow_cap=0.0,
-              ack_share=0.0, burst=0.0):
+              ack_share=0.0, burst=0.0, cpu=(0.0, 0.0, 0)):
     link = Link(bandwidth, latency_s, socket_buffer_bytes=socket_buffer, ack_share=ack_share,
-                burst_bytes=burst)
+                burst_bytes=burst, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1],
+                cpu_shared_cores=cpu[2])
     routes = Routes(tuple(placement), link, Transport("gloo", 2e-6, beta), tuple(handoff))
     routes.flow_cap = flow_cap
     return routes
@@ -29,15 +30,17 @@ def routes_of(placement, bandwidth, latency_s, socket_buffer, beta, handoff, flo
        gamma=st.sampled_from([0.0, 1e-10, 2e-9]), bandwidth=st.sampled_from([1e8, 3e9]),
        socket_buffer=st.sampled_from([0.0, 1e3, 6e6]), beta=st.sampled_from([0.0, 3e-10, 2e-9]),
        handoff=st.lists(st.sampled_from([0.0, 1e-5]), min_size=9, max_size=9),
-       flow_cap=st.sampled_from([0.0, 1e8]))
+       flow_cap=st.sampled_from([0.0, 1e8]),
+       cpu=st.sampled_from([(0.0, 0.0, 0), (5e-5, 3e-9, 0), (5e-5, 0.0, 2)]))
 def test_the_recurrence_is_the_messages_simulated(p, per_host, shuffle, mixed, n_bytes, gamma,
                                                   bandwidth, socket_buffer, beta, handoff,
-                                                  flow_cap):
+                                                  flow_cap, cpu):
     placement = [r // per_host for r in range(p)]
     ranks = list(range(p))
     if mixed:                               # a ring that may cross a NIC twice
         shuffle.shuffle(ranks)
-    routes = routes_of(placement, bandwidth, 2e-5, socket_buffer, beta, handoff[:p], flow_cap)
+    routes = routes_of(placement, bandwidth, 2e-5, socket_buffer, beta, handoff[:p], flow_cap,
+                       cpu=cpu)
     t = ring_alone_s(tuple(ranks), n_bytes, routes, gamma)
     if t is None:
         return
@@ -67,3 +70,25 @@ def test_it_leaves_to_the_messages_what_it_cannot_price(why):
     args = {"bandwidth": 1e8, "latency_s": 2e-5, "socket_buffer": 0.0, "beta": 3e-10,
             "handoff": [0.0] * 6} | kw
     assert ring_alone_s(ranks, 4e5, routes_of(placement, **args), 0.0) is None
+
+
+@pytest.mark.parametrize("p, shared_cores", [(2, 0), (4, 0), (2, 2), (4, 2), (8, 2), (3, 4)])
+def test_each_messages_cpu_lies_on_the_ring_in_a_row(p, shared_cores):
+    """A rank a host on a link without latency or bytes' time: a gloo call is its
+    messages' CPU in a row, a send and a receive per iteration, 2 m of each over the
+    two phases (m = (P - 1) S / P sends a phase), each ``c`` times the ranks a shared
+    core runs: ``4 m c max(1, P / C)``; the recurrence and the messages agree."""
+    c, n_bytes = 5e-5, 4e4
+    routes = routes_of(list(range(p)), 1e15, 0.0, 0.0, 0.0, [0.0] * p,
+                       cpu=(c, 0.0, shared_cores))
+    m = (p - 1) * 2                                       # S = 2P segments: small buffers
+    expected = 4 * m * c * (max(1.0, p / shared_cores) if shared_cores else 1.0)
+    ranks = tuple(range(p))
+    assert ring_alone_s(ranks, n_bytes, routes, 0.0) == pytest.approx(expected, rel=1e-9)
+    assert simulated_alone_s("allreduce", ranks, n_bytes, routes, 0.0, "gloo_ring",
+                             0) == pytest.approx(expected, rel=1e-9)
+    one_host = [routes_of([0] * p, 1e15, 0.0, 0.0, 0.0, [0.0] * p, cpu=cpu)
+                for cpu in ((c, 0.0, 2), (0.0, 0.0, 0))]       # shared memory: no link CPU
+    with_cpu, without = (simulated_alone_s("allreduce", ranks, n_bytes, r, 0.0, "gloo_ring", 0)
+                         for r in one_host)
+    assert with_cpu == without

@@ -40,6 +40,7 @@ from libraries.mpich import (
     mpir_allreduce_choice,
 )
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, plateau_factor, protocol_share
+from simulator.model.comm.gloo import message_cpu_s
 from simulator.model.comm.gloo_schedule import ring_alone_s
 from simulator.model.network import LINK_KEYS, Routes, host_groups, host_index_groups
 
@@ -219,8 +220,9 @@ def gloo_ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) 
     pair at a time, the pair's two flows on every hop at once, paced by the slowest hop;
     the reduce-scatter adds its reductions (``closed_forms.gloo_ring_allreduce_s``).
     Exact without reductions where every hop is alike; an upper bound otherwise (gloo
-    reduces a segment while the next is in flight). Used above
-    ``GLOO_RING_SIMULATED_UP_TO`` ranks."""
+    reduces a segment while the next is in flight), and each rank's CPU for its sends and
+    receives in a row (``gloo.message_cpu_s``). Used above ``GLOO_RING_SIMULATED_UP_TO``
+    ranks."""
     p = len(ranks)
     per_rank, seg = gloo_ring_segments(p, n_bytes)
     m = (p - 1) * per_rank
@@ -229,7 +231,8 @@ def gloo_ring_s(ranks, n_bytes: float, routes: Routes, gamma_s_per_byte: float) 
     pair_s = max(message_times_s(hops + hops, framed, routes))
     one_s = max(message_times_s(hops, framed, routes))
     phase_s = (m // 2) * pair_s + (m % 2) * one_s
-    return 2 * phase_s + m * seg * gamma_s_per_byte
+    cpu_s = max(message_cpu_s(routes, a, b, p, seg) for a, b in hops)   # a send and a receive
+    return 2 * (phase_s + 2 * m * cpu_s) + m * seg * gamma_s_per_byte
 
 
 def message_times_s(pairs, size: float, routes: Routes,

@@ -31,7 +31,9 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     sender's two preambles and the receiver's notification; a ring crosses out of a host
     as often as into it, so each host's network card sends the notifications of as many
     messages as it sends). Inside a host the profile's gloo transport was fitted to
-    gloo's own messages, framing and all."""
+    gloo's own messages, framing and all. Between hosts a message's CPU lies on the
+    ring's path (``message_cpu_s``): iteration k handles the receive of k - 2 and the
+    send of k before it posts them."""
     p = len(ranks)
     if p == 1:
         return
@@ -40,6 +42,8 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     me, send_to, recv_from = ranks[i], ranks[(i - 1) % p], ranks[(i + 1) % p]
     placement = p2p.routes.placement
     framed = seg + (GLOO_RING_FRAMING_BYTES if placement[me] != placement[send_to] else 0)
+    send_cpu = message_cpu_s(p2p.routes, send_to, me, p, seg)
+    recv_cpu = message_cpu_s(p2p.routes, me, recv_from, p, seg)
     for phase, reduce in (("rs", True), ("ag", False)):
         posted = []
         for k in range(sends + 2):
@@ -49,9 +53,36 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
                 if reduce:
                     yield p2p.reduce(seg)
                 yield sent
+            cpu_s = (recv_cpu if k >= 2 else 0.0) + (send_cpu if k < sends else 0.0)
+            if cpu_s > 0:
+                yield p2p.env.timeout(cpu_s)
             if k < sends:
                 arrived = p2p.recv(me, recv_from, (tag, phase, k))
                 posted.append((p2p.isend(me, send_to, framed, (tag, phase, k)), arrived))
+
+
+def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
+    """The CPU one gloo message of ``n_bytes`` between ranks ``a`` and ``b`` costs a rank
+    on the ring's path: the link's ``c(n) = cpu_s_per_message + cpu_s_per_byte * n``
+    (``calibrate.link``, from the process time of gloo's ping-pong) between hosts, 0 on
+    one host; times ``max(1, P / cpu_shared_cores)`` where the hosts' messages share a
+    machine's cores (``Link.cpu_shared_cores``: the emulated cluster's namespaces).
+
+    Why it is on the path (``gloo/allreduce.cc``, ``ring``; ``gloo/transport/tcp``):
+    iteration k of a phase waits in ``waitRecv`` for segment k - 2, which gloo's device
+    thread read from the socket (``Loop::run``'s ``epoll_wait`` -> ``Pair::handleEvents``
+    -> ``Pair::read`` -> the unbound buffer's completion, which wakes the waiting thread);
+    only then does the caller reduce it and post the send of k (``Pair::send``:
+    ``sendNotifySendReady`` and the payload's ``writev`` in the calling thread, or, if
+    the peer's ``NOTIFY_RECV_READY`` comes later, from the device thread in
+    ``handleRemotePendingRecv``). The send of k on rank i is what rank i - 1 waits for
+    two iterations on, so every rank's handling of every segment lies on the chain, and
+    where P ranks share C cores each iteration's CPU takes P / C of its time."""
+    link = routes.link
+    if link is None or routes.placement[a] == routes.placement[b]:
+        return 0.0
+    share = max(1.0, p / link.cpu_shared_cores) if link.cpu_shared_cores else 1.0
+    return share * (link.cpu_s_per_message + link.cpu_s_per_byte * n_bytes)
 
 
 def host_ring_allreduce(p2p, ranks, i, n_bytes, tag):

@@ -9,7 +9,9 @@ follows from a recurrence, computed for all ranks at once (numpy):
 
 * rank ``i`` posts segment ``k`` (its receive from ``i + 1`` and its send to ``i - 1``)
   when it has received segment ``k - 2``, added it up (reduce-scatter: ``gamma * s``)
-  and its own send of ``k - 2`` is delivered (two in flight, ``gloo/allreduce.cc``);
+  and its own send of ``k - 2`` is delivered (two in flight, ``gloo/allreduce.cc``),
+  and handled the receive of ``k - 2`` and the send of ``k`` on its CPU
+  (``gloo.message_cpu_s``);
 * a message moves once both ends posted (rendezvous); between hosts with socket
   buffers (``Routes.eager_bytes`` at least the segment) it moves when sent and is
   received once both its bytes are in and the receive is posted;
@@ -34,6 +36,7 @@ import math
 import numpy as np
 
 from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
+from simulator.model.comm.gloo import message_cpu_s
 from simulator.model.network import LINK_KEYS, Routes
 
 
@@ -49,9 +52,11 @@ def ring_alone_s(ranks: tuple[int, ...], n_bytes: float, routes: Routes,
         return None
     latency, r1, r2, eager, framed = hops
     sends = (p - 1) * per_rank
+    send_cpu = np.array([message_cpu_s(routes, ranks[i], ranks[i - 1], p, seg) for i in range(p)])
+    cpu = (np.roll(send_cpu, -1), send_cpu)            # a rank's receive is hop i + 1's send
     cursor = np.zeros(p)
     for reduce_s in (gamma_s_per_byte * seg, None):      # reduce-scatter, then allgather
-        cursor = _phase(cursor, sends, framed, reduce_s, latency, r1, r2, eager)
+        cursor = _phase(cursor, sends, framed, reduce_s, latency, r1, r2, eager, cpu)
         if cursor is None:
             return None
     return float(cursor.max())
@@ -93,9 +98,12 @@ def _hops(ranks, seg: float, routes: Routes):
     return latency, r1, r2, eager, framed
 
 
-def _phase(cursor, sends: int, seg, reduce_s: float | None, latency, r1, r2, eager):
+def _phase(cursor, sends: int, seg, reduce_s: float | None, latency, r1, r2, eager, cpu):
     """One phase of ``sends`` segments a rank (``seg``: each hop's message bytes) from each
-    rank's ``cursor`` (when it starts the phase); returns when each leaves it, or None if a hop would carry three messages."""
+    rank's ``cursor`` (when it starts the phase); ``cpu``: each rank's CPU for a receive
+    and for a send; returns when each leaves it, or None if a hop would carry three
+    messages."""
+    recv_cpu, send_cpu = cpu
     p = len(cursor)
     after, before = np.roll(np.arange(p), -1), np.roll(np.arange(p), 1)   # i + 1, i - 1
     delivered: list = []                     # per segment, per hop: delivered and received
@@ -111,6 +119,9 @@ def _phase(cursor, sends: int, seg, reduce_s: float | None, latency, r1, r2, eag
                 if reduce_s is not None:
                     cursor = cursor + reduce_s
                 cursor = np.maximum(cursor, done)                # its own send delivered
+                cursor = cursor + recv_cpu
+            if k < sends:
+                cursor = cursor + send_cpu
             if k == sends:                   # the last message of every hop runs out alone
                 end = at + np.where(rem > 0, rem / r1, 0.0)
                 delivered.append(np.maximum(pending, end + latency))
