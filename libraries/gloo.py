@@ -62,6 +62,18 @@ def gloo_ring_lengths(p: int, rank: int, n_bytes: float,
              for i in range(segments - per_rank)] for first in (1, 0)]
 
 
+def gloo_ring_sent_segments(p: int, n_bytes: float,
+                            element_bytes: int = GLOO_ELEMENT_BYTES) -> int:
+    """How many of gloo's ``S`` segments carry bytes (``gloo_ring_lengths``: the last ones
+    of a small buffer are empty). In each phase every such segment is sent by all ranks
+    but one, so a phase sends ``(P - 1) N`` messages in all: ``(P - 1) N / P`` a rank on
+    average, where an even split sends ``(P - 1) S / P``."""
+    max_segment = element_bytes * max(1, GLOO_MAX_SEGMENT_BYTES // element_bytes)
+    segments = -(-max(math.ceil(n_bytes / max_segment), 2 * p) // p) * p
+    segment = math.ceil(n_bytes / segments / element_bytes) * element_bytes
+    return min(segments, math.ceil(n_bytes / segment)) if segment > 0 else 0
+
+
 def gloo_ring_rank_traffic(p: int, rank: int, elements: int, element_bytes: int
                            ) -> tuple[int, int, int]:
     """(payload bytes, messages sent, messages received) of ``rank`` in one gloo ring

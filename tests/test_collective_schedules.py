@@ -186,11 +186,14 @@ def test_gloo_ring_cuts_whole_elements_and_skips_empty_segments():
     (chunks 5-7). The reduce-scatter sends every chunk but the rank's own, the allgather
     every chunk but rank - 1's (``computeReduceScatterOffsets``,
     ``computeAllgatherOffsets``): 8 or 10 non-empty segments a phase (what
-    ``real.records.wire`` counts; the model splits bytes evenly)."""
+    ``real.records.wire`` counts, and what the model sends)."""
     sends = [18, 16, 16, 16, 16, 18, 20, 20]
+    t = trace(gloo.ring_allreduce, tuple(range(8)), 40.0, TWO_HOSTS)
+    f = gloo_cut.GLOO_RING_FRAMING_BYTES
     for r in range(8):
         assert gloo_cut.gloo_ring_rank_traffic(8, r, 10, 4) == (4 * sends[r], sends[r],
                                                           sends[(r + 1) % 8])
+        assert sends_of(t, r) == [((r - 1) % 8, 4.0 + (f if r in (0, 4) else 0))] * sends[r]
     # 37 elements over 16 segments: 3 elements (12 B) each, the 13th has one, the rest none
     lengths = gloo_cut.gloo_ring_lengths(8, 0, 148.0)
     # rank 0 sends segments 2-15, then 0-13: ten and twelve whole ones and the 13th's 4 B

@@ -26,7 +26,7 @@ def routes_of(placement, bandwidth, latency_s, socket_buffer, beta, handoff, flo
 
 @settings(max_examples=80, deadline=None)
 @given(p=st.integers(2, 9), per_host=st.integers(1, 4), shuffle=st.randoms(use_true_random=False),
-       mixed=st.booleans(), n_bytes=st.sampled_from([40.0, 2e4, 4e5, 3e6]),
+       mixed=st.booleans(), n_bytes=st.sampled_from([40.0, 212.0, 2e4, 4e5, 3e6]),
        gamma=st.sampled_from([0.0, 1e-10, 2e-9]), bandwidth=st.sampled_from([1e8, 3e9]),
        socket_buffer=st.sampled_from([0.0, 1e3, 6e6]), beta=st.sampled_from([0.0, 3e-10, 2e-9]),
        handoff=st.lists(st.sampled_from([0.0, 1e-5]), min_size=9, max_size=9),
@@ -92,3 +92,16 @@ def test_each_messages_cpu_lies_on_the_ring_in_a_row(p, shared_cores):
     with_cpu, without = (simulated_alone_s("allreduce", ranks, n_bytes, r, 0.0, "gloo_ring", 0)
                          for r in one_host)
     assert with_cpu == without
+
+
+@pytest.mark.parametrize("p", [2, 3, 8, 9])
+@pytest.mark.parametrize("n_bytes", [40.0, 212.0, 2e4, 37e6])
+def test_the_recurrence_cuts_as_gloo_does(p, n_bytes):
+    """Every rank's segment at every iteration of both phases is gloo's
+    (``libraries.gloo.gloo_ring_lengths``), short and empty ones included."""
+    from libraries.gloo import gloo_ring_lengths
+    from simulator.model.comm.gloo_schedule import _cut
+    cut = _cut(p, n_bytes)
+    for i in range(p):
+        for phase, lengths in enumerate(gloo_ring_lengths(p, i, n_bytes)):
+            assert list(cut[phase, :, i]) == [s for s, _r in lengths]

@@ -25,6 +25,17 @@ def test_ring_allreduce_cpu_over_the_link_is_its_messages(p):
     assert got == pytest.approx(steps * (2 * 150e-6 + 2 * 4e-9 * n / p))
 
 
+def test_a_small_buffers_cpu_counts_the_segments_gloo_sends():
+    """A 10-element bias at P = 8: 10 of gloo's 16 segments carry bytes, so a phase sends
+    7 * 10 messages in all, 16-20 a rank (``gloo_ring_rank_traffic``): on average
+    70 / 8 a rank a phase, where an even split of 16 segments would send 14."""
+    from libraries.gloo import gloo_ring_rank_traffic
+    link = Link(1.25e7, 1e-5, cpu_s_per_message=150e-6)
+    got = call_cpu_s(GLOO, "allreduce", 8, 40.0, "gloo_ring", False, link)
+    assert got == pytest.approx(4 * 70 / 8 * 150e-6)
+    assert sum(gloo_ring_rank_traffic(8, r, 10, 4)[1] for r in range(8)) == 2 * 70
+
+
 def test_without_a_measured_link_the_local_share_applies():
     local = call_cpu_s(GLOO, "allreduce", 4, 1e5, "ring", False)
     assert local == pytest.approx(0.67 * 6 * (1e-4 + 1e-9 * 1e5 / 4))

@@ -30,7 +30,7 @@ import functools
 
 import simpy
 
-from libraries.gloo import gloo_ring_segments
+from libraries.gloo import gloo_ring_sent_segments
 from simulator.model.comm.closed_forms import collective_s, steps
 from contracts.profile import Transport
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
@@ -309,16 +309,17 @@ def call_cpu_s(t: Transport, kind: str, p: int, n_bytes: float, algorithm: str,
     ``link`` whose CPU per message was measured: that cost for every message the rank
     sends or receives, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n`` (an allreduce
     step both sends and receives a chunk: twice; gloo's ring sends and receives each of
-    its m segments a phase), and its reductions. A gather's or scatter's non-root rank
-    moves its own message only."""
+    its segments that carry bytes, ``(P - 1) N / P`` a phase on average over the ranks:
+    ``libraries.gloo.gloo_ring_sent_segments``), and its reductions. A gather's or
+    scatter's non-root rank moves its own message only."""
     if t.cpu_fraction <= 0 or p <= 1:
         return 0.0
     q = p if is_root or kind not in ("gather", "scatter") else 2
     if link is not None and kind == "allreduce" and algorithm == "gloo_ring":
-        per_rank, seg = gloo_ring_segments(p, n_bytes)     # every segment is sent by one
-        m = (p - 1) * per_rank                             # rank and received by another
-        return (4 * m * (link.cpu_s_per_message + link.cpu_s_per_byte * seg)
-                + m * seg * t.gamma_s_per_byte)
+        share = (p - 1) / p                   # of the buffer a rank sends, receives, adds
+        messages = share * gloo_ring_sent_segments(p, n_bytes)
+        return (4 * (messages * link.cpu_s_per_message + share * n_bytes * link.cpu_s_per_byte)
+                + share * n_bytes * t.gamma_s_per_byte)
     if link is not None:
         both = 2.0 if kind == "allreduce" else 1.0
         return collective_s(kind, q, n_bytes, both * link.cpu_s_per_message,

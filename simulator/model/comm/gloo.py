@@ -14,19 +14,19 @@ Imports: ``libraries.gloo``.
 """
 from __future__ import annotations
 
-from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_segments
+from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_lengths
 
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     """``gloo/allreduce.cc``, ``ring``: each rank sends to ``rank - 1`` and receives from
-    ``rank + 1``. The buffer is cut into ``S`` segments (``gloo_ring_segments``: at least
-    two per rank, at most 1 MiB each, a multiple of P) and each phase runs ``S - S/P``
-    iterations with two in flight: iteration k waits for segment k-2's receive (and
-    reduces it, in the reduce-scatter) and its send, then posts the receive and send of
-    segment k. The reduce-scatter sends rank ``r + 1``'s segments first, the allgather
-    rank ``r``'s (``computeReduceScatterOffsets``, ``computeAllgatherOffsets``); here the
-    segments are of equal size (gloo rounds them to whole elements, the last ones short
-    or empty: ``libraries.gloo.gloo_ring_lengths``, which ``real.records.wire`` counts). A
+    ``rank + 1``. The buffer is cut into ``S`` segments as gloo cuts them
+    (``libraries.gloo.gloo_ring_lengths``: at least two per rank, at most 1 MiB each, a
+    multiple of P, whole elements, the last ones short or empty: what ``real.records.wire``
+    counts) and each phase runs ``S - S/P`` iterations with two in flight: iteration k
+    waits for segment k-2's receive (and reduces it, in the reduce-scatter) and its send,
+    then posts the receive and send of segment k; an empty segment is neither sent nor
+    waited for. The reduce-scatter sends rank ``r + 1``'s segments first, the allgather
+    rank ``r``'s (``computeReduceScatterOffsets``, ``computeAllgatherOffsets``). A
     message between hosts carries gloo's TCP framing (``GLOO_RING_FRAMING_BYTES``: the
     sender's two preambles and the receiver's notification; a ring crosses out of a host
     as often as into it, so each host's network card sends the notifications of as many
@@ -37,28 +37,35 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
     p = len(ranks)
     if p == 1:
         return
-    per_rank, seg = gloo_ring_segments(p, n_bytes)
-    sends = (p - 1) * per_rank
     me, send_to, recv_from = ranks[i], ranks[(i - 1) % p], ranks[(i + 1) % p]
     placement = p2p.routes.placement
-    framed = seg + (GLOO_RING_FRAMING_BYTES if placement[me] != placement[send_to] else 0)
-    send_cpu = message_cpu_s(p2p.routes, send_to, me, p, seg)
-    recv_cpu = message_cpu_s(p2p.routes, me, recv_from, p, seg)
-    for phase, reduce in (("rs", True), ("ag", False)):
+    framing = GLOO_RING_FRAMING_BYTES if placement[me] != placement[send_to] else 0
+    phases = gloo_ring_lengths(p, i, n_bytes)
+    for (phase, reduce), lengths in zip((("rs", True), ("ag", False)), phases):
+        sends = len(lengths)
         posted = []
         for k in range(sends + 2):
+            cpu_s = 0.0
             if k >= 2:
                 sent, arrived = posted[k - 2]
-                yield arrived
-                if reduce:
-                    yield p2p.reduce(seg)
-                yield sent
-            cpu_s = (recv_cpu if k >= 2 else 0.0) + (send_cpu if k < sends else 0.0)
+                received = lengths[k - 2][1]
+                if received > 0:
+                    yield arrived
+                    if reduce:
+                        yield p2p.reduce(received)
+                    cpu_s += message_cpu_s(p2p.routes, me, recv_from, p, received)
+                if sent is not None:
+                    yield sent
+            if k < sends and lengths[k][0] > 0:
+                cpu_s += message_cpu_s(p2p.routes, send_to, me, p, lengths[k][0])
             if cpu_s > 0:
                 yield p2p.env.timeout(cpu_s)
             if k < sends:
-                arrived = p2p.recv(me, recv_from, (tag, phase, k))
-                posted.append((p2p.isend(me, send_to, framed, (tag, phase, k)), arrived))
+                send, receive = lengths[k]
+                arrived = p2p.recv(me, recv_from, (tag, phase, k)) if receive > 0 else None
+                sent = (p2p.isend(me, send_to, send + framing, (tag, phase, k)) if send > 0
+                        else None)
+                posted.append((sent, arrived))
 
 
 def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
