@@ -267,15 +267,16 @@ def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | 
     """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
     the caller's default) and the workload file (None where none is given). ``--model``
     and ``--workload`` both naming the model is refused."""
-    if getattr(args, "precision", None) and not args.workload:
+    path = getattr(args, "workload", None)            # simulator.replay takes none
+    if getattr(args, "precision", None) and not path:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
                           "give each precision's step time)")
-    if args.workload and args.model:
-        raise ConfigError(f"--model {args.model} and --workload {args.workload} both name the "
+    if path and args.model:
+        raise ConfigError(f"--model {args.model} and --workload {path} both name the "
                           "model: give one")
-    w = load_workload(args.workload) if args.workload else None
+    w = load_workload(path) if path else None
     if w is not None and getattr(args, "precision", None):
         w = at_precision(w, args.precision)
-    workloads = [(w, args.workload)] if w is not None else []
+    workloads = [(w, path)] if w is not None else []
     return (machine(profile, profile_origin, cluster.at(1), workloads),
             args.model if w is None else w.name, w)

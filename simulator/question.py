@@ -8,8 +8,10 @@ length), the schemes that can run on the cluster, and every point of the sweep
 (``engine.sweep.Point``: a scheme, P, and the cluster its ranks take). What cannot be
 meant or would not finish is refused here, before any simulation (``check_request``).
 The engines then take ``Question.sweep`` and nothing else; the output takes the words.
+``simulator.replay`` resolves its own sweep with the same steps (``read_inputs``,
+``workload_of``, ``runnable``, ``points_of``).
 
-Imports: contracts, simulator.describe, simulator.engine (placement, sweep),
+Imports: contracts, simulator.describe, simulator.engine (machine, placement, sweep),
 simulator.model (config, schemes).
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contracts.cluster import Cluster
 from contracts.profile import Profile
 from contracts.workload import Workload
 from simulator import describe
+from simulator.engine.machine import Machine
 from simulator.engine.placement import check, resolve_backend
 from simulator.engine.sweep import Point, Sweep
 from simulator.model.config import ALGORITHMS, Heterogeneity, SchemeConfig
@@ -71,17 +74,11 @@ def resolve(args) -> Question:
     if args.dry_run and args.target_accuracy is None:
         raise ConfigError("--dry-run lists the training runs of --target-accuracy: give it too "
                           "(a prediction alone trains nothing)")
-    measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
-    origin = args.profile or "embedded"
-    setting = describe.resolve_cluster(args, measured, origin)
-    mach, model, wfile = describe.inputs(args, measured, origin, setting.cluster)
+    given = read_inputs(args)
+    setting, mach, wfile = given.setting, given.machine, given.workload_file
     batch, overrides = batch_size(args, wfile)
     dataset = args.dataset or DEFAULT_DATASET
-    samples = DATASETS[dataset] if args.dataset_size is None else args.dataset_size
-    workload = Workload(model=DEFAULT_MODEL if model is None else model, batch_per_worker=batch,
-                        dataset_samples=samples, epochs=args.epochs, iterations=args.iterations,
-                        threads_per_worker=args.threads)
-    mach.profile.model(workload.model)
+    workload = workload_of(args, given.model, batch, dataset, args.dataset_size, mach.profile)
     het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
                         straggler_slowdown=args.straggler_slowdown)
     largest = setting.at(max(args.workers))
@@ -92,11 +89,50 @@ def resolve(args) -> Question:
                                                           args.baseline)),
                 workload, mach.profile, args.seed, het, args.baseline)
     check_request(args, job, largest)
-    return Question(job, setting, largest, measured, origin, mach.provenance, tuple(cfgs),
-                    tuple(args.workers), dataset, args.dataset_size is not None,
+    return Question(job, setting, largest, given.measured, given.origin, mach.provenance,
+                    tuple(cfgs), tuple(args.workers), dataset, args.dataset_size is not None,
                     bool(wfile) and not (args.dataset or args.dataset_size),
                     tuple(overrides) + setting.overrides,
                     bool(args.workload or args.preset or args.cluster))
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The files a prediction reads, each once: the profile as loaded (``measured``, from
+    ``origin``: its file, or ``embedded``), the cluster (``setting``), the profile on the
+    cluster's hardware with the workload file's model (``machine``), the model's name (None:
+    ``DEFAULT_MODEL``) and the workload file (None where none is given)."""
+    measured: Profile
+    origin: str
+    setting: describe.Setting
+    machine: Machine
+    model: str | None
+    workload_file: object | None
+
+
+def read_inputs(args) -> Inputs:
+    """The profile (``--profile``, else the one shipped), the cluster its flags and files
+    describe (``describe.resolve_cluster``) and the profile on its hardware
+    (``describe.inputs``): the first steps of ``resolve`` and of ``simulator.replay``."""
+    measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
+    origin = args.profile or "embedded"
+    setting = describe.resolve_cluster(args, measured, origin)
+    return Inputs(measured, origin, setting,
+                  *describe.inputs(args, measured, origin, setting.cluster))
+
+
+def workload_of(args, model: str | None, batch: int, dataset: str, samples: int | None,
+                profile: Profile) -> Workload:
+    """The run simulated: ``model`` (None: ``DEFAULT_MODEL``), ``batch`` samples per step per
+    worker, a training set of ``samples`` (None: ``dataset``'s size, 60,000 for one not in
+    ``DATASETS``), ``--epochs`` (or ``--iterations``) and ``--threads``; a model the profile
+    lacks is refused here."""
+    workload = Workload(model=DEFAULT_MODEL if model is None else model, batch_per_worker=batch,
+                        dataset_samples=samples or DATASETS.get(dataset, 60000),
+                        epochs=args.epochs, iterations=getattr(args, "iterations", None),
+                        threads_per_worker=args.threads)
+    profile.model(workload.model)
+    return workload
 
 
 def batch_size(args, wfile) -> tuple[int, list[str]]:

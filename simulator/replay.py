@@ -12,15 +12,13 @@ time to ``--target-accuracy`` ("not reached in E epochs" when the curve never
 gets there); writes ``OUT/replay.csv`` (one row per seed), ``OUT/summary.csv``,
 ``OUT/curves.json`` and ``OUT/accuracy-time.png``.
 
-The cluster is described as for ``simulator.predict`` (default: hosts like the
-profile's, growing with P; ``--hosts 1``: the machine it was measured on, as the
-one-host validations replay). Bad input: one line on stderr, exit code 2.
+The cluster is described, and the question resolved, as for ``simulator.predict``
+(``simulator.question``; default: hosts like the profile's, growing with P; ``--hosts 1``:
+the machine it was measured on, as the one-host validations replay). Bad input: one line on
+stderr, exit code 2.
 
-Imports: pandas, tqdm, simulator.accuracy, contracts.checks,
-cli, contracts.cluster, contracts.files,
-contracts.profile, contracts.workload, simulator.model.config,
-simulator.model.schemes, report.accuracy, simulator.describe, simulator.predict,
-simulator.question.
+Imports: pandas, tqdm, cli, contracts (files, profile), report.accuracy, simulator
+(accuracy, predict, question), simulator.engine.sweep, simulator.model (config, schemes).
 """
 from __future__ import annotations
 
@@ -28,15 +26,15 @@ import json
 import sys
 from pathlib import Path
 
-from simulator import accuracy, describe
+from simulator import accuracy, question
 import cli
 from contracts import profile as profile_mod
 from contracts.files import atomic_write_text
-from contracts.workload import Workload
-from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.engine.sweep import Sweep
+from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.predict import add_average_every, add_cluster_args
-from simulator.question import DATASETS, averaging_periods, point, runnable
+from simulator.question import DATASETS
 
 PROG = "python -m simulator.replay"
 
@@ -90,22 +88,12 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    prof = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
-    prof.model(args.model)
-    samples = args.train_size or DATASETS.get(args.dataset, 60000)
-    workload = Workload(model=args.model, batch_per_worker=args.batch_size,
-                        dataset_samples=samples, epochs=args.epochs,
-                        threads_per_worker=args.threads)
-    cluster = describe.resolve_cluster(args, prof, args.profile or "embedded").cluster
-    every = averaging_periods(args)
-    cfgs = runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
-                     for n in args.schemes], cluster, args.schemes != list(SCHEMES),
-                    max(args.workers))
+    job = resolve(args)
     settings = accuracy.ReplaySettings(lr=args.lr, momentum=args.momentum,
                                        lr_decay=args.lr_decay, test_size=args.test_size,
                                        data_dir=args.data_dir, threads=args.replay_threads)
-    rows = replay_all(cfgs, args.workers, args.seeds, workload, args.dataset, args.train_size,
-                      cluster, prof, args.eval_every, settings, Path(args.out))
+    rows = replay_all(job, args.seeds, args.dataset, args.train_size, args.eval_every, settings,
+                      Path(args.out))
     table = [accuracy.with_target(r, args.target_accuracy) for r in rows]
     summary = accuracy.summarize(table, args.epochs)
     write_outputs(Path(args.out), rows, table, summary)
@@ -116,20 +104,38 @@ def run(args) -> int:
     return 0
 
 
-def replay_all(cfgs, workers, seeds, workload, dataset, train_size, cluster, prof,
-               eval_every_at_1, settings, out: Path, het=Heterogeneity()) -> list[dict]:
-    """Every (scheme, P, seed): simulate, replay, curve. Serial runs at P = 1 only."""
+def resolve(args) -> Sweep:
+    """What the replays simulate, resolved as ``simulator.predict`` resolves its question
+    (``simulator.question``: the profile on the cluster's hardware, the workload, the
+    schemes that can run there), before any replay: each scheme at each P asked on the
+    cluster its ranks take, serial at P = 1 alone, a scheme that needs one host only where
+    its ranks fit on one."""
+    given = question.read_inputs(args)
+    profile = given.machine.profile
+    workload = question.workload_of(args, given.model, args.batch_size, args.dataset,
+                                    args.train_size, profile)
+    every = question.averaging_periods(args)
+    cfgs = question.runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
+                              for n in args.schemes], given.setting,
+                             args.schemes != list(SCHEMES), max(args.workers))
+    return Sweep(tuple(pt for cfg in cfgs for pt in question.points_of(given.setting, cfg,
+                                                                       args.workers)
+                       if pt.workers in args.workers), workload, profile)
+
+
+def replay_all(job: Sweep, seeds, dataset, train_size, eval_every_at_1, settings,
+               out: Path) -> list[dict]:
+    """Every point of ``job`` at every seed: simulate, replay, curve."""
     from dataclasses import replace
 
     from tqdm import tqdm
-    todo = [(point(cluster, c, p), s) for s in seeds for c in cfgs for p in workers
-            if not SCHEMES[c.name].single_worker or p == 1]
+    todo = [(pt, s) for s in seeds for pt in job.points]
     done, rows = {}, []
     for pt, seed in tqdm(todo, desc="replay", unit="run", disable=None, leave=False):
         rows.append(accuracy.replay_point(
-            pt, workload, dataset, train_size, prof, seed,
+            pt, job.workload, dataset, train_size, job.profile, seed,
             accuracy.eval_every_at(eval_every_at_1, pt.workers), replace(settings, seed=seed),
-            out, done, het))
+            out, done, job.heterogeneity))
     return rows
 
 

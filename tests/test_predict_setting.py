@@ -221,3 +221,19 @@ def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path,
     assert calls == [1]
     assert [(r["scheme"], r["workers"], r["hosts"]) for r in doc["predictions"]] == [
         (pt.scheme.name, pt.workers, pt.cluster.hosts) for pt in q.sweep.points]
+
+
+def test_a_replay_resolves_its_points_as_a_prediction_does():
+    """``simulator.replay`` resolves through ``question`` as ``predict`` does: the same
+    profile on the hardware, the same workload, and predict's points at the P it asks
+    (hogwild left out where its ranks take two hosts; the replay used to fail there, after
+    training the points before it)."""
+    from simulator import question, replay
+    flags = ["--workers", "2,3", "--schemes", "serial,hogwild,ps_sync", "--batch-size", "32"]
+    job = replay.resolve(replay.build_parser().parse_args(flags))
+    q = question.resolve(predict.build_parser().parse_args([*flags, "--engine", "des"]))
+    assert job.points == tuple(pt for pt in q.sweep.points if pt.workers in (2, 3))
+    fits = [p for p in (2, 3) if -(-p // load_default().cores) == 1]
+    assert [(pt.scheme.name, pt.workers) for pt in job.points] == (
+        [("hogwild", p) for p in fits] + [("ps_sync", 2), ("ps_sync", 3)])
+    assert (job.workload, job.profile) == (q.sweep.workload, q.sweep.profile)
