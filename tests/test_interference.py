@@ -223,3 +223,16 @@ def test_the_presets_slowdowns_are_the_h200_measurement():
             row = rows[f"cluster nccl.compute_slowdown_{precision}"]
             assert float(row["value"]) == value and result in row["origin"]
     assert checked >= 8
+
+
+def test_an_iteration_under_way_leaves_ddps_construction_out():
+    """``steady_iteration_s``: (T(2I) - T(I)) / I, the same whatever I; ddp's run holds its
+    constructor's broadcast of the weights once, so T(I) exceeds I such iterations."""
+    from simulator.engine import steady_iteration_s
+    prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
+                        step_s_per_sample=0.0005)
+    cfg = SchemeConfig("ddp", backend="nccl")
+    short, long = (Workload(model="toy", batch_per_worker=32, iterations=i) for i in (5, 10))
+    step = steady_iteration_s(cfg, 4, short, _cluster(0.0), prof)
+    assert step == pytest.approx(steady_iteration_s(cfg, 4, long, _cluster(0.0), prof), rel=1e-9)
+    assert simulate(cfg, 4, short, _cluster(0.0), prof).time_s > 5 * step * (1 + 1e-6)

@@ -54,7 +54,7 @@ from contracts.profile import load_default
 from contracts.workload import ModelWorkload, Workload, load_workload
 from simulator.describe import growing
 from contracts.cluster import load_preset
-from simulator.engine import simulate
+from simulator.engine import steady_iteration_s
 from simulator.engine.machine import machine
 from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.config import SchemeConfig
@@ -193,14 +193,20 @@ def scheme(t: Table) -> SchemeConfig:
 
 def predict(t: Table, ddp_share: float = 0.0) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration); the step at more
-    than one GPU longer by ``ddp_share`` of it."""
-    cluster = growing(load_preset(t.preset))
-    times = {}
-    for p in t.throughput:
-        profile = machine(load_default(), "embedded", cluster.at(1),
-                          [(workload(t, ddp_share if p > 1 else 0.0), "resnet50")]).profile
-        times[p] = simulate(scheme(t), p, work(t), cluster.at(p), profile).time_s / ITERATIONS
+    than one GPU longer by ``ddp_share`` of it. An iteration once the run is under way
+    (``steady_iteration_s``), as the published throughputs leave out DDP's construction and
+    Horovod's first broadcast."""
+    times = {p: iteration_s(t, p, ddp_share if p > 1 else 0.0) for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
+
+
+def iteration_s(t: Table, gpus: int, ddp_share: float = 0.0) -> float:
+    """The predicted seconds of an iteration at ``gpus`` GPUs, the step longer by
+    ``ddp_share`` of it."""
+    cluster = growing(load_preset(t.preset))
+    profile = machine(load_default(), "embedded", cluster.at(1),
+                      [(workload(t, ddp_share), "resnet50")]).profile
+    return steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
 
 
 def work(t: Table) -> Workload:

@@ -31,7 +31,7 @@ from contracts.files import atomic_write_text
 from contracts.profile import load_default
 from contracts.workload import Layer, ModelWorkload, Tensor, Workload
 from simulator.describe import growing
-from simulator.engine import simulate
+from simulator.engine import steady_iteration_s
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig
 
@@ -93,8 +93,8 @@ def rows(algorithm: str = "ring") -> list[dict]:
         mach = machine(load_default(), "embedded", cluster.at(1), [(w, "txl")])
         work = Workload(model=w.name, batch_per_worker=BATCH, iterations=ITERATIONS)
         cfg = SchemeConfig("ddp", backend="nccl", algorithm=algorithm)
-        t = {n: simulate(cfg, n * GPUS_PER_NODE, work, cluster.at(n * GPUS_PER_NODE),
-                         mach.profile).time_s / ITERATIONS for n in table}
+        t = {n: steady_iteration_s(cfg, n * GPUS_PER_NODE, work, cluster.at(n * GPUS_PER_NODE),
+                                   mach.profile) for n in table}
         for n, tokens in table.items():
             if n == 1:
                 continue

@@ -13,6 +13,6 @@ Imports: ``contracts`` and ``simulator.model``; never torch or mpi4py.
 from __future__ import annotations
 
 from simulator.engine.result import Result
-from simulator.engine.run import simulate
+from simulator.engine.run import simulate, steady_iteration_s
 
-__all__ = ["Result", "simulate"]
+__all__ = ["Result", "simulate", "steady_iteration_s"]

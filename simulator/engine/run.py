@@ -125,6 +125,20 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
                         eval_every=eval_every if schedule else None)
 
 
+def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workload,
+                       cluster: Cluster | None = None, profile: Profile | None = None,
+                       seed: int = 0) -> float:
+    """The time of an iteration once a run is under way, as published throughputs are
+    measured (after warm-up, the setup outside them): ``(T(2I) - T(I)) / I`` for the
+    workload's I iterations a worker, so that a run's one-time start (DDP's broadcast of
+    the weights as it is built) and end cancel."""
+    once = simulate(scheme, workers, workload, cluster, profile, seed)
+    longer = replace(workload, iterations=2 * once.iterations_per_worker)
+    twice = simulate(scheme, workers, longer, cluster, profile, seed)
+    return ((twice.time_s - once.time_s)
+            / (twice.iterations_per_worker - once.iterations_per_worker))
+
+
 def input_bound(steps, model, run: Layout, batch: int):
     """Each rank's steps, at least its input pipeline per step: ``batch *
     input_s_per_sample`` core-seconds on its share of its host's ``cpu_cores`` (the k ranks
