@@ -316,6 +316,14 @@ def _one_resource(flows: list[Flow], r: Resource) -> None:
         f.rate *= e
 
 
+def _end(done) -> None:
+    """A flow is over: its event succeeds, or its callback is called."""
+    if isinstance(done, simpy.Event):
+        done.succeed()
+    else:
+        done(None)
+
+
 class FluidShare:
     """Flows over resources in one SimPy environment; ``transfer`` returns the completion event."""
 
@@ -330,11 +338,14 @@ class FluidShare:
         self._rates: dict[tuple, tuple] = {}   # the flows' kinds, in order -> their rates
 
     def transfer(self, amount: float, resources: tuple[Resource, ...], cap: float = math.inf,
-                 weights: tuple[float, ...] | None = None):
-        done = self.env.event()
+                 weights: tuple[float, ...] | None = None, on_done=None):
+        """The event of the flow's end; or, given ``on_done``, None, and ``on_done(None)`` is
+        called as the flow ends (an event less per flow: a network's messages)."""
         if amount <= 0:
-            done.succeed()
-            return done
+            if on_done is not None:
+                return on_done(None)
+            return self.env.event().succeed()
+        done = self.env.event() if on_done is None else on_done
         self._advance()
         kind = self._kinds.setdefault((resources, weights, cap), len(self._kinds))
         flow = Flow(amount, resources, cap, done, weights, kind)
@@ -342,7 +353,7 @@ class FluidShare:
         if self._crossings is not None:
             self._crossings.add(flow)
         self._recompute_soon()
-        return done
+        return done if on_done is None else None
 
     def _recompute_soon(self) -> None:
         """Recompute the rates once the flows starting at this instant are all in: many
@@ -440,7 +451,7 @@ class FluidShare:
         for f, t in zip(flows, due):
             (finished if t <= tol or f.remaining <= 1e-9 * f.amount else self.flows).append(f)
         for f in finished:
-            f.done.succeed()
+            _end(f.done)
         self._reschedule()
 
     def _end_arrays(self, c: Crossings) -> None:
@@ -455,5 +466,5 @@ class FluidShare:
         self.flows = list(itertools.compress(flows, kept.tolist()))
         c.keep(kept)
         for f in finished:
-            f.done.succeed()
+            _end(f.done)
         self._reschedule()

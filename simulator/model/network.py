@@ -281,15 +281,20 @@ class Network:
         latency_s, path, weights, metered = route
         if metered:
             n_bytes -= self._buckets.take(metered, n_bytes, env.now)
+        def propagate(_ev):       # ``delivered`` succeeds the latency later, as a timeout does
+            delivered._ok, delivered._value = True, None         # noqa: SLF001
+            env.schedule(delivered, delay=latency_s)
+
         if path and n_bytes > 0:
-            sent = self._fluid.transfer(n_bytes, path, self.routes.flow_cap or math.inf, weights)
             if metered:
                 self._buckets.start(metered)
-                sent.callbacks.append(lambda _ev: self._buckets.end(metered, env.now))
-        else:
-            sent = env.timeout(0)
 
-        def propagate(_ev):       # (``trigger``: succeeds ``delivered`` as the timeout did)
-            env.timeout(latency_s).callbacks.append(delivered.trigger)
-        sent.callbacks.append(propagate)
+                def sent(_ev):
+                    self._buckets.end(metered, env.now)
+                    propagate(_ev)
+            else:
+                sent = propagate
+            self._fluid.transfer(n_bytes, path, self.routes.flow_cap or math.inf, weights, sent)
+        else:
+            env.timeout(0).callbacks.append(propagate)
         return delivered
