@@ -34,7 +34,8 @@
   a push that finds the server waiting is taken half its interval between polls
   late, and the answer holds the server's turn until it sees the worker's ack
   (``model.comm.polls``); the worker's wait for w began when its push's send
-  completed, at its first check after the server took the push.
+  completed, at its first check after the server took the push; the first w goes to the
+  workers one after the other, as ps_sync's sends (``first_w``).
 
 Imports: SimPy, model.comm.polls, model.schemes.base.
 """
@@ -110,21 +111,45 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
 
 
 def start_ps_async(env, setup: Setup):
+    plan = setup.plan
     loop = simpy.Resource(env, capacity=1)         # the server's loop: one push at a time
     idle = [0.0]                                   # when the server's loop last began to wait
+    first = [None] * plan.workers                  # spinning ranks: the first w at once
+    if setup.comm.transport.poll_s > 0:            # sleeping polls: one after the other
+        first = [simpy.Store(env) for _ in plan.worker_ranks]
+        env.process(first_w(env, setup.server, setup.comm, setup.recorder, plan, loop, idle,
+                            first))
     for w in setup.workers:
-        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, setup.plan, setup.server,
-                                    loop, idle))
+        env.process(ps_async_worker(env, w, setup.comm, setup.recorder, plan, setup.server,
+                                    loop, idle, first[plan.worker_of(w.rank)]))
 
 
-def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle):
+def first_w(env, server, comm, recorder, plan, loop, idle, first):
+    """Generator: ``serve_async``'s first w (``Server.broadcast``) where the ranks wait in
+    sleeping polls: to the workers one after the other, each send waited for until the
+    server sees its ack, as ps_sync's (``send_w``), before the next and before the server's
+    loop takes a push. (With spinning ranks the model sends the first w to all at once, as
+    the one-host validations were predicted: its order there is not yet checked.)"""
+    turn = loop.request()
+    yield turn
+    t0 = env.now
+    for w in plan.worker_ranks:
+        yield from send_w(env, comm, server, w, plan.param_bytes, first[plan.worker_of(w)], t0)
+    recorder.add(server.rank, "comm", t0, env.now, "send w")
+    _release(env, loop, turn, idle)
+
+
+def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle, first):
     me, n = worker.rank, plan.param_bytes
     routes = comm.routes
     across = routes.link is not None and routes.placement[me] != routes.placement[server.rank]
     copy_s = n * routes.shm.beta_s_per_byte          # the server's copy of a push
     poll_s = comm.transport.poll_s                   # sleeping polls: acknowledged answers
     t0 = env.now
-    yield comm.transfer(server.rank, me, n)              # initial w
+    if first is None:                                    # initial w
+        yield comm.transfer(server.rank, me, n)
+    else:                                                # ... from ``first_w``
+        yield first.get()
     recorder.add(me, "comm", t0, env.now, "read w")
     read_version = 0
     for i in range(plan.iterations):
