@@ -30,6 +30,16 @@ where the probe timed one: the shipped profiles predate that probe, and their fo
 keep no probe tables to refit from. (On one host the ranks spin: the server is never
 idle, and the curve charges its back-to-back median.)
 
+A phantom validation's folder (``docs/results/phantom-N``: ``stops.json`` or the
+``workloads`` its runs slept) is refused with one line: each of its predictions comes from a run record
+(``simulator.compare``: the record's ``environment.sleeping_waits``, which sets the
+transport's ``poll_s``; the shapers' ``burst_bytes``; the run's training-set size,
+``--steps`` x batch x P) and from a profile the folder does not keep
+(docs/results/phantom.md names the one each comparison used), none of which its
+``compare.csv`` holds. Re-predict those from their records: ``python -m
+pipelines.validate_phantom --skip-runs --out RECORDS --profile PROFILE`` (with
+``--server-probe`` as here).
+
 Imports: pandas, simulator.
 """
 from __future__ import annotations
@@ -161,6 +171,10 @@ def run(a) -> int:
         if not (f / "compare.csv").is_file():
             return cli.usage_error(PROG, f"{f} has no compare.csv: give a validation folder "
                                          "under docs/results")
+        if (f / "stops.json").is_file() or (f / "workloads").is_dir():
+            return cli.usage_error(PROG, f"{f} is a phantom validation: its predictions need "
+                                         "its run records; use python -m "
+                                         "pipelines.validate_phantom --skip-runs --out RECORDS")
     server_rows = []
     if a.server_probe:
         table = Path(a.server_probe) / "server_update.csv"

@@ -37,7 +37,8 @@ def test_the_bias_is_the_mean_signed_held_out_error_over_the_folders():
 
 
 @pytest.mark.parametrize("argv", [["docs/results/validation-1", "--train-size", "x=0"],
-                                  ["docs/results", "--train-size", "cluster-3=3072"]])
+                                  ["docs/results", "--train-size", "cluster-3=3072"],
+                                  ["docs/results/phantom-3"], ["docs/results/phantom-4"]])
 def test_bad_input_is_one_line_and_exit_code_2(argv, tmp_path, capsys):
     assert repredict.main(argv + ["--out", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err
