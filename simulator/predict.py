@@ -173,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args) -> int:
+    from tqdm import tqdm
     q = question.resolve(args)
     t0 = time.perf_counter()
-    with progress_bar(len(q.sweep.points)) as bar:
+    with tqdm(total=len(q.sweep.points), desc="predict", unit="run", disable=None, leave=False,
+              delay=1.0, file=sys.stderr) as bar:     # silent when stderr is not a terminal
         rows = sweep(q.sweep, bar.update, jobs=args.jobs,
                      meanwhile=None if args.no_plot else _preload_plot)
     meta = metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host)
@@ -233,13 +235,6 @@ def baseline_of(rows: list[dict], p0: int) -> dict:
 def _preload_plot() -> None:
     from simulator.output.plots import preload
     preload()
-
-
-def progress_bar(total: int):
-    """A progress bar on stderr for sweeps that take a while (silent when not a terminal)."""
-    from tqdm import tqdm
-    return tqdm(total=total, desc="predict", unit="run", disable=None, leave=False,
-                delay=1.0, file=sys.stderr)
 
 
 def write_outputs(args, rows, meta) -> None:
