@@ -110,7 +110,7 @@ TABLES = (
           {1: 1492, 2: 2935, 4: 5726, 8: 11368, 16: 21484},
           MXNET + ", NVIDIA DGX-2 (16x V100 32GB), mixed precision, -b 256"),
 )
-ITERATIONS = 20
+ITERATIONS = 4                           # a run of 4 and one of 8: steady_iteration_s
 # The MXNet runs' Horovod background cycle: the README's ``runner`` sets
 # HOROVOD_CYCLE_TIME=0.1 (milliseconds) before it starts horovodrun, for every precision and
 # GPU count (MxNet/Classification/RN50v1.5/runner at 134510b4b7ff); Horovod reads it as its
