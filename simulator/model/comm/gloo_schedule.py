@@ -131,54 +131,75 @@ def _phase(cursor, sent, framing, reduce_s, latency, r1, r2, eager, cpu):
     each hop's bytes beyond a segment) from each rank's ``cursor`` (when it starts the
     phase); ``reduce_s[k]`` (or None): each rank's reduction of what it received at k;
     ``cpu``: each rank's CPU for its receive and its send at each k; returns when each
-    leaves the phase, or None if a hop would carry three messages."""
-    recv_cpu, send_cpu = cpu
-    sends = len(sent)
-    p = len(cursor)
-    after, before = np.roll(np.arange(p), -1), np.roll(np.arange(p), 1)   # i + 1, i - 1
+    leaves the phase, or None if a hop would carry three messages.
+
+    A loop over the ranks in Python floats (the same operations, in the same order, as
+    on numpy's arrays of them): a ring has at most ``costs.GLOO_RING_SIMULATED_UP_TO``
+    ranks, too few for numpy's calls to pay for themselves."""
+    recv_cpu, send_cpu = cpu[0].tolist(), cpu[1].tolist()
+    sent, framing, latency = sent.tolist(), framing.tolist(), latency.tolist()
+    r1, r2, eager = r1.tolist(), r2.tolist(), eager.tolist()
+    reduce_s = reduce_s.tolist() if reduce_s is not None else None
+    cursor = cursor.tolist()
+    sends, p = len(sent), len(cursor)
+    ranks = range(p)
+    after = [(i + 1) % p for i in ranks]
+    neg_inf = -math.inf
     delivered: list = []                     # per segment, per hop: delivered and received
-    rem = np.zeros(p)                        # the hop's last message: bytes left at ``at``
-    at = np.full(p, -math.inf)
-    last_end = np.full(p, -math.inf)         # when the hop's message before it ended
-    pending = None                           # (receives posted, latency) of the last message
-    none = np.ones(p, dtype=bool)            # the hop's last message was an empty segment
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for k in range(sends + 2):
-            if k >= 2:
-                done = delivered[k - 2]
-                cursor = np.maximum(cursor, done[after])   # from i + 1: received
-                if reduce_s is not None:
-                    cursor = cursor + reduce_s[k - 2]
-                cursor = np.maximum(cursor, done)                # its own send delivered
-                cursor = cursor + recv_cpu[k - 2]
-            if k < sends:
-                cursor = cursor + send_cpu[k]
-            if k == sends:                   # the last message of every hop runs out alone
-                end = at + np.where(rem > 0, rem / r1, 0.0)
-                delivered.append(np.where(none, -math.inf, np.maximum(pending, end + latency)))
-            if k >= sends:
-                continue
-            empty = sent[k] <= 0
-            seg = np.where(empty, 0.0, sent[k] + framing)
-            posted_by_receiver = cursor[before]
-            start = np.where(eager, cursor, np.maximum(cursor, posted_by_receiver))
-            if k > 0:
-                if np.any((start < last_end) & ~empty):
-                    return None
-                # the message before: alone until this one starts, then both at r2
-                alone_end = at + np.where(rem > 0, rem / r1, 0.0)
-                left = rem - r1 * (start - at)
-                shared = (alone_end > start) & ~empty
-                first = shared & (seg < left)      # a short segment ends before the one ahead
-                both_end = start + np.where(first, seg, left) / r2
-                end = np.where(first, both_end + (left - seg) / r1,
-                               np.where(shared, both_end, alone_end))
-                last_end = end
-                delivered.append(np.where(none, -math.inf, np.maximum(pending, end + latency)))
-                rem = np.where(empty, 0.0, np.where(first, 0.0, np.where(shared, seg - left, seg)))
-                at = np.where(empty, end, np.where(shared, both_end, start))
-            else:
-                rem, at = seg.copy(), start
-            pending = posted_by_receiver
-            none = empty
-    return cursor
+    rem = [0.0] * p                          # the hop's last message: bytes left at ``at``
+    at = [neg_inf] * p
+    last_end = [neg_inf] * p                 # when the hop's message before it ended
+    pending = None                           # receives posted for the last message
+    none = [True] * p                        # the hop's last message was an empty segment
+    for k in range(sends + 2):
+        if k >= 2:
+            done = delivered[k - 2]
+            received = [max(cursor[i], done[after[i]]) for i in ranks]   # from i + 1
+            if reduce_s is not None:
+                red = reduce_s[k - 2]
+                received = [received[i] + red[i] for i in ranks]
+            cpu_k = recv_cpu[k - 2]
+            cursor = [max(received[i], done[i]) + cpu_k[i] for i in ranks]  # own send in
+        if k < sends:
+            cpu_k = send_cpu[k]
+            cursor = [cursor[i] + cpu_k[i] for i in ranks]
+        if k == sends:                       # the last message of every hop runs out alone
+            delivered.append([
+                neg_inf if none[i] else
+                max(pending[i], at[i] + (rem[i] / r1[i] if rem[i] > 0 else 0.0) + latency[i])
+                for i in ranks])
+        if k >= sends:
+            continue
+        sent_k = sent[k]
+        empty = [b <= 0 for b in sent_k]
+        seg = [0.0 if empty[i] else sent_k[i] + framing[i] for i in ranks]
+        posted = [cursor[i - 1] for i in ranks]              # by the receiver, i - 1
+        start = [cursor[i] if eager[i] else max(cursor[i], posted[i]) for i in ranks]
+        if k > 0:
+            if any(start[i] < last_end[i] and not empty[i] for i in ranks):
+                return None
+            out = []
+            for i in ranks:  # the message before: alone until this one starts, then both at r2
+                alone_end = at[i] + (rem[i] / r1[i] if rem[i] > 0 else 0.0)
+                if alone_end > start[i] and not empty[i]:         # shared
+                    left = rem[i] - r1[i] * (start[i] - at[i])
+                    if seg[i] < left:        # a short segment ends before the one ahead
+                        both_end = start[i] + seg[i] / r2[i]
+                        end = both_end + (left - seg[i]) / r1[i]
+                        rem[i] = 0.0
+                    else:
+                        end = both_end = start[i] + left / r2[i]
+                        rem[i] = seg[i] - left
+                    at[i] = both_end
+                else:
+                    end = alone_end
+                    rem[i] = 0.0 if empty[i] else seg[i]
+                    at[i] = end if empty[i] else start[i]
+                last_end[i] = end
+                out.append(neg_inf if none[i] else max(pending[i], end + latency[i]))
+            delivered.append(out)
+        else:
+            rem, at = seg[:], start[:]
+        pending = posted
+        none = empty
+    return np.array(cursor)
