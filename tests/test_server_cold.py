@@ -7,11 +7,14 @@ from dataclasses import replace
 
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibrate.fits.fit_compute import with_server_probe, with_server_updates
 from calibrate.probes import compute_probe
 from calibrate.probes.plan import quick_plan
 from contracts import profile as profiles
+from simulator.model.hardware.cores import CoreHost
 from simulator.model.hardware.host import Host
 from simulator.model.server import ParameterServer, cold_update_s
 from simulator.testing import make_profile
@@ -111,3 +114,41 @@ def test_a_phantom_workload_takes_the_update_of_the_model_it_sleeps(tmp_path):
     phantom = mach.profile.model("tiny-phantom-x10")
     assert phantom.server_update_s == pytest.approx(3e-4)
     assert phantom.server_idle_curve == approx_curve()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 10.0), st.floats(0.0, 1e-3), st.floats(1e-7, 1e-3),
+       st.floats(0.0, 0.02), st.booleans())
+def test_the_copy_and_update_as_one_timeout_end_where_the_two_do(start_s, copy_s, update_s,
+                                                                 gap_s, curve):
+    """ps_async's copy of a push and its update (``copy_and_apply``) on a server whose host
+    keeps it a core (one timeout where it lands on the same float) against the event path
+    (a timeout of the copy, then ``apply``): the same versions, update rows and clock, to
+    the bit, over two pushes with the idle curve's cost in between."""
+    def run(fast: bool):
+        env = simpy.Environment()
+        host = CoreHost(env, 0, 2, lambda k: 1.0, 1e-3)
+        assert host.dedicate(2)
+        server = ParameterServer(env, 0, host, update_s, idle_curve=CURVE if curve else (),
+                                 sleeps=True)
+        rows = []
+
+        class Rows:
+            def add(self, *row):
+                rows.append(row)
+        seen = []
+
+        def pushes():
+            for gap in (start_s, gap_s):
+                yield env.timeout(gap)
+                if fast:
+                    seen.append((yield from server.copy_and_apply(copy_s, Rows())))
+                else:
+                    yield env.timeout(copy_s)
+                    t1 = env.now
+                    seen.append(((yield from server.apply(Rows())), t1))
+                seen.append(env.now)
+        env.process(pushes())
+        env.run()
+        return seen, rows, server.version, server.free_since
+    assert run(True) == run(False)

@@ -55,25 +55,45 @@ class ParameterServer:
         self.version = 0
         self._queue = simpy.Resource(env, capacity=1)
 
-    def apply(self, recorder=None, queued: bool = True):
-        """Generator: queue, then apply one update; returns the version it was applied on.
-        ``queued`` False: the caller holds the server's loop already (``ps_async``), so the
-        queue is empty and the update starts at once."""
-        if not queued:
-            return (yield from self._update(recorder))
+    def apply(self, recorder=None):
+        """Generator: queue, then apply one update; returns the version it was applied on."""
         with self._queue.request() as turn:
             yield turn
             return (yield from self._update(recorder))
+
+    def copy_and_apply(self, copy_s: float, recorder=None):
+        """Generator: the server's copy of a push (``copy_s``), then one update, for a caller
+        that holds the server's loop (``ps_async``); returns the version it was applied on
+        and when the update began. On a host whose jobs each keep a core
+        (``CoreHost.dedicate``: the update is a timeout of its cost) the two are one
+        timeout wherever its end is the same float as the two's: an event less a push."""
+        env = self.env
+        if copy_s > 0 and getattr(self.host, "dedicated", False):
+            t1 = env.now + copy_s
+            t2 = t1 + self.cost_s(t1)
+            wait_s = t2 - env.now
+            if t2 > t1 and env.now + wait_s == t2:
+                applied_on = self.version
+                yield env.timeout(wait_s)
+                self._updated(recorder, t1)
+                return applied_on, t1
+        yield env.timeout(copy_s)
+        t1 = env.now
+        return (yield from self._update(recorder)), t1
 
     def _update(self, recorder):
         t0 = self.env.now
         applied_on = self.version
         yield self.host.compute(self.cost_s(t0), 1, self.polls, self.rank)
+        self._updated(recorder, t0)
+        return applied_on
+
+    def _updated(self, recorder, t0: float) -> None:
+        """An update begun at ``t0`` ends now."""
         self.free_since = self.env.now
         self.version += 1
         if recorder is not None:
             recorder.add(self.rank, "compute", t0, self.env.now, "update")
-        return applied_on
 
     def cost_s(self, now: float) -> float:
         """One update starting at ``now``: at the idle time before it on the curve."""

@@ -163,9 +163,8 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle, first
         if poll_s > 0 and env.now > idle[0]:             # it came while the server waited
             yield env.timeout(polls.wake_lag_s(env.now - idle[0], poll_s))
         seen = env.now
-        yield env.timeout(copy_s)                        # by CMA, or out of libfabric's buffer
-        t1 = env.now
-        applied_on = yield from server.apply(recorder, queued=False)  # (it holds the loop)
+        # its copy (by CMA, or out of libfabric's buffer), then the update: it holds the loop
+        applied_on, t1 = yield from server.copy_and_apply(copy_s, recorder)
         t2 = env.now
         recorder.update(t2, plan.worker_of(me), i, read_version, applied_on)
         recorder.server_step(t2, applied_on + 1)
