@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+import simpy
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.cluster import Cluster, Link
@@ -82,3 +83,44 @@ def test_ps_async_answers_wait_for_the_workers_acks():
     runs = [simulate(SchemeConfig("ps_async", fidelity="message"), 1,
                      Workload(model="toy", iterations=3), cluster, pr) for pr in (prof, polled)]
     assert runs[1].time_s - runs[0].time_s == pytest.approx(4 * POLL_S, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2)),
+                min_size=1, max_size=6))
+def test_the_servers_loop_schedules_what_a_simpy_resource_does(pushes):
+    """ps_async's ``Loop`` against ``simpy.Resource(env, 1)``: processes that wait a whole
+    number of ticks (ties on purpose), take the loop, hold it and release it (at once, or
+    from a timeout's callback, as a sleeping poll's ack does) and go on at once, beside a
+    process that records every tick: the same order of grants, releases, steps after them
+    and ticks, at the same times."""
+    from simulator.model.schemes.ps import Loop
+
+    def run(make):
+        env = simpy.Environment()
+        loop, log = make(env), []
+
+        def ticks():
+            for k in range(12):
+                log.append(("tick", k, env.now))
+                yield env.timeout(1)
+
+        def push(name, delay, hold, later):
+            yield env.timeout(delay)
+            turn = loop.request()
+            yield turn
+            log.append(("granted", name, env.now))
+            yield env.timeout(hold)
+            if later:
+                env.timeout(later).callbacks.append(lambda _ev: loop.release(turn))
+            else:
+                loop.release(turn)
+            log.append(("released", name, env.now))
+            yield env.timeout(0)                 # behind the release's own event
+            log.append(("after", name, env.now))
+        env.process(ticks())
+        for name, (delay, hold, later) in enumerate(pushes):
+            env.process(push(name, delay, hold, later))
+        env.run()
+        return log
+    assert run(Loop) == run(lambda env: simpy.Resource(env, capacity=1))

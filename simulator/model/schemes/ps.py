@@ -41,6 +41,8 @@ Imports: SimPy, model.comm.polls, model.schemes.base.
 """
 from __future__ import annotations
 
+from collections import deque
+
 import simpy
 
 from simulator.model.comm import polls
@@ -110,9 +112,40 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
     recorder.add(server.rank, "comm", t0, env.now, "send w")
 
 
+class Loop:
+    """The server's loop, one push at a time: the events ``simpy.Resource(env, 1)`` schedules,
+    in the same order (a request granted by an event at once while the loop is free, else
+    in turn; a release an event at once, which grants the next), without its queues'
+    machinery, which cost ps_async more than the pushes' own steps."""
+
+    def __init__(self, env):
+        self.env = env
+        self.user = None                     # the request holding the loop
+        self.waiting: deque = deque()        # requests in turn
+
+    def request(self) -> simpy.Event:
+        turn = self.env.event()
+        self.waiting.append(turn)
+        self._grant()
+        return turn
+
+    def release(self, turn: simpy.Event) -> None:
+        if turn is not self.user:
+            raise RuntimeError("the server's loop released by a push that does not hold it")
+        self.user = None
+        released = self.env.event()
+        released.callbacks.append(self._grant)
+        released.succeed()
+
+    def _grant(self, _ev=None) -> None:
+        if self.user is None and self.waiting:
+            self.user = self.waiting.popleft()
+            self.user.succeed()
+
+
 def start_ps_async(env, setup: Setup):
     plan = setup.plan
-    loop = simpy.Resource(env, capacity=1)         # the server's loop: one push at a time
+    loop = Loop(env)                               # the server's loop: one push at a time
     idle = [0.0]                                   # when the server's loop last began to wait
     first = [None] * plan.workers                  # spinning ranks: the first w at once
     if setup.comm.transport.poll_s > 0:            # sleeping polls: one after the other
