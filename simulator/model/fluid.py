@@ -398,6 +398,9 @@ class FluidShare:
             positive = c.rate > 0
             dt = (float((c.left[positive] / c.rate[positive]).min()) if positive.any()
                   else math.inf)
+        elif len(self.flows) == 1:          # (most often: one message on the network)
+            f = self.flows[0]
+            dt = f.remaining / f.rate if f.rate > 0 else math.inf
         else:
             dt = min(f.remaining / f.rate if f.rate > 0 else math.inf for f in self.flows)
         if math.isinf(dt):
@@ -444,6 +447,12 @@ class FluidShare:
         c = self._crossings
         if c is not None:
             self._end_arrays(c)
+            return
+        if len(self.flows) == 1:            # it alone: the flow this timer was set for
+            f, = self.flows
+            self.flows = []
+            _end(f.done)
+            self._reschedule()
             return
         due = [f.remaining / f.rate for f in self.flows]
         tol = min(due) + 1e-12 * max(1.0, self.env.now)
