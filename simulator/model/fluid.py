@@ -352,7 +352,10 @@ class FluidShare:
         self.flows.append(flow)
         if self._crossings is not None:
             self._crossings.add(flow)
-        self._recompute_soon()
+        if len(self.flows) == 1 and not self._pending:
+            self._reschedule()              # alone on an idle network: its rate at once
+        else:
+            self._recompute_soon()
         return done if on_done is None else None
 
     def _recompute_soon(self) -> None:
