@@ -97,13 +97,14 @@ def buckets_of(workload_file: Path) -> list[dict]:
 
 def breakdown(folders: list[Path], compare_csv: Path, workload_file: Path) -> dict:
     """Measured (mean over the records) against predicted, per epoch and per step (ms)."""
-    from contracts.record import left_out_reason
+    from contracts import record
     from contracts.workload import load_workload
     recs, left_out = [], []
     for folder in folders:
-        rec = json.loads((folder / "record.json").read_text())
-        if left_out_reason(rec, keep=("phantom",)):       # as compare leaves it out
-            left_out.append(f"{folder.name}: {left_out_reason(rec, keep=('phantom',))}")
+        rec = record.read(folder)
+        why = record.left_out_reason(rec, keep=("phantom",))   # as compare leaves it out
+        if why:
+            left_out.append(f"{folder.name}: {why}")
             continue
         with open(folder / "iterations.csv") as f:
             recs.append((rec, epoch_parts(rec, list(csv.DictReader(f)))))

@@ -33,16 +33,16 @@ import sys
 from pathlib import Path
 
 import cli
+from contracts.record import read as read_record
 
 PROG = "python benchmarks/outside_rows.py"
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = "mpi_allreduce,allreduce,ddp,ps_sync,ps_async"
-SERVER_SCHEMES = ("ps_sync", "ps_async")
 
 
 def outside(record: Path) -> dict | None:
     """One record's setup (ms) and the loop's Python per step (ms), or None."""
-    rec = json.loads(record.read_text())
+    rec = read_record(record.parent)
     t = rec.get("timings") or {}
     rows_path = record.with_name("iterations.csv")
     if not t.get("epoch_s") or not rows_path.is_file():
@@ -80,9 +80,8 @@ def make_runs(schemes: list[str], repeats: int, workload: str, runs: Path) -> li
     """Phantom runs of each scheme on this host; the records written."""
     mpirun = str(Path(sys.executable).parent / "mpirun")
     for scheme in schemes:
-        ranks = 2
-        for r in range(repeats):
-            cmd = [mpirun, "-n", str(ranks), sys.executable, "-m", "real.train", "--schemes",
+        for r in range(repeats):        # 2 ranks: the parameter server's are a worker and it
+            cmd = [mpirun, "-n", "2", sys.executable, "-m", "real.train", "--schemes",
                    scheme, "--compute", "phantom", "--workload", workload, "--train-size",
                    "768", "--batch-size", "32", "--out", str(runs), "--run-id",
                    f"{scheme}-r{r}"]

@@ -8,20 +8,14 @@ from tests.refusal import refused
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_without_cuda_it_says_so(capsys, tmp_path):
+@pytest.mark.parametrize("probe, written", [(interference_probe, "interference.json"),
+                                             (step_probe, "step_probe.json")])
+def test_without_cuda_it_says_so(probe, written, capsys, tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: the probe would run")
-    refused(interference_probe.main, ["--out", tmp_path], "no CUDA device", capsys)
-    assert not (tmp_path / "interference.json").exists()
-
-
-def test_the_step_probe_without_cuda_says_so(capsys, tmp_path):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is here: the probe would run")
-    refused(step_probe.main, ["--out", tmp_path], "no CUDA device", capsys)
-    assert not (tmp_path / "step_probe.json").exists()
+    refused(probe.main, ["--out", tmp_path], "no CUDA device", capsys)
+    assert not (tmp_path / written).exists()
 
 
 def test_the_step_probe_refuses_an_unknown_part(capsys, tmp_path):
