@@ -9,9 +9,10 @@ n / (n - 1) to the n steps of an epoch). Written as rank 0's timeline, exactly:
 
     steady = (setup + loop + rows + skew) n / (n - 1)
 
-* *setup*: ``train_wall_s`` less rank 0's ``epoch_s``: what runs before rank 0's first step
-  (DDP's constructor: its weights broadcast; the ranks' uneven start) and after its last;
-* *loop*: rank 0's ``epoch_s`` less the sum of its rows (the loop's Python);
+* *setup* and *loop* as ``real.records.timing.window_parts`` splits rank 0's window:
+  ``train_wall_s`` less rank 0's ``epoch_s`` (before rank 0's first step, DDP's
+  constructor: its weights broadcast; the ranks' uneven start; and after its last), and
+  rank 0's ``epoch_s`` less the sum of its rows (the loop's Python);
 * *rows*: rank 0's rows after its first (each step's forward, backward with the buckets'
   all-reduces, the tail the last bucket leaves, the update);
 * *skew*: rank 0's first row less the slowest rank's first row.
@@ -42,6 +43,7 @@ PROG = "python benchmarks/ddp_breakdown.py"
 def epoch_parts(rec: dict, rows: list[dict]) -> dict:
     """One record's steady epoch split into setup, loop, rows and skew (seconds, each already
     scaled by n / (n - 1)), and rank 0's rows per step after its first."""
+    from real.records.timing import window_parts
     by_rank: dict[str, list[float]] = {}
     for r in rows:
         if int(r["iteration"]) >= 0:
@@ -52,10 +54,10 @@ def epoch_parts(rec: dict, rows: list[dict]) -> dict:
     if n < 3:
         raise ValueError("fewer than 3 steps a rank: no steady epoch")
     scale = n / (n - 1)
-    t = rec["timings"]
-    epoch0_s = sum(t["epoch_s"])
+    window = window_parts(rec["timings"], [r for r in rows if r["rank"] == "0"
+                                           and int(r["iteration"]) >= 0])
     first_max_s = max(v[0] for v in by_rank.values())
-    parts = {"setup_s": t["train_wall_s"] - epoch0_s, "loop_s": epoch0_s - sum(mine),
+    parts = {"setup_s": window["setup_s"], "loop_s": window["loop_s"],
              "rows_s": sum(mine[1:]), "skew_s": mine[0] - first_max_s}
     out = {k: v * scale for k, v in parts.items()}
     out["steady_s"] = sum(out.values())

@@ -5,7 +5,7 @@
 
 A record's ``train_wall_s`` runs from the first rank's start of training to the last rank's
 end; its rows (``iterations.csv``) hold each step's compute, communication and waiting.
-What lies between is, per record:
+What lies between is, per record (``real.records.timing.window_parts``):
 
 * *setup* (``train_wall_s`` less rank 0's ``epoch_s``): what runs before rank 0's first
   step (DDP's constructor: its weights broadcast and its own work) and the ranks'
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import cli
 from contracts.record import read as read_record
+from real.records.timing import window_parts
 
 PROG = "python benchmarks/outside_rows.py"
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,12 +52,11 @@ def outside(record: Path) -> dict | None:
         rows = [r for r in csv.DictReader(f) if r["rank"] == "0" and int(r["iteration"]) >= 0]
     if not rows:
         return None
-    epoch_s = sum(t["epoch_s"])
-    in_rows_s = sum(float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"]) for r in rows)
+    parts = window_parts(t, rows)
     return {"scheme": rec["config"].get("algorithm") or rec["config"].get("scheme"),
             "workers": (rec.get("environment") or {}).get("workers"), "disturbed": bool(rec.get("disturbed")),
-            "setup_ms": (t["train_wall_s"] - epoch_s) * 1e3,
-            "loop_ms_per_step": (epoch_s - in_rows_s) / len(rows) * 1e3, "steps": len(rows)}
+            "setup_ms": parts["setup_s"] * 1e3,
+            "loop_ms_per_step": parts["loop_s"] / len(rows) * 1e3, "steps": len(rows)}
 
 
 def summary(records: list[Path]) -> dict:

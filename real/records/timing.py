@@ -16,6 +16,13 @@ For a synchronising call (``sync=True``) the rank that arrives first waits for
 the last; that wait is ``max(arrival of all ranks) - own arrival`` and is split
 off the call's time in ``split_wait``; the rest is communication proper.
 
+Read back (``window_parts``): a record's window (``timings.train_wall_s``, first rank's
+start of training to last rank's end) holds more than one rank's rows: its *setup*
+(``train_wall_s`` less the rank's ``epoch_s``: what runs before its first step, DDP's
+constructor for one, and the ranks' uneven start and end) and *the loop's Python* (its
+``epoch_s`` less the sum of its rows: the next batch fetched, the progress line, the
+curve's bookkeeping, between one row's end and the next row's start).
+
 Imports: numpy.
 """
 from __future__ import annotations
@@ -112,6 +119,18 @@ def split_wait(rows: list[dict]) -> list[dict]:
         r.pop("t_comm_enter", None)
         out.append(r)
     return out
+
+
+def window_parts(timings: dict, rows: list[dict]) -> dict:
+    """One rank's share of a record's window: ``setup_s`` (``train_wall_s`` less the sum
+    of ``epoch_s``), ``loop_s`` (that sum less its rows) and ``rows_s`` (the sum of its rows'
+    compute, communication and waiting). ``rows`` are that rank's rows, warm-up included,
+    as dicts of numbers or of the CSV's strings; ``timings`` the record's (rank 0's
+    ``epoch_s``, so the rows are rank 0's)."""
+    epoch_s = sum(timings["epoch_s"])
+    rows_s = sum(float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"]) for r in rows)
+    return {"setup_s": timings["train_wall_s"] - epoch_s, "loop_s": epoch_s - rows_s,
+            "rows_s": rows_s}
 
 
 ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s", "bytes_sent",
