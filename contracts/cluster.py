@@ -33,6 +33,8 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [device]
     name = "Tesla P100 PCIe"
     flops = "9.3TFLOP/s"        # sustained compute rate (scales a workload measured elsewhere)
+    ddp_call = "8.6us"          # optional: what one of DDP's per-tensor calls adds to a step
+                                # (simulator.model.hardware.ddp_calls; 0: not modelled)
     [intra]                     # between two devices of one host (NVLink, PCIe)
     bandwidth = "10GB/s"
     latency = "5.7us"
@@ -102,7 +104,7 @@ SECTION_KEYS = {
              "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
     "host_link": ("bandwidth", "latency"),
-    "device": ("name", "flops"),
+    "device": ("name", "flops", "ddp_call"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
@@ -213,12 +215,16 @@ class LowLatency:
 
 @dataclass(frozen=True)
 class Device:
-    """An accelerator: its name and sustained compute rate (FLOP/s)."""
+    """An accelerator: its name, sustained compute rate (FLOP/s), and what each of
+    DDP's per-tensor calls adds to a step on it (``ddp_call_s``, its host's and
+    framework's; 0: not modelled; ``simulator.model.hardware.ddp_calls``)."""
     name: str
     flops_per_s: float
+    ddp_call_s: float = 0.0
 
     def __post_init__(self):
         positive("device flops", self.flops_per_s)
+        nonnegative("ddp_call", self.ddp_call_s)
 
 
 @dataclass(frozen=True)
@@ -376,6 +382,14 @@ class Cluster:
 
     def source_of(self, field: str) -> str:
         return dict(self.sources).get(field, "")
+
+    def without_ddp_calls(self) -> Cluster:
+        """This cluster with its device's ``ddp_call`` at 0: a run without DDP, or a step
+        measured under DDP that carries DDP's calls already."""
+        if self.device is None:
+            return self
+        hw = self.hardware
+        return replace(self, hardware=replace(hw, device=replace(hw.device, ddp_call_s=0.0)))
 
     def at(self, ranks: int) -> Cluster:
         """The cluster a run of ``ranks`` ranks has: these hosts (see ``GrowingCluster``)."""
@@ -594,7 +608,8 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
     device = None
     if r.section("device") is not None:
         device = Device(str(r.get("device", "name")),
-                        r.parsed("device", "flops", parse_flop_rate))
+                        r.parsed("device", "flops", parse_flop_rate),
+                        r.parsed("device", "ddp_call", parse_duration, "0s"))
     elif devices:
         raise ConfigError("section [device] is missing (name and flops of the accelerator)")
     topo = r.section("topology") or {}

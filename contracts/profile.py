@@ -112,6 +112,8 @@ class ModelCost:
                                                # spends on a sample (0: not modelled)
     input_workers: int = 0                     # loader processes a rank (0: any core of the host)
     precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
+    buffer_count: int = 0                      # the model's buffers (BatchNorm's running
+                                               # statistics), which DDP broadcasts each forward
     # the parameter server's update of this model as the real server runs it (the
     # probe's median of ``real.schemes.ps.server_update``); 0: not measured, the server
     # line ``ServerCost`` prices it

@@ -616,7 +616,7 @@ def model_cost(w: ModelWorkload):
         layer_backward_shares=tuple(reversed(w.backward_shares())),
         bytes_per_param=w.grad_bytes / max(1, w.params),
         input_s_per_sample=w.input_s_per_sample, input_workers=w.input_workers,
-        precision=w.precision)
+        precision=w.precision, buffer_count=len(w.buffers))
 
 
 def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,

@@ -30,20 +30,16 @@ sets ``HOROVOD_CYCLE_TIME=0.1``). The input pipeline's CPU cost per image is pub
 nowhere these tables are: it is not applied (the points it would move are named in the
 output).
 
-``--ddp-cost STEP_PROBE_JSON`` shows what DDP's own cost would move: the examples wrap the
-model in DDP only at more than one GPU (``ConvNets/main.py``: ``executor.distributed`` if
-``args.distributed``, ``WORLD_SIZE > 1``), so their one-GPU step, the model's step, lacks it.
-The flag lengthens the PyTorch step at more than one GPU by the share DDP added to ResNet-50's
-step on a one-rank NCCL group in ``benchmarks.gpu.step_probe``'s result (``ddp.<precision>.
-ddp_over_plain``; tf32 and amp, no fp32 figure: fp32 rows unchanged). A what-if: the share is
-an H200's, the published GPUs are A100 and V100.
+DDP's own calls (``simulator.model.hardware.ddp_calls``: each gradient into its bucket and
+back, each buffer broadcast, about 4 ms a step for ResNet-50 at the presets' measured 8.63 us
+a call) lengthen the PyTorch step at more than one GPU only: the examples wrap the model in
+DDP only then (``ConvNets/main.py``: ``executor.distributed`` if ``args.distributed``,
+``WORLD_SIZE > 1``), so their one-GPU step, the model's step, has none.
 
 Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``--out``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,29 +152,15 @@ def input_lines() -> list[str]:
     return lines
 
 
-def ddp_shares(text: str) -> dict[str, float]:
-    """Precision -> the share of the step DDP added, from a step_probe result file."""
-    try:
-        ddp = json.loads(Path(text).read_text())["ddp"]
-        shares = {prec: float(ddp[prec]["ddp_over_plain"]) for prec in ddp}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise argparse.ArgumentTypeError(
-            f"{text}: not a benchmarks.gpu.step_probe result with a ddp part ({e})") from None
-    if not shares or not all(0 <= v < 1 for v in shares.values()):
-        raise argparse.ArgumentTypeError(f"{text}: no ddp share between 0 and 1")
-    return shares
-
-
-def workload(t: Table, ddp_share: float = 0.0) -> ModelWorkload:
-    """ResNet-50's tensors and FLOPs per layer at one GPU's published throughput, the step
-    longer by ``ddp_share`` of it (DDP's own cost where the model is wrapped)."""
+def workload(t: Table) -> ModelWorkload:
+    """ResNet-50's tensors, buffers and FLOPs per layer at one GPU's published throughput."""
     cpu = load_workload(HERE / "resnet50-cpu.toml")
     layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
-    step_s = t.batch / t.throughput[1] * (1 + ddp_share)
+    step_s = t.batch / t.throughput[1]
     return ModelWorkload(
         name="resnet50", layers=layers, device=t.device, batch_size=t.batch, step_s=step_s,
         backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
-        input_shape=cpu.input_shape, precision=t.precision,
+        input_shape=cpu.input_shape, precision=t.precision, buffers=cpu.buffers,
         provenance={"source": "numbers", "throughput": f"{t.throughput[1]} images/s on one GPU: "
                     + t.source, "tensors": "benchmarks/dle/resnet50-cpu.toml"})
 
@@ -191,21 +173,24 @@ def scheme(t: Table) -> SchemeConfig:
                         cycle_s=MXNET_CYCLE_S)
 
 
-def predict(t: Table, ddp_share: float = 0.0) -> dict[int, tuple[float, float]]:
-    """GPUs -> (predicted efficiency %, predicted seconds per iteration); the step at more
-    than one GPU longer by ``ddp_share`` of it. An iteration once the run is under way
-    (``steady_iteration_s``), as the published throughputs leave out DDP's construction and
-    Horovod's first broadcast."""
-    times = {p: iteration_s(t, p, ddp_share if p > 1 else 0.0) for p in t.throughput}
+def predict(t: Table, ddp_calls: bool = True) -> dict[int, tuple[float, float]]:
+    """GPUs -> (predicted efficiency %, predicted seconds per iteration). An iteration once
+    the run is under way (``steady_iteration_s``), as the published throughputs leave out
+    DDP's construction and Horovod's first broadcast; ``ddp_calls=False``: without DDP's
+    calls (the model before they were modelled)."""
+    times = {p: iteration_s(t, p, ddp_calls) for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 
 
-def iteration_s(t: Table, gpus: int, ddp_share: float = 0.0) -> float:
-    """The predicted seconds of an iteration at ``gpus`` GPUs, the step longer by
-    ``ddp_share`` of it."""
-    cluster = growing(load_preset(t.preset))
+def iteration_s(t: Table, gpus: int, ddp_calls: bool = True) -> float:
+    """The predicted seconds of an iteration at ``gpus`` GPUs; one GPU runs without DDP,
+    as the examples do."""
+    preset = load_preset(t.preset)
+    if gpus == 1 or not ddp_calls:
+        preset = preset.without_ddp_calls()
+    cluster = growing(preset)
     profile = machine(load_default(), "embedded", cluster.at(1),
-                      [(workload(t, ddp_share), "resnet50")]).profile
+                      [(workload(t), "resnet50")]).profile
     return steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
 
 
@@ -221,15 +206,10 @@ def plan(t: Table, gpus: int):
     return make_plan(spec, cfg, gpus, work(t), profile)
 
 
-def share_of(t: Table, ddp: dict[str, float] | None) -> float:
-    """The DDP share a table's multi-GPU points take: PyTorch's, in its precision, if given."""
-    return (ddp or {}).get(t.precision, 0.0) if t.framework == "PyTorch" else 0.0
-
-
-def rows(ddp: dict[str, float] | None = None) -> list[dict]:
+def rows(ddp_calls: bool = True) -> list[dict]:
     out = []
     for t in TABLES:
-        pred = predict(t, share_of(t, ddp))
+        pred = predict(t, ddp_calls)
         for p, ips in t.throughput.items():
             if p == 1:
                 continue
@@ -261,14 +241,14 @@ def markdown(points: list[dict]) -> str:
 def build_parser() -> cli.Parser:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/dle", help="folder for dle.csv and dle.md")
-    ap.add_argument("--ddp-cost", type=ddp_shares, default=None, metavar="STEP_PROBE_JSON",
-                    help="what-if: lengthen the PyTorch step at more than one GPU by DDP's "
-                         "share of it in this benchmarks.gpu.step_probe result")
+    ap.add_argument("--without-ddp-calls", action="store_true",
+                    help="leave DDP's per-tensor calls out (the model before they were "
+                         "modelled), to compare")
     return ap
 
 
 def run(args) -> int:
-    points = rows(args.ddp_cost)
+    points = rows(not args.without_ddp_calls)
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
     csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"

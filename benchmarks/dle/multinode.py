@@ -15,8 +15,9 @@ cutoffs 19,997 / 39,997 / 199,997 and div_val 4, embeddings tied to the classifi
 gives its tensors (``tensors``); one node's published throughput per GPU as the step (what
 the node loses inside is in it; the check predicts what crossing nodes adds); DDP with
 25 MiB buckets over NCCL, the embeddings' gradients ready last (tied weights are used at
-both ends of the network). Nothing is fitted to the published scaling. Each point is
-predicted twice (``ALGORITHMS``): with NCCL's flat ring, whose channels cross nodes
+both ends of the network); the step carries DDP's own calls (the node ran DDP), so the
+preset's ``ddp_call`` is not added again. Nothing is fitted to the published scaling. Each
+point is predicted twice (``ALGORITHMS``): with NCCL's flat ring, whose channels cross nodes
 through the node's 8 NICs at once, one ring per NIC (``model.fabric``), and with the
 hierarchical allreduce, whose cross-node rings use every NIC too.
 """
@@ -87,7 +88,8 @@ def workload(precision: str) -> ModelWorkload:
 
 def rows(algorithm: str = "ring") -> list[dict]:
     out = []
-    cluster = growing(load_preset("dgx2"))
+    # the step is one node's published rate, run under DDP: DDP's calls are in it already
+    cluster = growing(load_preset("dgx2").without_ddp_calls())
     for precision, table in PUBLISHED.items():
         w = workload(precision)
         mach = machine(load_default(), "embedded", cluster.at(1), [(w, "txl")])

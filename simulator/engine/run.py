@@ -28,6 +28,7 @@ from simulator.engine.fidelity import auto_fidelity
 from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
 from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.hardware.ddp_calls import ddp_step_s
 from simulator.model.schemes import SCHEMES, Scheme
 from simulator.model.workload import (
     Plan,
@@ -113,6 +114,7 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
     speeds = speed_factors(workers, heterogeneity, seed)
     steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
              for r in range(workers)]
+    steps = with_ddp_calls(steps, _model(profile, workload.model), run)
     steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
     if schedule and cfg.engine == "fast":
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
@@ -137,6 +139,16 @@ def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workl
     twice = simulate(scheme, workers, longer, cluster, profile, seed)
     return ((twice.time_s - once.time_s)
             / (twice.iterations_per_worker - once.iterations_per_worker))
+
+
+def with_ddp_calls(steps, model, run: Layout):
+    """A DDP rank's steps on a device, each longer by what DDP's per-tensor calls add
+    (``hardware.ddp_calls``: ``(2 n_tensors + n_buffers) * ddp_call_s``)."""
+    device = run.cluster.device
+    if run.spec.exchange != "buckets" or device is None or device.ddp_call_s <= 0:
+        return steps
+    extra = ddp_step_s(len(model.tensor_counts), model.buffer_count, device.ddp_call_s)
+    return [s + extra for s in steps]
 
 
 def input_bound(steps, model, run: Layout, batch: int):
