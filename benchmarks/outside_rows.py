@@ -15,7 +15,8 @@ What lies between is, per record (``real.records.timing.window_parts``):
 
 With ``--run`` (the default) it first makes phantom runs on this host (``real.train
 --compute phantom``: the compute slept, every message real; ``--workload``, the CNN of
-the phantom validations by default) of ``--schemes`` at P = 2 (the parameter server at
+the phantom validations by default; ``--compute real``: the one-host validations' CNN
+on Fashion-MNIST) of ``--schemes`` at P = 2 (the parameter server at
 P = 1: a worker and its server, a core each), ``--repeats`` each, into ``OUT.runs/``.
 mpi_allreduce builds nothing before its first step, so its setup is the ranks' uneven
 start and end alone; ddp's less that is its constructor. Run it on a quiet machine.
@@ -76,15 +77,20 @@ def summary(records: list[Path]) -> dict:
     return out
 
 
-def make_runs(schemes: list[str], repeats: int, workload: str, runs: Path) -> list[Path]:
-    """Phantom runs of each scheme on this host; the records written."""
+def make_runs(schemes: list[str], repeats: int, workload: str, runs: Path,
+              compute: str = "phantom") -> list[Path]:
+    """Runs of each scheme on this host, phantom (the validations' CNN slept, 768 samples
+    in batches of 32) or real (the one-host validations' CNN on Fashion-MNIST, 7,680
+    samples in batches of 64, a thread a rank); the records written."""
     mpirun = str(Path(sys.executable).parent / "mpirun")
+    how = (["--compute", "phantom", "--workload", workload, "--train-size", "768",
+            "--batch-size", "32"] if compute == "phantom" else
+           ["--dataset", "fashion-mnist", "--train-size", "7680", "--batch-size", "64",
+            "--threads", "1"])
     for scheme in schemes:
         for r in range(repeats):        # 2 ranks: the parameter server's are a worker and it
             cmd = [mpirun, "-n", "2", sys.executable, "-m", "real.train", "--schemes",
-                   scheme, "--compute", "phantom", "--workload", workload, "--train-size",
-                   "768", "--batch-size", "32", "--out", str(runs), "--run-id",
-                   f"{scheme}-r{r}"]
+                   scheme, *how, "--out", str(runs), "--run-id", f"{scheme}-r{r}"]
             subprocess.run(cmd, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)},
                            check=True, timeout=600, stdout=subprocess.DEVNULL)
     return sorted(runs.glob("*/record.json"))
@@ -96,6 +102,8 @@ def build_parser() -> cli.Parser:
                     help="only read the records under these folders (no runs)")
     ap.add_argument("--schemes", default=SCHEMES, help="schemes to run, comma-separated")
     ap.add_argument("--repeats", default=3, type=cli.positive_int, help="runs per scheme")
+    ap.add_argument("--compute", default="phantom", choices=("phantom", "real"),
+                    help="phantom runs (the workload slept) or real ones (Fashion-MNIST)")
     ap.add_argument("--workload", default="docs/results/phantom-6/workloads/cnn.toml",
                     type=cli.input_file, help="the phantom's workload file")
     ap.add_argument("--out", required=True, type=cli.output_file(".json"), help="JSON to write")
@@ -109,7 +117,7 @@ def run(a) -> int:
     else:
         runs = Path(a.out).with_suffix(".runs")
         records = make_runs(a.schemes.split(","), a.repeats, str(Path(a.workload).resolve()),
-                            runs)
+                            runs, a.compute)
     result = summary(records)
     atomic_write_text(a.out, json.dumps(result, indent=1) + "\n")
     lines = [f"{'scheme':<22}{'records':>8}{'setup ms':>10}{'loop ms/step':>14}"]

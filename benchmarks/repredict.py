@@ -23,7 +23,9 @@ of it on ``PYTHONPATH`` (this file runs there by its path):
 
 (At the commit that made a ``compare.csv`` the new prediction equals the shipped one.)
 
-``--server-probe WORKDIR`` gives each folder's profile the real server's update per
+``--loop-ms MS`` gives each profile without it the training loop's Python a step
+(``Profile.loop_s_per_step``; ``benchmarks/outside_rows.py`` measures it): the shipped
+profiles predate its fit from the calibration's runs. ``--server-probe WORKDIR`` gives each folder's profile the real server's update per
 model from a server probe's ``server_update.csv`` (``python -m calibrate.probe --part
 server``), where the profile has none, with its curve against the idle time before it
 where the probe timed one: the shipped profiles predate that probe, and their folders
@@ -77,10 +79,15 @@ def cluster_of(folder: Path, row, prof):
                    shared_cores=True)
 
 
-def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = ()) -> pd.DataFrame:
-    """One row per row of the folder's ``compare.csv``, predicted again."""
+def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
+              loop_s: float = 0.0) -> pd.DataFrame:
+    """One row per row of the folder's ``compare.csv``, predicted again (``loop_s``: the
+    training loop's Python a step for a profile without it)."""
     emulated = (folder / "link.toml").exists()
     prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
+    if loop_s and not prof.loop_s_per_step:
+        from dataclasses import replace
+        prof = replace(prof, loop_s_per_step=loop_s)
     if server_rows:
         from calibrate.fits.fit_compute import with_server_probe
         prof = with_server_probe(prof, list(server_rows))
@@ -156,6 +163,9 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--against", type=cli.input_file, metavar="CSV",
                     help="this command's CSV from another commit: print the held-out errors "
                          "of the schemes that moved, there against here")
+    ap.add_argument("--loop-ms", type=cli.nonnegative_float, default=0.0, metavar="MS",
+                    help="the training loop's Python a step (Profile.loop_s_per_step, ms) for "
+                         "profiles that have none (benchmarks/outside_rows.py measures it)")
     ap.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
                     help="a server probe's workdir (server_update.csv): the real server's "
                          "update per model, for profiles that have none")
@@ -182,8 +192,8 @@ def run(a) -> int:
             return cli.usage_error(PROG, f"{a.server_probe} has no server_update.csv: run "
                                          "python -m calibrate.probe --part server there")
         server_rows = pd.read_csv(table).to_dict("records")
-    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows)
-                    for f in folders], ignore_index=True)
+    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows,
+                              a.loop_ms / 1e3) for f in folders], ignore_index=True)
     try:       # (cli.one_line_io_errors is younger than the commits this runs against)
         atomic_write_text(a.out, df.to_csv(index=False))
     except OSError as e:

@@ -53,6 +53,11 @@ Cost models and the parameters they use (units in the names):
   its tensors' gradients in, torch's SGD step, the weights out), takes its place;
   ``server_idle_s`` / ``server_update_after_idle_s``, where measured, the same update
   after the server waited idle that long (a cold update takes longer).
+* the training loop (optional): ``loop_s_per_step``, the Python a worker runs each step
+  outside its step and its communication (the next batch fetched, the progress line, the
+  curve's bookkeeping: a run's ``epoch_s`` less its iteration rows,
+  ``real.records.timing.loop_s_per_step``), fitted from the calibration's own runs; the
+  model charges it once a step on the worker's core, with its step (0: not measured).
 * network (optional): the link between two such hosts, ``t_msg(n) = latency_s +
   n / bandwidth_bytes_per_s``, from ``calibrate.link`` (``calibrate.fit --link``).
 
@@ -255,6 +260,7 @@ class Profile:
     wake_wait_s: float = 0.0                    # woken gloo rank waits for a busy core (0: none)
     balance_delays_s: tuple[float, ...] = ()    # the balance delay's measured spread (seconds)
     network: NetworkLink | None = None          # between two such hosts (None: not measured)
+    loop_s_per_step: float = 0.0                # a worker's loop outside its rows (0: not measured)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -458,6 +464,7 @@ def _from_checked_dict(raw: dict) -> Profile:
                if "scheduler_quantum_s" in raw else 0.0)
     delay = (_get(raw, "balance_delay_s", float, "") if "balance_delay_s" in raw else 0.0)
     wake = _get(raw, "wake_wait_s", float, "") if "wake_wait_s" in raw else 0.0
+    loop = _get(raw, "loop_s_per_step", float, "") if "loop_s_per_step" in raw else 0.0
     delays = raw.get("balance_delays_s", [])
     if not isinstance(delays, (list, tuple)) or any(
             isinstance(d, bool) or not isinstance(d, (int, float)) or not d >= 0 for d in delays):
@@ -477,5 +484,6 @@ def _from_checked_dict(raw: dict) -> Profile:
         balance_delays_s=tuple(float(d) for d in delays),
         network=(_build(NetworkLink, raw["network"], "network") if raw.get("network") is not None
                  else None),
+        loop_s_per_step=loop,
         schema_version=version,
     )

@@ -25,13 +25,14 @@ and the libraries, which is what this validates:
    ``--max-run-s``; ``OUT/stops.json`` says where and why;
 4. **compare**: every record predicted on its own cluster (its shaped rate, the
    calibrated link, one host per rank with cores of its own, the compute the workload
-   at its scale), held out: P above ``--calibrate-workers`` or a rate other than
-   ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
+   at its scale; the training loop's Python a step, from the held-in records where the
+   profile has none: ``held_in_loop_s``), held out: P above ``--calibrate-workers`` or a
+   rate other than ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
    workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png`` (compute, communication
    and waiting, measured beside predicted); the table ends with the held-out errors again
    with each of the link's mechanisms taken out (the calibration's per-message CPU,
-   socket buffer, ACK share, payload share; the shapers' token buckets): what each one
-   moves on these records.
+   socket buffer, ACK share, payload share; the shapers' token buckets; the loop's
+   Python): what each one moves on these records.
 
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
@@ -297,12 +298,38 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
 
 # ------------------------------------------------------------------ step 4: the comparison
 
+def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
+    """``Profile.loop_s_per_step`` from the records the comparison holds in (P up to
+    ``calibrate_workers`` at the link's calibrated rate; ``calibrate.fits.runs``: rank 0's
+    loop outside its rows a step, the median), for a profile without it: the phantom
+    ranks' own loop, measured where the link is. 0 where none holds it."""
+    from calibrate.fits.runs import loop_per_step_s, loop_sample_s
+    from contracts import record
+    from simulator.compare import workers_of
+    samples = []
+    for d in record.find_runs(runs):
+        try:
+            rec = record.read(d)
+            rate = rec["identity"]["settings"]["cluster"]["bandwidth_bits_per_s"]
+            held_in = (workers_of(rec) <= calibrate_workers
+                       and abs(rate - link.shaped_bits_per_s) < 1)
+            loop = loop_sample_s(d, rec) if held_in and not record.left_out_reason(
+                rec, ("phantom",)) else None
+        except (record.RecordError, KeyError, TypeError):
+            continue
+        if loop is not None:
+            samples.append(loop)
+    return loop_per_step_s(tuple(samples))
+
+
 def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
              server_rows: tuple = ()):
     """Every phantom record under ``OUT/runs`` predicted on its cluster (``simulator.compare``
     with the calibrated link, less the mechanism ``without`` names: ``WITHOUT``), with the
     held-out flags; the profile's models without a server update take ``server_rows``' (a
-    server probe's ``server_update.csv``); (rows, the link) or a usage line."""
+    server probe's ``server_update.csv``), a profile without the training loop's Python a
+    step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP: none, what it
+    moves); (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
     from simulator.compare import compare
     from contracts import profile as profiles
@@ -312,6 +339,9 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     try:
         prof = with_server_probe(profiles.load(profile_path), list(server_rows))
         link = load_link_calibration(out / "link.toml")
+        if not prof.loop_s_per_step and without != LOOP:
+            prof = replace(prof, loop_s_per_step=held_in_loop_s(out / "runs", link,
+                                                                calibrate_workers))
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
@@ -333,7 +363,8 @@ WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
            "ACK share": {"ack_share": 0.0},
            "payload share": {"payload_efficiency": 1.0}}
 BUCKETS = "token buckets"     # the shapers' bursts (the records' burst_bytes), taken out too
-MECHANISMS = (*WITHOUT, BUCKETS)
+LOOP = "loop's Python"        # the held-in records' loop outside the rows, taken out too
+MECHANISMS = (*WITHOUT, BUCKETS, LOOP)
 
 
 def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,

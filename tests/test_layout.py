@@ -51,6 +51,7 @@ CROSSINGS = {
     ("calibrate.probes.compute_probe", "real.schemes.ps"): "times the parameter server's "
                                                            "update as the server runs it",
     ("calibrate.fits.runs", "real.schemes"): "fits from the runs of the schemes it names",
+    ("calibrate.fits.runs", "real.records.timing"): "reads a record's window as real splits it",
     ("calibrate.__main__", "real.launch.dist"): "runs its probes isolated, as real runs",
     ("calibrate.__main__", "real.records.load"): "waits for a quiet machine by real's "
                                                  "measure of other processes' load",

@@ -135,7 +135,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     assert "| psgd | 2 | 100 |" in table and "| psgd | 4 | 100 |" in table
     rows = {int(r.split("|")[2]): r for r in table.splitlines() if r.startswith("| psgd |")}
     assert rows[2].rstrip().endswith("| - |") and rows[4].rstrip().endswith("| P |")
-    assert "| without per-message CPU |" in table
+    assert "| without per-message CPU |" in table and "| without loop's Python |" in table
     assert (out / "errors.csv").exists() and (out / "breakdown-tiny-phantom-"
                                              f"{hashlib.sha256(f.read_bytes()).hexdigest()[:8]}"
                                              "-x10.png").exists()

@@ -228,7 +228,8 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         scheduler_quantum_s=sched_probe.quantum_s(_rows_if_probed(workdir, "scheduler.csv")),
         balance_delay_s=sched_probe.balance_delay_s(balance),
         wake_wait_s=sched_probe.wake_wait_s(_rows_if_probed(workdir, "wake.csv")),
-        balance_delays_s=sched_probe.balance_delays_s(balance))
+        balance_delays_s=sched_probe.balance_delays_s(balance),
+        loop_s_per_step=runsmod.loop_per_step_s(runs.loop_s) if runs else 0.0)
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},

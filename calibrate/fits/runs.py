@@ -19,6 +19,12 @@ latency per ring step inside training, where the probe's tight loop of calls
 sees it lower and more variable from one calibration to the next
 (``fit_comm.run_allreduce_alpha``).
 
+A fourth: the training loop's own Python a step (``real.records.timing.loop_s_per_step``:
+rank 0's ``epoch_s`` less its rows, over its steps), from runs whose rank 0 trains (not a
+parameter server's) with a core per thread, for ``Profile.loop_s_per_step``
+(``loop_per_step_s``: the median over the runs; the model shares it as the step where
+cores are crowded). Neither the step fit (rows' ``compute_s``) nor the probes' steps hold it.
+
 The first ``WARMUP_ITERATIONS`` iterations of every rank are dropped, and at most
 ``MAX_SAMPLES_PER_RUN`` evenly spaced steps are kept per run so that a long run
 does not outweigh the probes. ``max_workers`` drops runs with more ranks: the
@@ -51,6 +57,7 @@ class RunSamples:
     runs_seen: tuple[str, ...]
     workers_seen: tuple[int, ...]
     allreduce_comm: pd.DataFrame | None = None   # model, workers, comm_s (gloo per-tensor)
+    loop_s: tuple[float, ...] = ()     # the loop's Python a step, a run each (rank 0 trains)
 
 
 def _steps_of(run_dir: Path) -> pd.DataFrame:
@@ -80,6 +87,23 @@ def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
     return facts, _steps_of(run_dir)
 
 
+def loop_sample_s(run_dir: Path, rec: dict | None = None) -> float | None:
+    """The run's loop outside its rows a step (rank 0's), or None where rank 0 does not
+    train (a parameter server) or the record has no ``epoch_s``."""
+    from real.records.timing import loop_s_per_step
+    rec = rec or record.read(run_dir)
+    scheme = SCHEMES.get(rec["config"].get("algorithm"))
+    if scheme is None or scheme.server or rec["status"] != "completed":
+        return None
+    it = record.read_iterations(run_dir)
+    return loop_s_per_step(rec.get("timings") or {}, it[it["rank"] == 0].to_dict("records"))
+
+
+def loop_per_step_s(samples: tuple[float, ...]) -> float:
+    """``Profile.loop_s_per_step``: the runs' median (0: no run measured it)."""
+    return float(np.median(samples)) if samples else 0.0
+
+
 def _computes_all_the_time(facts: dict) -> bool:
     scheme = SCHEMES.get(facts["algorithm"])
     return scheme is not None and not scheme.waits_between_steps(facts["average_every"])
@@ -93,11 +117,15 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
     dirs = record.find_runs(runs_dir)
     if not dirs:
         raise CalibrationError(f"--runs {runs_dir} holds no run record (no */record.json)")
-    steps, sharing, comm, seen, workers = [], [], [], [], set()
+    steps, sharing, comm, seen, workers, loops = [], [], [], [], set(), []
     for run_dir in dirs:
         facts, it = run_samples(run_dir)
         if not len(it) or (max_workers is not None and facts["workers"] > max_workers):
             continue
+        loop = (loop_sample_s(run_dir)                 # unshared, as the step's samples
+                if facts["ranks_per_host"] * facts["threads"] <= facts["cores"] else None)
+        if loop is not None:
+            loops.append(loop)
         base = {"model": facts["model"], "source": facts["run_id"]}
         frame = pd.DataFrame({**base, "batch": it["batch_size"].to_numpy(int),
                               "step_s": it["compute_s"].to_numpy(float)})
@@ -118,4 +146,5 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
                       sharing=pd.concat(sharing, ignore_index=True) if sharing else empty,
                       allreduce_comm=(pd.concat(comm, ignore_index=True) if comm else
                                       pd.DataFrame(columns=["model", "workers", "comm_s"])),
-                      runs_seen=tuple(seen), workers_seen=tuple(sorted(workers)))
+                      runs_seen=tuple(seen), workers_seen=tuple(sorted(workers)),
+                      loop_s=tuple(loops))

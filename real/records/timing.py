@@ -133,6 +133,17 @@ def window_parts(timings: dict, rows: list[dict]) -> dict:
             "rows_s": rows_s}
 
 
+def loop_s_per_step(timings: dict, rows: list[dict]) -> float | None:
+    """The loop's Python a step of the rank whose ``epoch_s`` the record keeps (rank 0):
+    its ``window_parts`` loop over its steps (rows of iteration 0 and up; a row of iteration
+    -1, an epoch's closing average, is inside ``epoch_s`` and counted as a row). None
+    without ``epoch_s`` or steps."""
+    steps = sum(1 for r in rows if int(r["iteration"]) >= 0)
+    if not timings.get("epoch_s") or not steps:
+        return None
+    return window_parts(timings, rows)["loop_s"] / steps
+
+
 ROW_FIELDS = ("rank", "epoch", "iteration", "batch_size", "compute_s", "comm_s", "bytes_sent",
               "loss", "t_comm_enter", "sync")
 

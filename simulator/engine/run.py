@@ -116,6 +116,7 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
              for r in range(workers)]
     steps = with_ddp_calls(steps, _model(profile, workload.model), run)
     steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
+    steps = with_loop(steps, profile.loop_s_per_step)
     if schedule and cfg.engine == "fast":
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
     if eval_every < 0:
@@ -163,6 +164,18 @@ def input_bound(steps, model, run: Layout, batch: int):
                  else 0.0)
     return [np.maximum(s, max(workers_s, per_host[hosts[i]] * batch * model.input_s_per_sample
                                    / run.cluster.cpu_cores)) for i, s in enumerate(steps)]
+
+
+def with_loop(steps, loop_s: float):
+    """Each worker's steps with the training loop's own Python (``Profile.loop_s_per_step``:
+    the next batch, the progress line, between one step's communication and the next
+    step's compute, in no iteration row) added, once a step. The rank runs it on the
+    core it holds for its step, so it is part of the step's compute job (shared as the
+    step is on a crowded host), not a job of its own that queues again for a core; DDP's
+    backward fraction splits it as the rest of the step."""
+    if loop_s <= 0:
+        return steps
+    return [s + loop_s for s in steps]
 
 
 def oversubscribed(run: Layout, workload: Workload) -> bool:
