@@ -12,8 +12,10 @@ and the libraries, which is what this validates:
    scale S) or a built-in model that ``python -m calibrate.workload`` measures here
    first (``OUT/workloads/NAME.toml``);
 2. **profile**: the plain machine's costs that stay real in a phantom run (the
-   parameter server's update, the reductions), ``python -m calibrate --quick`` with at
-   most ``--calibrate-workers`` processes (``--profile`` skips it);
+   parameter server's update of the CNN, back to back and after idle waits in sleeping
+   polls, the reductions), ``python -m calibrate --quick`` with at most
+   ``--calibrate-workers`` processes (``--profile`` skips it; a slept model the profile
+   never timed at the server is said in the report: ``unprobed_servers``);
 3. for each rate of ``--bandwidths``, the rate ``--calibrate-at`` first: the cluster up
    (``real.cluster up``, one host more than the largest P); at ``--calibrate-at`` only,
    ``python -m calibrate.link`` (two hosts: latency, payload rate, socket buffer,
@@ -392,6 +394,22 @@ def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,
     return "\n".join(lines) + "\n"
 
 
+def unprobed_servers(out: Path, profile_path: Path, server_rows: tuple, df) -> list[str]:
+    """The slept models of ``OUT/workloads`` that a parameter-server scheme of ``df`` ran
+    and whose real update neither the profile nor ``server_rows`` measured: their server
+    is priced by the profile's parameter line (``ServerCost``: one ``w.add_``, microseconds
+    where the real update with its cold caches takes a fraction of a millisecond)."""
+    from calibrate.fits.fit_compute import with_server_probe
+    from contracts import profile as profiles
+    from contracts.workload import load_workload
+    if not df["scheme"].isin(["ps_sync", "ps_async"]).any():
+        return []
+    prof = with_server_probe(profiles.load(profile_path), list(server_rows))
+    measured = {m.model for m in prof.models if m.server_update_s}
+    slept = {load_workload(f).name for f in sorted((out / "workloads").glob("*.toml"))}
+    return sorted(slept - measured)
+
+
 def report(out: Path, profile_path: Path, calibrate_workers: int,
            server_rows: tuple = ()) -> int:
     from simulator.output.cluster_report import (
@@ -413,6 +431,13 @@ def report(out: Path, profile_path: Path, calibrate_workers: int,
              f"{link.payload_efficiency:.3f} of the shaped rate, measured at "
              f"{link.shaped_bits_per_s / 1e6:g} Mbit/s); held out: P > {calibrate_workers} "
              "or another rate", "", markdown_errors(errors), ""]
+    unprobed = unprobed_servers(out, profile_path, server_rows, df)
+    if unprobed:
+        note = (f"The profile measured no server update of {', '.join(unprobed)}: the "
+                "parameter server's update is priced by its parameter line (calibrate with "
+                "--models NAME, or give --server-probe WORKDIR).")
+        print(f"{PROG}: {note}", file=sys.stderr)
+        parts += [note, ""]
     written = []
     for model, g in df.groupby("model"):
         parts += [f"## {model}", "", markdown_table(g), ""]

@@ -170,3 +170,29 @@ def test_sleeping_polls_add_half_the_poll_to_every_step_of_an_mpi_collective():
     with pytest.raises(ConfigError, match="sleeping_waits.PSGD_WAIT_SLEEP_S"):
         compare.polled_profile(prof, {"environment": {"sleeping_waits":
                                                       {"PSGD_WAIT_SLEEP_S": "soon"}}})
+
+
+def test_a_server_scheme_whose_slept_model_has_no_measured_update_is_said(tmp_path):
+    """ps_sync on a workload whose model the profile never timed at the server: the report
+    says its update falls to the parameter line; timed (the profile's, or a server
+    probe's rows), or no server scheme, nothing is said."""
+    import dataclasses
+
+    import pandas as pd
+
+    from contracts import profile as profiles
+    from pipelines.validate_phantom import unprobed_servers
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "w.toml").write_text(WORKLOAD)
+    bare = tmp_path / "bare.json"
+    profiles.save(make_profile(model="tiny"), bare)
+    ps, psgd = pd.DataFrame({"scheme": ["ps_sync"]}), pd.DataFrame({"scheme": ["psgd"]})
+    assert unprobed_servers(tmp_path, bare, (), ps) == ["tiny"]
+    assert unprobed_servers(tmp_path, bare, (), psgd) == []
+    rows = ({"model": "tiny", "params": 4000, "rep": 0, "idle_s": 0.0, "update_s": 1e-4},)
+    assert unprobed_servers(tmp_path, bare, rows, ps) == []
+    timed = tmp_path / "timed.json"
+    prof = make_profile(model="tiny")
+    profiles.save(dataclasses.replace(prof, models=tuple(
+        dataclasses.replace(m, server_update_s=1e-4) for m in prof.models)), timed)
+    assert unprobed_servers(tmp_path, timed, (), ps) == []
