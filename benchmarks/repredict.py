@@ -32,17 +32,17 @@ where the probe timed one: the shipped profiles predate that probe, and their fo
 keep no probe tables to refit from. (On one host the ranks spin: the server is never
 idle, and the curve charges its back-to-back median.)
 
-A phantom validation's folder (``docs/results/phantom-N``: ``stops.json`` or the
-``workloads`` its runs slept) is refused with one line: each of its predictions comes from a run record
-(``simulator.compare``: the record's ``environment.sleeping_waits``, which sets the
-transport's ``poll_s``; the shapers' ``burst_bytes``; the run's training-set size,
-``--steps`` x batch x P) and from a profile the folder does not keep
-(docs/results/phantom.md names the one each comparison used), none of which its
-``compare.csv`` holds. Re-predict those from their records: ``python -m
-pipelines.validate_phantom --skip-runs --out RECORDS --profile PROFILE`` (with
-``--server-probe`` as here).
+A phantom validation's folder (``docs/results/phantom-N``: its ``workloads`` and
+``link.toml``) is predicted again from its run records (``records.tar.xz``) with the profile
+it was compared with (``profile.json``), as ``pipelines.validate_phantom --skip-runs`` compares
+them (each prediction needs its record: the poll setting, the shapers' bursts, the run's
+training-set size), held out as its ``compare.csv`` held them out (P above the largest P it
+kept, or a rate other than the calibrated one); it prints that folder's error table as
+``table.md`` gives it, then the held-out errors as for the other folders:
 
-Imports: pandas, simulator.
+    python -m benchmarks.repredict docs/results/phantom-7 --out new.csv
+
+Imports: pandas, simulator, contracts, pipelines.validate_phantom (its comparison).
 """
 from __future__ import annotations
 
@@ -99,11 +99,53 @@ def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
         on = cluster_of(folder, r, prof)
         mach = machine(prof, "", on, model_workloads(prof, workload_files(None), [work.model]))
         new = simulate(SchemeConfig(r["scheme"]), int(r["workers"]), work, on, mach.profile, 0)
-        rows.append({"folder": folder.name, "scheme": r["scheme"], "workers": int(r["workers"]),
+        rows.append({"folder": folder.name, "scheme": r["scheme"], "model": r["model"],
+                     "workers": int(r["workers"]),
                      "bandwidth_bits_per_s": r.get("bandwidth_bits_per_s"),
                      "measured_s": r["measured_s"], "shipped_s": r["predicted_s"],
                      "predicted_s": new.epoch_s, "held_out": bool(r["held_out"])})
     return pd.DataFrame(rows)
+
+
+def is_phantom(folder: Path) -> bool:
+    """A ``pipelines.validate_phantom`` folder: it keeps the workloads its runs slept."""
+    return (folder / "workloads").is_dir()
+
+
+def calibrate_workers_of(shipped: pd.DataFrame) -> int:
+    """The ``--calibrate-workers`` of a phantom comparison: the largest P it did not hold
+    out (its ``held_out`` column is P above it)."""
+    kept = shipped.loc[~shipped["held_out"].astype(bool), "workers"]
+    return int(kept.max()) if len(kept) else int(shipped["workers"].min()) - 1
+
+
+def repredict_phantom(folder: Path, server_rows: list[dict] = ()) -> tuple[pd.DataFrame, str]:
+    """One row per row of a phantom folder's ``compare.csv``, predicted again from its
+    records, and the folder's error table (``table.md``'s first) of the new predictions;
+    ``ValueError`` with one line where the folder lacks what that needs."""
+    from contracts import record_archive
+    from pipelines.validate_phantom import compared
+    from simulator.output.cluster_report import error_table, markdown_errors
+    if not (folder / "profile.json").is_file():
+        raise ValueError(f"{folder} has no profile.json: the profile its comparison used")
+    shipped = pd.read_csv(folder / "compare.csv")
+    try:
+        with record_archive.unpacked(folder) as runs:
+            df, why = compared(folder, folder / "profile.json", calibrate_workers_of(shipped),
+                               server_rows=tuple(server_rows), runs=runs)
+    except record_archive.ArchiveError as e:
+        raise ValueError(str(e)) from None
+    if df is None:
+        raise ValueError(why)
+    df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
+    key = ["scheme", "workers", "model", "bandwidth_bits_per_s"]
+    m = df.merge(shipped[key + ["predicted_s"]], on=key, how="left", suffixes=("", "_shipped"))
+    rows = pd.DataFrame({"folder": folder.name, "scheme": m["scheme"], "model": m["model"],
+                         "workers": m["workers"],
+                         "bandwidth_bits_per_s": m["bandwidth_bits_per_s"],
+                         "measured_s": m["measured_s"], "shipped_s": m["predicted_s_shipped"],
+                         "predicted_s": m["predicted_s"], "held_out": m["held_out_any"]})
+    return rows, markdown_errors(error_table(df))
 
 
 def moved(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
@@ -111,6 +153,8 @@ def moved(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     after, for the schemes with a prediction that moved: points, mean signed error and
     median absolute error, each as a fraction."""
     key = ["folder", "scheme", "workers", "bandwidth_bits_per_s"]
+    if "model" in after and "model" in before:        # a phantom folder's workloads
+        key.append("model")
     m = after.merge(before[key + ["predicted_s"]], on=key, how="left",
                     suffixes=("", "_before"))
     m["validation"] = m["folder"].str.rsplit("-", n=1).str[0].replace("validation", "one host")
@@ -181,10 +225,6 @@ def run(a) -> int:
         if not (f / "compare.csv").is_file():
             return cli.usage_error(PROG, f"{f} has no compare.csv: give a validation folder "
                                          "under docs/results")
-        if (f / "stops.json").is_file() or (f / "workloads").is_dir():
-            return cli.usage_error(PROG, f"{f} is a phantom validation: its predictions need "
-                                         "its run records; use python -m "
-                                         "pipelines.validate_phantom --skip-runs --out RECORDS")
     server_rows = []
     if a.server_probe:
         table = Path(a.server_probe) / "server_update.csv"
@@ -192,13 +232,25 @@ def run(a) -> int:
             return cli.usage_error(PROG, f"{a.server_probe} has no server_update.csv: run "
                                          "python -m calibrate.probe --part server there")
         server_rows = pd.read_csv(table).to_dict("records")
-    df = pd.concat([repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows,
-                              a.loop_ms / 1e3) for f in folders], ignore_index=True)
+    frames, tables = [], []
+    for f in folders:
+        if not is_phantom(f):
+            frames.append(repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows,
+                                     a.loop_ms / 1e3))
+            continue
+        try:
+            rows, table = repredict_phantom(f, server_rows)
+        except ValueError as e:
+            return cli.usage_error(PROG, f"{e}")
+        frames.append(rows)
+        tables += [f"{f}: its errors, predicted again (as its table.md gives them)", table, ""]
+    df = pd.concat(frames, ignore_index=True)
     try:       # (cli.one_line_io_errors is younger than the commits this runs against)
         atomic_write_text(a.out, df.to_csv(index=False))
     except OSError as e:
         print(f"{PROG}: error: {a.out}: {e.strerror or e}", file=sys.stderr)
         return 1
+    cli.print_out(*tables)
     pct = {"float_format": lambda x: f"{100 * x:+.1f}%"}
     unsigned = {c: lambda x: f"{100 * x:.1f}%" for c in ("median |e| before", "median |e| after")}
     if a.against:

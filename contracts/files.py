@@ -24,12 +24,21 @@ def readable_mode(tmp: str | os.PathLike) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary sibling and a rename."""
+    return _atomic_write(path, text, "w")
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary sibling and a rename."""
+    return _atomic_write(path, data, "wb")
+
+
+def _atomic_write(path: str | os.PathLike, data: str | bytes, mode: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
         readable_mode(tmp)
         os.replace(tmp, path)
     except BaseException:

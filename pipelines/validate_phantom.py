@@ -39,7 +39,9 @@ and the libraries, which is what this validates:
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
 (points already measured are reused, ``real.sweep``'s settings digest). ``--skip-runs``
-redoes only step 4.
+redoes only step 4, on ``OUT/runs`` or, in a shipped folder without it, on
+``OUT/records.tar.xz``: step 4 packs every run's record and rows there
+(``contracts.record_archive``), so the folder without its ``runs/`` can be compared again.
 
 Imports: simulator.compare, contracts, simulator.engine, simulator.output,
 pipelines.validate_cluster (its stages).
@@ -325,13 +327,13 @@ def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
 
 
 def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
-             server_rows: tuple = ()):
-    """Every phantom record under ``OUT/runs`` predicted on its cluster (``simulator.compare``
-    with the calibrated link, less the mechanism ``without`` names: ``WITHOUT``), with the
-    held-out flags; the profile's models without a server update take ``server_rows``' (a
-    server probe's ``server_update.csv``), a profile without the training loop's Python a
-    step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP: none, what it
-    moves); (rows, the link) or a usage line."""
+             server_rows: tuple = (), runs: Path | None = None):
+    """Every phantom record under ``runs`` (default ``OUT/runs``) predicted on its cluster
+    (``simulator.compare`` with the calibrated link, less the mechanism ``without`` names:
+    ``WITHOUT``), with the held-out flags; the profile's models without a server update take
+    ``server_rows``' (a server probe's ``server_update.csv``), a profile without the training
+    loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
+    none, what it moves); (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
     from simulator.compare import compare
     from contracts import profile as profiles
@@ -342,19 +344,19 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
         prof = with_server_probe(profiles.load(profile_path), list(server_rows))
         link = load_link_calibration(out / "link.toml")
         if not prof.loop_s_per_step and without != LOOP:
-            prof = replace(prof, loop_s_per_step=held_in_loop_s(out / "runs", link,
+            prof = replace(prof, loop_s_per_step=held_in_loop_s(runs or out / "runs", link,
                                                                 calibrate_workers))
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
-        df = compare(out / "runs", prof, link=link, workloads=[out / "workloads"],
+        df = compare(runs or out / "runs", prof, link=link, workloads=[out / "workloads"],
                      skipped=skipped, keep=("phantom",), buckets=without != BUCKETS)
     except (profiles.ProfileError, ConfigError) as e:
         return None, str(e)
     for where, why in skipped:
         print(f"{PROG}: skipped {where}: {why}", file=sys.stderr)
     if df.empty:
-        return None, f"no completed phantom run records under {out / 'runs'}"
+        return None, f"no completed phantom run records under {runs or out / 'runs'}"
     df["held_out"] = df["workers"] > calibrate_workers
     return with_flags(df, link.shaped_bits_per_s), link
 
@@ -370,14 +372,14 @@ MECHANISMS = (*WITHOUT, BUCKETS, LOOP)
 
 
 def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,
-               server_rows: tuple = ()) -> str:
+               server_rows: tuple = (), runs: Path | None = None) -> str:
     """Held-out median / worst error per scheme with the whole calibrated link and with each
     of its mechanisms taken out, on the same records (``OUT/mechanisms.md``): what each one
     moves."""
     import pandas as pd
     rows = []
     for name in ["", *MECHANISMS]:
-        df, _ = compared(out, profile_path, calibrate_workers, name, server_rows)
+        df, _ = compared(out, profile_path, calibrate_workers, name, server_rows, runs)
         if df is None:
             continue
         held = df[df["held_out_p"] | df["unseen_rate"]]
@@ -412,6 +414,21 @@ def unprobed_servers(out: Path, profile_path: Path, server_rows: tuple, df) -> l
 
 def report(out: Path, profile_path: Path, calibrate_workers: int,
            server_rows: tuple = ()) -> int:
+    """Step 4 on ``OUT/runs``, or on ``OUT/records.tar.xz`` where the folder has no runs
+    (a shipped one); ``OUT/runs`` packed into that archive first
+    (``contracts.record_archive``)."""
+    from contracts import record_archive as archive
+    try:
+        if (out / archive.RUNS).is_dir():
+            archive.pack(out)
+        with archive.unpacked(out) as runs:
+            return _report(out, profile_path, calibrate_workers, server_rows, runs)
+    except archive.ArchiveError as e:
+        return cli.usage_error(PROG, str(e))
+
+
+def _report(out: Path, profile_path: Path, calibrate_workers: int, server_rows: tuple,
+            runs: Path) -> int:
     from simulator.output.cluster_report import (
         breakdown_figure,
         error_table,
@@ -419,7 +436,8 @@ def report(out: Path, profile_path: Path, calibrate_workers: int,
         markdown_errors,
         markdown_table,
     )
-    df, link = compared(out, profile_path, calibrate_workers, server_rows=server_rows)
+    df, link = compared(out, profile_path, calibrate_workers, server_rows=server_rows,
+                        runs=runs)
     if df is None:
         return cli.usage_error(PROG, link)
     df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
@@ -448,7 +466,7 @@ def report(out: Path, profile_path: Path, calibrate_workers: int,
                   "|---|---|---|"] + [f"| {k.replace('|', ', ')} | {v['workers']} | {v['why']} |"
                                       for k, v in sorted(stops.items())]
     parts += ["", "## What each of the link's mechanisms moves", "",
-              mechanisms(out, profile_path, calibrate_workers, server_rows)]
+              mechanisms(out, profile_path, calibrate_workers, server_rows, runs)]
     text = "\n".join(parts) + "\n"
     atomic_write_text(out / "table.md", text)
     print(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pandas as pd
 import pytest
 
 from simulator import compare
@@ -111,7 +112,9 @@ def test_a_phantom_record_whose_file_is_gone_is_found_by_its_digest(tmp_path):
 def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     """``--skip-runs`` on a campaign's folder: every phantom record predicted on its cluster
     with the calibrated link, P above --calibrate-workers held out; a folder without runs
-    is one line, exit 2."""
+    is one line, exit 2. The records are packed into ``records.tar.xz``, and the folder
+    without its ``runs/``, as shipped, is compared again from it by ``benchmarks.repredict``:
+    the same predictions, held out alike, the same error table."""
     import shutil
     from pathlib import Path
 
@@ -127,7 +130,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     argv = ["--out", str(out), "--skip-runs", "--profile", str(tmp_path / "profile.json"),
             "--calibrate-workers", "2"]
     assert validate_phantom.main(argv) == 2
-    assert "no completed phantom run records" in capsys.readouterr().err
+    assert "its run records are not there" in capsys.readouterr().err
     for p in (2, 4):
         phantom_record(out / "runs" / "tiny-x10" / "100mbit", f, p=p)
     assert validate_phantom.main(argv) == 0
@@ -139,6 +142,16 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     assert (out / "errors.csv").exists() and (out / "breakdown-tiny-phantom-"
                                              f"{hashlib.sha256(f.read_bytes()).hexdigest()[:8]}"
                                              "-x10.png").exists()
+
+    from benchmarks import repredict
+    shutil.rmtree(out / "runs")                         # shipped: the archive, no runs/
+    shutil.copy(tmp_path / "profile.json", out / "profile.json")
+    capsys.readouterr()
+    assert repredict.main([str(out), "--out", str(tmp_path / "new.csv")]) == 0
+    new = pd.read_csv(tmp_path / "new.csv").set_index("workers")
+    assert new["predicted_s"].to_list() == pytest.approx(new["shipped_s"].to_list(), rel=1e-12)
+    assert new["held_out"].to_dict() == {2: False, 4: True}
+    assert table.split("\n\n")[1] in capsys.readouterr().out     # table.md's error table
 
 
 @pytest.mark.parametrize("extra, named", [

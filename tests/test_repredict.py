@@ -36,13 +36,26 @@ def test_the_bias_is_the_mean_signed_held_out_error_over_the_folders():
     assert list(one_host.index) == ["ddp"]
 
 
-@pytest.mark.parametrize("argv", [["docs/results/validation-1", "--train-size", "x=0"],
-                                  ["docs/results", "--train-size", "cluster-3=3072"],
-                                  ["docs/results/phantom-3"], ["docs/results/phantom-4"]])
-def test_bad_input_is_one_line_and_exit_code_2(argv, tmp_path, capsys):
+def phantom_without(tmp_path, *missing):
+    """A copy of phantom-4's folder (no figures) less the files named."""
+    import shutil
+    folder = tmp_path / "phantom-4"
+    shutil.copytree("docs/results/phantom-4", folder, ignore=shutil.ignore_patterns("*.png"))
+    for name in missing:
+        (folder / name).unlink()
+    return str(folder)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["docs/results/validation-1", "--train-size", "x=0"], "--train-size"),
+    (["docs/results", "--train-size", "cluster-3=3072"], "no compare.csv"),
+    (lambda tmp: [phantom_without(tmp, "records.tar.xz")], "its run records are not there"),
+    (lambda tmp: [phantom_without(tmp, "profile.json")], "no profile.json")])
+def test_bad_input_is_one_line_and_exit_code_2(argv, named, tmp_path, capsys):
+    argv = argv(tmp_path) if callable(argv) else argv
     assert repredict.main(argv + ["--out", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "error:" in err
+    assert err.count("\n") == 1 and "error:" in err and named in err
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -71,3 +84,4 @@ def test_accuracy_check_refuses_a_folder_without_its_table(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "accuracy_validation.csv" in err
     assert not (tmp_path / "x.csv").exists()
+
