@@ -9,7 +9,8 @@ A ``pipelines.validate_accuracy --cluster-rate`` folder keeps ``accuracy_validat
 mean over the seeds) and the link calibrated on the emulated cluster (``link.toml``), but
 neither its run records nor its compute profile. This predicts each row's training time
 again on the folder's cluster (``link.toml``: its hosts, one rank a host, the machine's cores
-shared, its shapers' token buckets) with the compute profile given (made by the check's own command,
+shared, its shapers' token buckets, its messages' CPU on those cores) with the compute
+profile given (made by the check's own command,
 ``python -m calibrate --threads 1 --models cnn --max-workers 2 --quick``, on the same
 machine), for the seeds the folder's report names, and splits the prediction into its
 compute, communication and waiting (per worker, mean over the workers). The training times
@@ -85,6 +86,20 @@ def with_buckets(cluster, link_toml: Path):
     return dataclasses.replace(cluster, link=dataclasses.replace(link, burst_bytes=burst * share))
 
 
+def with_shared_cpu(cluster):
+    """The cluster whose messages' CPU (the calibration's per message and byte) runs on the
+    machine's cores that every namespace shares (``Link.cpu_shared_cores``), as
+    ``simulator.compare`` gives a record of the emulated cluster, where this checkout's model
+    has it (gloo's CPU on the ring's path)."""
+    import dataclasses
+    link = cluster.link
+    if link is None or not hasattr(link, "cpu_shared_cores") or not cluster.shared_cores \
+            or not (link.cpu_s_per_message or link.cpu_s_per_byte):
+        return cluster
+    return dataclasses.replace(cluster, link=dataclasses.replace(
+        link, cpu_shared_cores=cluster.cores_per_host))
+
+
 def ranks(scheme: str, workers: int) -> int:
     """The processes of ``scheme`` at P workers (a commit before ``Scheme.ranks``, 95613ca,
     says ``extra_rank`` for the parameter server's)."""
@@ -94,7 +109,8 @@ def ranks(scheme: str, workers: int) -> int:
 
 def repredict(folder: Path, prof, work: Workload) -> pd.DataFrame:
     """One row per row of the folder's ``accuracy_validation.csv``, predicted again."""
-    cluster = with_buckets(load_cluster(folder / "link.toml"), folder / "link.toml")
+    cluster = with_shared_cpu(with_buckets(load_cluster(folder / "link.toml"),
+                                           folder / "link.toml"))
     seeds = seeds_of(folder)
     rows = []
     for _, r in pd.read_csv(folder / "accuracy_validation.csv").iterrows():

@@ -85,3 +85,15 @@ def test_accuracy_check_refuses_a_folder_without_its_table(tmp_path, capsys):
     assert err.count("\n") == 1 and "accuracy_validation.csv" in err
     assert not (tmp_path / "x.csv").exists()
 
+
+def test_accuracy_check_cluster_has_the_links_cpu_on_the_machines_shared_cores():
+    """As simulator.compare gives a real-compute record of the emulated cluster: the
+    calibrated CPU a message on the machine's cores, the shapers' buckets."""
+    from benchmarks import repredict_accuracy as ra
+    from contracts.cluster import load_cluster
+    link_toml = Path("docs/results/accuracy-cluster8/link.toml")
+    plain = load_cluster(link_toml)
+    got = ra.with_shared_cpu(ra.with_buckets(plain, link_toml)).link
+    assert plain.link.cpu_shared_cores == 0 and got.cpu_shared_cores == plain.cores_per_host == 2
+    assert got.cpu_s_per_message == plain.link.cpu_s_per_message > 0
+    assert got.burst_bytes == pytest.approx(50000 * 0.956, rel=1e-3)
