@@ -36,7 +36,8 @@ A phantom validation's folder (``docs/results/phantom-N``: its ``workloads`` and
 ``link.toml``) is predicted again from its run records (``records.tar.xz``) with the profile
 it was compared with (``profile.json``), as ``pipelines.validate_phantom --skip-runs`` compares
 them (each prediction needs its record: the poll setting, the shapers' bursts, the run's
-training-set size), held out as its ``compare.csv`` held them out (P above the largest P it
+training-set size; a profile without the loop's Python a step takes its held-in records',
+not ``--loop-ms``), held out as its ``compare.csv`` held them out (P above the largest P it
 kept, or a rate other than the calibrated one); it prints that folder's error table as
 ``table.md`` gives it, then the held-out errors as for the other folders:
 
