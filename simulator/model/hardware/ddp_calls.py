@@ -17,7 +17,8 @@ So ``2 n_tensors + n_buffers`` calls a step (ResNet-50: 2 x 161 + 159 = 481; tor
 profiler counts 481 ``aten::copy_`` more a step under DDP than without, on a one-rank
 group). Each is a small kernel whose launch costs its host tens of microseconds of
 dispatch and the GPU a few; the loops that publish GPU throughputs synchronize every step
-(DeepLearningExamples' ConvNets ``train_step`` ends in ``torch.cuda.synchronize()``), so
+(DeepLearningExamples' ConvNets ``image_classification/training.py``: the train step ends in
+``torch.cuda.synchronize()``, in ``get_train_step`` of 2020 as in ``Trainer.train_step`` after), so
 the broadcast's calls before the first forward kernel run on an idle GPU. Measured
 (``benchmarks/gpu/results/h200-2026-11-27-ddp.json``, ``benchmarks.gpu.step_probe --parts
 ddp``, one H200): DDP adds 4.30 / 4.25 / 3.90 ms to ResNet-50's step in fp32 / tf32 / amp
