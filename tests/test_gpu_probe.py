@@ -26,11 +26,18 @@ def test_the_step_probe_refuses_an_unknown_part(capsys, tmp_path):
 
 def test_the_step_probe_splits_ddps_share_into_copies_and_the_rest():
     """DDP's defaults copy each gradient into its bucket and back; with bucket views they do
-    not, so the difference of the two shares is the copies' part."""
+    not, so the difference of the two shares is the copies' part; without the buffers'
+    broadcast, the difference is the buffers' part."""
     out = step_probe.shares({"plain": {"step_s": 0.100}, "ddp": {"step_s": 0.106},
-                             "ddp_views": {"step_s": 0.104}})
+                             "ddp_views": {"step_s": 0.104},
+                             "ddp_no_buffers": {"step_s": 0.1045}})
     assert out["ddp_over_plain"] == pytest.approx(0.06)
     assert out["views_over_plain"] == pytest.approx(0.04)
     assert out["copies_over_plain"] == pytest.approx(0.02)
-    assert set(step_probe.VARIANTS) == {"plain", "ddp", "ddp_views"}
+    assert out["ddp_added_s"] == pytest.approx(0.006)
+    assert out["copies_back_s"] == pytest.approx(0.002)
+    assert out["buffers_s"] == pytest.approx(0.0015)
+    assert step_probe.VARIANTS == {"plain": None, "ddp": {},
+                                   "ddp_views": {"gradient_as_bucket_view": True},
+                                   "ddp_no_buffers": {"broadcast_buffers": False}}
     assert step_probe.PRECISIONS == ("fp32", "tf32", "amp")

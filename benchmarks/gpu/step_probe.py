@@ -8,9 +8,11 @@ not price (docs/results/gpu-published.md):
 * ``ddp``: ResNet-50 v1.5's step (``benchmarks.horovod.models``, batch 256, channels-last as
   NVIDIA's DeepLearningExamples trains it, synthetic data) in fp32, tf32 and amp, plain and
   wrapped in ``DistributedDataParallel`` on a one-rank NCCL group (25 MiB buckets), as DDP's
-  defaults (each gradient copied into its bucket and back) and with ``gradient_as_bucket_view``
-  (the gradients are the buckets: no copies): what DDP's hooks, bucket copies and the call of
-  NCCL cost a step that moves nothing, and which of them. The examples' one-GPU runs have no
+  defaults (each gradient copied into its bucket and back, the buffers broadcast before each
+  forward), with ``gradient_as_bucket_view`` (no copies back) and with
+  ``broadcast_buffers=False`` (no buffers' broadcast): what DDP's calls cost a step that
+  moves nothing, and each part of them (``simulator.model.hardware.ddp_calls``: 161 copies
+  back, 159 buffers, 161 copies in for ResNet-50). The examples' one-GPU runs have no
   DDP, their 8-GPU runs do; the PyTorch mixed-precision points miss by 13-16 points where the
   MXNet ones (Horovod) miss by 2-3. fp32 runs with TF32 off, tf32 and amp with it on.
 * ``launch``: the host's time per call of back-to-back small operations, as nccl-tests times
@@ -55,7 +57,10 @@ IMAGES = 64                             # distinct JPEGs; each process decodes R
 ROUNDS = 3
 PARTS = ("ddp", "launch", "input")
 PRECISIONS = ("fp32", "tf32", "amp")
-VARIANTS = {"plain": None, "ddp": False, "ddp_views": True}   # gradient_as_bucket_view
+# DDP's arguments in each variant (None: no DDP): its defaults; no copies back (the gradients
+# are the buckets); no broadcast of the buffers before each forward
+VARIANTS = {"plain": None, "ddp": {}, "ddp_views": {"gradient_as_bucket_view": True},
+            "ddp_no_buffers": {"broadcast_buffers": False}}
 
 
 def group():
@@ -81,13 +86,13 @@ def ddp(precision: str) -> dict:
     x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (BATCH,), device="cuda")
     out = {}
-    for name, views in VARIANTS.items():
+    for name, kwargs in VARIANTS.items():
         torch.manual_seed(0)
         model = resnet50().cuda().to(memory_format=torch.channels_last)
-        if views is not None:
+        if kwargs is not None:
             group()
             model = DistributedDataParallel(model, device_ids=[0], bucket_cap_mb=BUCKET_MB,
-                                            gradient_as_bucket_view=views)
+                                            **kwargs)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.875)
         scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp")
         timed_steps(model, opt, scaler, precision, x, y, WARMUP)
@@ -104,11 +109,18 @@ def ddp(precision: str) -> dict:
 def shares(out: dict) -> dict:
     """``out`` with the share of the plain step each DDP variant adds (``ddp_over_plain``:
     DDP's defaults; ``views_over_plain``: with bucket views) and the part of DDP's that the
-    copies between gradients and buckets make (``copies_over_plain``: the difference)."""
+    copies between gradients and buckets make (``copies_over_plain``: the difference); in
+    seconds, what DDP adds (``ddp_added_s``), the copies back (``copies_back_s``: one call a
+    tensor, ``simulator.model.hardware.ddp_calls``) and the buffers' broadcast
+    (``buffers_s``: one call a buffer), each a part of the closed form's calls."""
     plain = out["plain"]["step_s"]
     out["ddp_over_plain"] = out["ddp"]["step_s"] / plain - 1
     out["views_over_plain"] = out["ddp_views"]["step_s"] / plain - 1
     out["copies_over_plain"] = out["ddp_over_plain"] - out["views_over_plain"]
+    out["ddp_added_s"] = out["ddp"]["step_s"] - plain
+    out["copies_back_s"] = out["ddp"]["step_s"] - out["ddp_views"]["step_s"]
+    if "ddp_no_buffers" in out:
+        out["buffers_s"] = out["ddp"]["step_s"] - out["ddp_no_buffers"]["step_s"]
     return out
 
 
