@@ -113,7 +113,7 @@ def float_in(low: float, high: float, high_open: bool = False):
 
 def add_sgd_flags(p) -> None:
     """``--lr``, ``--momentum``, ``--lr-decay``: real.train's SGD settings, with its checks
-    (``real.replay`` and ``simulator.replay`` take the same values)."""
+    (``real.replay`` and ``pipelines.replay`` take the same values)."""
     p.add_argument("--lr", type=float_in(1e-12, 1e3), default=0.05, help="learning rate")
     p.add_argument("--momentum", type=float_in(0, 1, high_open=True), default=0.0,
                    help="SGD momentum (0: plain SGD)")

@@ -5,7 +5,8 @@ flag is one line and exit code 2), calls ``run(args)`` and returns its exit code
 error of ``usage`` raised while it runs (``ConfigError`` and those the command names:
 a damaged input file, a value out of range) is one line on stderr and exit code 2,
 never a traceback; an error of the file system (a disk full, a folder removed
-meanwhile) one line and exit code 1. Under mpirun / torchrun only rank 0 prints, so P
+meanwhile) one line and exit code 1. ``hand_over(module, argv)`` runs another command as
+this program (an old path whose work moved up to ``pipelines``). Under mpirun / torchrun only rank 0 prints, so P
 ranks do not repeat one mistake. ``Parser`` gives every flag its default in the help
 and checked numbers: a bare ``type=float`` or ``type=int`` is ``finite_float`` /
 ``whole_number``, so a new flag refuses ``nan`` and ``inf`` by construction.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
 from collections.abc import Callable
 
@@ -41,6 +43,20 @@ def command(prog: str, parse: Callable[[list[str] | None], argparse.Namespace],
         return usage_error(prog, str(e))
     except OSError as e:
         return io_error(prog, e)
+
+
+def hand_over(module: str, argv: list | None = None) -> int:
+    """``python -m MODULE ARGV`` run as this program, importing nothing of it here (runpy:
+    the old path of a command that moved keeps working); returns its exit code."""
+    saved = sys.argv
+    sys.argv = [module, *map(str, sys.argv[1:] if argv is None else argv)]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        sys.argv = saved
+    return 0
 
 
 def launched_rank() -> int:

@@ -14,7 +14,7 @@ applied); ``epoch`` is the progress in epochs. The first point (step 0,
 the curve never reaches is ``None``, and ``describe_time`` writes it as
 "not reached in E epochs", never as a time.
 
-The replay's result file (``real.replay`` writes it, ``simulator.replay``
+The replay's result file (``real.replay`` writes it, ``pipelines.replay``
 reads it) is one JSON object, schema ``REPLAY_SCHEMA_VERSION``::
 
     {"format": "psgd-sim replay", "schema_version": 1,

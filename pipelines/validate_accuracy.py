@@ -12,7 +12,7 @@
    next (7.0 ms against 5.9 ms an iteration of the serial cnn on two days on
    the project's VM), so a profile from another day would put that drift into
    the time to target. ``--profile`` uses a given profile instead;
-3. predicted: ``simulator.replay`` for the same schemes, P and seeds
+3. predicted: ``pipelines.replay`` for the same schemes, P and seeds
    (``OUT/predicted``): each run simulated with its schedule and replayed on
    the real model and data;
 4. compared: per scheme and P, the final test accuracy (mean over seeds,
@@ -40,7 +40,7 @@ predicted and measured), ``final-accuracy.png`` and ``accuracy-time.png``
 the project's own command, logged in ``OUT/<stage>.log``;
 ``--skip-sweep`` / ``--skip-calibrate`` / ``--skip-replay`` reuse what OUT holds.
 
-Imports: numpy, pandas, simulator.accuracy (the replay of a measured order),
+Imports: numpy, pandas, pipelines.accuracy (the replay of a measured order),
 cli, contracts.curve, contracts.checks,
 contracts.files, contracts.schedule, real.records.accuracy_report (the completed runs),
 simulator.measured_schedule, simulator.model.schemes, report.accuracy,
@@ -58,7 +58,6 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.accuracy import ReplaySettings, run_replay
 import cli
 from contracts import curve as curves
 from contracts import schedule as schedules
@@ -77,6 +76,7 @@ from simulator.measured_schedule import SCHEME as ORDERED_SCHEME
 from simulator.measured_schedule import MeasuredError
 from simulator.measured_schedule import measured as measured_schedule
 from simulator.model.schemes import SCHEMES
+from pipelines.accuracy import ReplaySettings, run_replay
 from pipelines.validate import calibrate_command, wait_for_low_load
 from real.records.accuracy_report import completed_runs
 from simulator.pool_accuracy import GOAL_POINTS, GOAL_RELATIVE
@@ -163,7 +163,7 @@ def stage_commands(args, out: Path) -> list[tuple[str, list[str]]]:
         stages.append(("calibrate", calibrate_command(args, out, runs=not emulated,
                                                       threads=1 if emulated else None)))
     stages.append(("replay", py + [
-        "simulator.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
+        "pipelines.replay", "--schemes", ",".join(args.schemes), "--workers", workers,
         "--seeds", ",".join(map(str, args.seeds)), "--epochs", str(args.epochs),
         "--out", str(out / "predicted"), "--replay-threads", str(args.replay_threads),
         "--target-accuracy", repr(args.target_accuracy), *common, *sizes, *threads,
@@ -407,7 +407,7 @@ def write_outputs(out: Path, rows, measured, predicted, args, commands,
     text = "\n".join([
         f"# Time to accuracy: predicted against measured ({args.model}, {args.dataset})", "",
         (f"{args.epochs} epochs, seeds {', '.join(map(str, args.seeds))}, target test accuracy "
-         f"{args.target_accuracy:g}; measured by `real.sweep`, predicted by `simulator.replay` "
+         f"{args.target_accuracy:g}; measured by `real.sweep`, predicted by `pipelines.replay` "
          "(simulated schedule replayed on the real model). Errors: predicted minus measured."),
         *([f"Real runs on the emulated cluster, links shaped to {args.cluster_rate} (one rank "
            "and one torch thread per host, all hosts on this machine's cores); predicted on "

@@ -267,7 +267,7 @@ def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | 
     """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
     the caller's default) and the workload file (None where none is given). ``--model``
     and ``--workload`` both naming the model is refused."""
-    path = getattr(args, "workload", None)            # simulator.replay takes none
+    path = getattr(args, "workload", None)            # pipelines.replay takes none
     if getattr(args, "precision", None) and not path:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
                           "give each precision's step time)")

@@ -5,7 +5,7 @@
     python -m real.replay --schedule measured/ps_async-P8-s1.jsonl --seed 1 --out ...
 
 An asynchronous parameter server applies the pushes in the order they arrive,
-which the timing of the run decides. ``simulator.replay`` replays the order the
+which the timing of the run decides. ``pipelines.replay`` replays the order the
 simulator predicts; the real server records the order it saw (``push_order``
 in the record: per update the worker, the version its gradient was computed on
 and the training time). Replaying *that* order on the same model, data and seed
@@ -47,7 +47,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("run", type=cli.input_folder, help="folder of one ps_async run (record.json)")
     p.add_argument("--like", required=True, type=cli.input_file,
                    help="the simulator's schedule of the same scheme, P and workload "
-                        "(simulator.replay writes them to OUT/schedules/)")
+                        "(pipelines.replay writes them to OUT/schedules/)")
     p.add_argument("--out", required=True, type=cli.output_file(),
                    help="schedule file to write (JSON lines)")
     return p

@@ -9,7 +9,12 @@ each flag that won over a file), the time per epoch per scheme at a few P in hum
 (``--full``: every row) and writes ``speedup.png``, ``predictions.csv`` and ``.json`` (seconds
 in named columns) to ``--out``. Bad input: one line on stderr, exit code 2.
 
-Imports: tqdm, contracts, simulator (accuracy, describe, question), simulator.engine (run,
+``--target-accuracy`` (the training time to a test accuracy) trains the real model along
+each predicted schedule: that is a pipeline's work, ``python -m pipelines.predict``, which
+this command hands the whole command line to (the old path, kept for a release), so that
+the simulator never starts ``real`` itself.
+
+Imports: tqdm, cli, contracts, simulator (describe, question), simulator.engine (run,
 sweep), simulator.model (config, schemes), simulator.output (header, plots, tables).
 """
 from __future__ import annotations
@@ -18,9 +23,10 @@ import os
 import sys
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
-from simulator import accuracy, describe, question
+from simulator import describe, question
 import cli
 from contracts import profile as profile_mod
 from contracts import quality
@@ -53,8 +59,11 @@ gather_scatter, allreduce, ddp and mpi_allreduce synchronise gradients every ste
 ps_sync and ps_async use a parameter server (one more rank)."""
 
 
-def build_parser() -> cli.Parser:
-    p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EPILOG)
+def build_parser(prog: str = PROG) -> cli.Parser:
+    """The prediction's flags; ``prog`` names the command that reads them (this one, or
+    ``pipelines.predict``, which reads the same)."""
+    p = cli.Parser(prog=prog, description=__doc__.split("\n\n")[0].replace(PROG, prog),
+                   epilog=EPILOG)
     p.add_argument("--workers", type=cli.worker_counts, default=cli.worker_counts("16"),
                    metavar="P", help=f"{cli.WORKERS_HELP} (default: 16)")
     p.add_argument("--schemes", "--algorithm", dest="schemes", nargs="+", default=["all"],
@@ -124,13 +133,13 @@ def build_parser() -> cli.Parser:
     o.add_argument("--trace", type=cli.output_file(),
                    help="write a Chrome trace (JSON) of the first scheme at the largest P")
     describe.add_arguments(p)
-    accuracy.add_target_arguments(p)
+    add_target_arguments(p)
     return p
 
 
 def add_cluster_args(c) -> None:
     """The cluster flags (a file, or hosts, cores, link and placement), for ``predict`` and
-    every command that simulates as it does (``simulator.replay``)."""
+    every command that simulates as it does (``pipelines.replay``)."""
     c.add_argument("--cluster", type=cli.input_file,
                    help="cluster TOML file ([cluster] cores_per_host, hosts (optional: else "
                         "they grow with P); [link])")
@@ -158,6 +167,23 @@ def add_cluster_args(c) -> None:
                    help="all hosts share one pool of --cores-per-host cores (the emulated cluster)")
 
 
+def add_target_arguments(parser) -> None:
+    """``--target-accuracy``, the replay's evaluation interval and ``--dry-run``: read by
+    ``pipelines.predict``, which this command hands them to."""
+    g = parser.add_argument_group("time to accuracy (trains the real model along each "
+                                  "predicted schedule: needs torch and the dataset, and takes "
+                                  "about one serial training run per replay; said up front)")
+    g.add_argument("--target-accuracy", type=cli.accuracy, default=None, metavar="A",
+                   help="also predict the training time to test accuracy A within --epochs "
+                        "(python -m pipelines.replay has more options)")
+    g.add_argument("--eval-every", type=cli.nonnegative_int, default=0, metavar="N",
+                   help="with --target-accuracy: evaluation points every N iterations at P = 1 "
+                        "(N/P at P), besides every epoch end")
+    g.add_argument("--dry-run", action="store_true",
+                   help="with --target-accuracy: list the training runs it would make and "
+                        "about how long they take, and train none")
+
+
 def add_average_every(group) -> None:
     """``--average-every K``, as real.train reads it (``--avg-every``: its other name)."""
     group.add_argument("--average-every", "--avg-every", dest="average_every",
@@ -168,11 +194,24 @@ def add_average_every(group) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.command(PROG, build_parser().parse_args, run, argv,
+    return cli.command(PROG, build_parser().parse_args, partial(run, argv=argv), argv,
                        (profile_mod.ProfileError, ValueError))
 
 
-def run(args) -> int:
+def run(args, argv: list[str] | None = None) -> int:
+    """The prediction; with ``--target-accuracy``, ``pipelines.predict`` on the same
+    command line (``argv``; None: this program's)."""
+    if args.target_accuracy is not None:
+        return cli.hand_over("pipelines.predict", argv)
+    q, _ = predict(args)
+    if args.trace:
+        write_trace(args, q)
+    return 0
+
+
+def predict(args) -> tuple[question.Question, list[dict]]:
+    """Resolve the question, simulate every point, write and print the outputs; the
+    question and the rows, for what follows (``--trace``, ``pipelines.predict``)."""
     from tqdm import tqdm
     q = question.resolve(args)
     t0 = time.perf_counter()
@@ -180,16 +219,8 @@ def run(args) -> int:
               delay=1.0, file=sys.stderr) as bar:     # silent when stderr is not a terminal
         rows = sweep(q.sweep, bar.update, jobs=args.jobs,
                      meanwhile=None if args.no_plot else _preload_plot)
-    meta = metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host)
-    write_outputs(args, rows, meta)
-    if args.target_accuracy is not None:
-        singles = [r["time_s"] for r in rows if r["workers"] == 1]
-        accuracy.print_time_to_accuracy(
-            args, q.sweep, q.dataset,
-            min(singles) if singles else meta["baseline"]["time_s"] * args.baseline)
-    if args.trace:
-        write_trace(args, q)
-    return 0
+    write_outputs(args, rows, metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host))
+    return q, rows
 
 
 def metadata(q: question.Question, rows: list[dict], elapsed_s: float,

@@ -8,7 +8,7 @@ length), the schemes that can run on the cluster, and every point of the sweep
 (``engine.sweep.Point``: a scheme, P, and the cluster its ranks take). What cannot be
 meant or would not finish is refused here, before any simulation (``check_request``).
 The engines then take ``Question.sweep`` and nothing else; the output takes the words.
-``simulator.replay`` resolves its own sweep with the same steps (``read_inputs``,
+``pipelines.replay`` resolves its own sweep with the same steps (``read_inputs``,
 ``workload_of``, ``runnable``, ``points_of``).
 
 Imports: contracts, simulator.describe, simulator.engine (machine, placement, sweep),
@@ -113,7 +113,7 @@ class Inputs:
 def read_inputs(args) -> Inputs:
     """The profile (``--profile``, else the one shipped), the cluster its flags and files
     describe (``describe.resolve_cluster``) and the profile on its hardware
-    (``describe.inputs``): the first steps of ``resolve`` and of ``simulator.replay``."""
+    (``describe.inputs``): the first steps of ``resolve`` and of ``pipelines.replay``."""
     measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
     origin = args.profile or "embedded"
     setting = describe.resolve_cluster(args, measured, origin)

@@ -1,5 +1,5 @@
 """Time to accuracy end to end: real runs record curves, sweeps report time to a target,
-simulator.replay and simulator.predict predict it, the validation compares both."""
+pipelines.replay and pipelines.predict predict it, the validation compares both."""
 from __future__ import annotations
 
 import json
@@ -34,8 +34,8 @@ def test_sweep_reports_time_to_target_or_not_reached(tmp_path):
 
 
 @pytest.mark.slow
-def test_simulator_replay_predicts_time_to_target(tmp_path):
-    args = ["simulator.replay", "--schemes", "serial,allreduce,ps_async", "--workers", "1,2",
+def test_replay_predicts_time_to_target(tmp_path):
+    args = ["pipelines.replay", "--schemes", "serial,allreduce,ps_async", "--workers", "1,2",
             "--model", "linear", "--dataset", "synthetic", "--train-size", "480",
             "--test-size", "160", "--batch-size", "32", "--eval-every", "4",
             "--out", str(tmp_path)]
@@ -57,13 +57,13 @@ def test_simulator_replay_predicts_time_to_target(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_simulator_replay_bad_target_is_one_line(tmp_path):
-    r = py("simulator.replay", "--target-accuracy", "1.5", "--out", str(tmp_path))
+def test_replay_bad_target_is_one_line(tmp_path):
+    r = py("pipelines.replay", "--target-accuracy", "1.5", "--out", str(tmp_path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "accuracy in (0, 1]" in r.stderr
 
 
-@pytest.mark.parametrize("main_of", ["simulator.replay", "real.replay"])
+@pytest.mark.parametrize("main_of", ["pipelines.replay", "real.replay"])
 @pytest.mark.parametrize("flag, value", [("--momentum", "-1"), ("--momentum", "nan"),
                                          ("--lr-decay", "1"), ("--lr", "inf")])
 def test_replays_refuse_the_sgd_settings_real_train_refuses(tmp_path, capsys, main_of, flag,
@@ -78,7 +78,7 @@ def test_replays_refuse_the_sgd_settings_real_train_refuses(tmp_path, capsys, ma
 
 @pytest.mark.slow
 def test_predict_prints_time_to_accuracy_next_to_time_per_epoch(tmp_path):
-    r = py("simulator.predict", "--schemes", "psgd", "--workers", "2", "--model", "linear",
+    r = py("pipelines.predict", "--schemes", "psgd", "--workers", "2", "--model", "linear",
            "--dataset-size", "480", "--batch-size", "32", "--no-plot",
            "--target-accuracy", "0.999", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -296,9 +296,9 @@ def test_summary_of_held_out_points():
     assert "held out (P > 2), time to 0.8: median |error| 20.0%, mean signed -10.0%" in text
 
 
-def test_simulator_replay_takes_predicts_cluster_flags_and_units(capsys):
+def test_replay_takes_predicts_cluster_flags_and_units(capsys):
     """The commands of docs/accuracy.md beyond P = 5: a described cluster, rates with units."""
-    from simulator import replay
+    from pipelines import replay
     from contracts import profile as profiles
     from simulator.describe import resolve_cluster
     args = replay.build_parser().parse_args(
@@ -324,20 +324,20 @@ def test_report_commands_read_as_typed_and_skipped_stages_show_what_ran(tmp_path
     ran = [sys.executable, "-m", "real.sweep", "--timeout", "900", "--out", str(out / "runs")]
     (out / "sweep-seed-1.log").write_text("$ " + " ".join(ran) + "\nlog\n")
     now = [sys.executable, "-m", "real.sweep", "--timeout", "3600", "--out", str(out / "runs")]
-    replay = [sys.executable, "-m", "simulator.replay", "--out", str(out / "predicted")]
+    replay = [sys.executable, "-m", "pipelines.replay", "--out", str(out / "predicted")]
     lines = report_commands([("sweep-seed-1", now), ("replay", replay)], {"sweep-seed-1"}, out)
     assert lines[0].startswith("python -m real.sweep --timeout 900 --out OUT/runs")
     assert "not run this time" in lines[0]
-    assert lines[1] == "python -m simulator.replay --out OUT/predicted"
+    assert lines[1] == "python -m pipelines.replay --out OUT/predicted"
 
 
 def test_report_commands_replace_the_folder_only_where_it_is_a_path(tmp_path, monkeypatch):
     """An OUT named like a flag's word ("out") is replaced in paths, never inside flags."""
     from pipelines.validate_accuracy import report_commands
     monkeypatch.chdir(tmp_path)
-    cmd = ["python", "-m", "simulator.replay", "--out", "out/predicted", "--eval-every", "80"]
+    cmd = ["python", "-m", "pipelines.replay", "--out", "out/predicted", "--eval-every", "80"]
     (line,) = report_commands([("replay", cmd)], set(), Path("out"))
-    assert line == "python -m simulator.replay --out OUT/predicted --eval-every 80"
+    assert line == "python -m pipelines.replay --out OUT/predicted --eval-every 80"
 
 
 def test_the_replay_of_the_measured_push_order_stands_beside_run_and_prediction():
@@ -364,7 +364,7 @@ def test_the_replay_of_the_measured_push_order_stands_beside_run_and_prediction(
 def test_a_replay_made_with_other_torch_threads_is_not_taken_for_one_asked_with_these():
     """The replay of a measured order runs with the run's own threads, so that it repeats
     the run's floats; one made with another count is made again, not reused."""
-    from simulator.accuracy import ReplaySettings, _same_settings
+    from pipelines.accuracy import ReplaySettings, _same_settings
     recorded = {"seed": 2, "lr": 0.05, "momentum": 0.0, "lr_decay": 0.0, "test_size": None,
                 "threads": 2}
     assert _same_settings(recorded, ReplaySettings(seed=2, threads=2))

@@ -25,7 +25,7 @@ OUTPUTS = [
     ("simulator.compare", [], "runs", "input"),
     ("simulator.pool", ["RUNS"], "--out", "folder"),
     ("simulator.pool", [], "folders", "input"),
-    ("simulator.replay", ["--workers", "2"], "--out", "folder"),
+    ("pipelines.replay", ["--workers", "2"], "--out", "folder"),
     ("pipelines.validate", ["--workers", "2"], "--out", "folder"),
     ("pipelines.validate_accuracy", ["--workers", "2"], "--out", "folder"),
     ("pipelines.validate_cluster", ["--workers", "2"], "--out", "folder"),

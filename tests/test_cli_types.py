@@ -32,10 +32,9 @@ def parsers():
         fit_timings,
         pool,
         predict,
-        replay,
     )
 
-    from pipelines import validate, validate_accuracy, validate_cluster
+    from pipelines import replay, validate, validate_accuracy, validate_cluster
     found = {"real.train": train.build_parser(), "real.sweep": sweep.build_parser(),
              "real.cluster": cluster._parser(), "calibrate": calibrate.build_parser(),
              "calibrate.probe": probe.build_parser(), "calibrate.fit": fit.build_parser(),
@@ -47,7 +46,7 @@ def parsers():
              "pipelines.validate_cluster": validate_cluster.build_parser(),
              "simulator.bench": bench.build_parser(),
              "simulator.fit_timings": fit_timings.build_parser(),
-             "simulator.replay": replay.build_parser(),
+             "pipelines.replay": replay.build_parser(),
              "pipelines.validate_accuracy": validate_accuracy.build_parser(),
              "calibrate.workload": workload.build_parser(),
              "real.replay": real_replay.build_parser()}
@@ -104,10 +103,10 @@ def test_the_types_refuse_what_they_should(tmp_path):
             kind(text)
 
 
-SCHEME_COMMANDS = ("real.train", "real.sweep", "simulator.predict", "simulator.replay",
+SCHEME_COMMANDS = ("real.train", "real.sweep", "simulator.predict", "pipelines.replay",
                    "pipelines.validate", "pipelines.validate_cluster",
                    "pipelines.validate_accuracy")
-AVERAGING_COMMANDS = ("real.train", "simulator.predict", "simulator.replay")
+AVERAGING_COMMANDS = ("real.train", "simulator.predict", "pipelines.replay")
 
 
 def options(parser) -> dict:

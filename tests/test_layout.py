@@ -8,10 +8,11 @@ starts (read with ``ast``, nothing run).
   ``calibrate/`` measures real's own code and fits by the model's equations, where
   ``CROSSINGS`` names the pair and why;
 * ``simulator/`` imports neither torch nor mpi4py, and starts no command of the other
-  stages (a ``-m`` module name in its code), except where ``STARTS_ALLOWED`` says which
-  and why;
+  stages (a ``-m`` module name in its code);
 * ``pipelines/`` (the whole loop) sits above the three stages: none of them imports it or
-  starts its commands, except the old paths of its commands (``ALIASES``);
+  starts its commands, except the old paths of its commands (``ALIASES``) and
+  ``simulator.predict``, which hands ``--target-accuracy`` to ``pipelines.predict``
+  (``HANDS_OVER``);
 * inside ``simulator/``: model <- engine <- tools (the top-level commands and
   ``output``); no arrow runs back;
 * nothing imports ``simulator.contracts``, the old path of ``contracts`` kept for code
@@ -29,17 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("contracts", "cli", "libraries", "report", "simulator", "real", "calibrate",
             "pipelines")
 STAGES = ("real", "calibrate", "simulator")
-TORCH_ALLOWED: set[str] = set()               # simulator.replay trains through real.replay
-# simulator modules that still start a command of real or calibrate, and what is left
-STARTS_ALLOWED = {
-    # predict --target-accuracy and simulator.replay train along a predicted schedule; it
-    # moves up with them (alone in pipelines/, simulator.predict would import a pipeline)
-    "simulator.accuracy": {"real.replay"},
-}
 ALIASES = {"simulator.validate": "pipelines.validate",         # old paths, for a release
            "simulator.validate_accuracy": "pipelines.validate_accuracy",
            "simulator.validate_cluster": "pipelines.validate_cluster",
-           "simulator.validate_phantom": "pipelines.validate_phantom"}
+           "simulator.validate_phantom": "pipelines.validate_phantom",
+           "simulator.replay": "pipelines.replay"}
+# a simulator command whose one option moved up: it hands the command line over (runpy)
+HANDS_OVER = {"simulator.predict": "pipelines.predict"}    # --target-accuracy, for a release
 # a stage's module (or a whole stage) that imports another stage's: (importer, imported) and why
 CROSSINGS = {
     # calibration measures what real's own code costs on this machine: a copy would time
@@ -108,7 +105,7 @@ def layer(module: str) -> int:
 def test_simulator_imports_no_training_stack(module):
     bad = {i for i in imports_of(MODULES[module])
            if i.split(".")[0] in ("real", "calibrate")
-           or (i.split(".")[0] in ("torch", "mpi4py") and module not in TORCH_ALLOWED)}
+           or i.split(".")[0] in ("torch", "mpi4py")}
     assert not bad, f"{module} imports {sorted(bad)}"
 
 
@@ -125,7 +122,7 @@ def commands_started(path: Path) -> set[str]:
 def test_simulator_starts_no_command_of_the_other_stages(module):
     started = {c for c in commands_started(MODULES[module])
                if c.split(".")[0] in ("real", "calibrate", "pipelines")}
-    allowed = STARTS_ALLOWED.get(module, set()) | {ALIASES.get(module)}
+    allowed = {ALIASES.get(module), HANDS_OVER.get(module)}
     assert started <= allowed, f"{module} starts {sorted(started - allowed)}"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 
@@ -184,7 +185,11 @@ def test_a_cluster_file_without_hosts_grows_with_p(files, capsys):
     assert doc["meta"]["cluster"]["hosts"] == 1
 
 
-def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tmp_path, capsys):
+def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tmp_path, capsys,
+                                                                            monkeypatch):
+    """``simulator.predict --target-accuracy`` (the old path) hands its command line to
+    ``pipelines.predict``, which says first what it will train."""
+    monkeypatch.delitem(sys.modules, "pipelines.predict", raising=False)   # a fresh program
     code = predict.main(["--workers", "2", "--schemes", "serial,psgd,allreduce", "--epochs",
                          "3", "--target-accuracy", "0.8", "--dry-run", "--no-plot", "--jobs",
                          "1", "--out", str(tmp_path)])
@@ -197,7 +202,11 @@ def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tm
     listed = re.findall(r"^\s+\d+\. (\w+) at P = (\d)", out, re.M)
     assert listed == [("serial", "1"), ("psgd", "1"), ("psgd", "2"), ("allreduce", "2")]
     assert not (tmp_path / "accuracy").exists()                  # nothing trained
+    assert (tmp_path / "predictions.json").is_file()
     refused(predict.main, ["--dry-run", *FAST, "--out", tmp_path], "--dry-run", capsys)
+    refused(predict.main, ["--target-accuracy", "0.8", "--dry-run", "--workers", "2",
+                           "--stragglers", "9", *FAST, "--out", tmp_path], "--stragglers",
+            capsys)                                              # the pipeline's refusal
 
 
 def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path, capsys,
@@ -224,11 +233,12 @@ def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path,
 
 
 def test_a_replay_resolves_its_points_as_a_prediction_does():
-    """``simulator.replay`` resolves through ``question`` as ``predict`` does: the same
+    """``pipelines.replay`` resolves through ``question`` as ``predict`` does: the same
     profile on the hardware, the same workload, and predict's points at the P it asks
     (hogwild left out where its ranks take two hosts; the replay used to fail there, after
     training the points before it)."""
-    from simulator import question, replay
+    from pipelines import replay
+    from simulator import question
     flags = ["--workers", "2,3", "--schemes", "serial,hogwild,ps_sync", "--batch-size", "32"]
     job = replay.resolve(replay.build_parser().parse_args(flags))
     q = question.resolve(predict.build_parser().parse_args([*flags, "--engine", "des"]))

@@ -171,7 +171,7 @@ def test_help_shows_each_default_once_and_no_raw_lists():
     assert text.count("(default: 16)") == 1
 
 
-@pytest.mark.parametrize("module", ["real.launch.sweep", "simulator.replay", "pipelines.validate",
+@pytest.mark.parametrize("module", ["real.launch.sweep", "pipelines.replay", "pipelines.validate",
                                     "pipelines.validate_accuracy", "pipelines.validate_cluster"])
 def test_every_command_reads_worker_counts_alike(module):
     """One syntax for --workers: a lone N is P = 1..N, 'N-N' is P = N alone, powers too."""

@@ -1,12 +1,13 @@
-"""Predicted accuracy over predicted time: simulate the schedule, replay it, read the curve.
+"""Predicted accuracy over predicted time: simulate the schedule, replay it, read the curve
+(the library of ``pipelines.predict --target-accuracy`` and ``pipelines.replay``).
 
 For each scheme, P and seed, ``replay_point``
 
 1. simulates the run with its update schedule on (``engine.schedule``) and
    writes it to ``OUT/schedules/<scheme>-P<p>-s<seed>.jsonl``;
-2. runs ``python -m real.replay`` on it in a subprocess (the simulator itself
-   never imports torch or ``real``), which trains the real model along the
-   schedule and writes ``OUT/replays/<scheme>-P<p>-s<seed>/replay.json``;
+2. runs ``python -m real.replay`` on it in a subprocess (torch stays out of this
+   process), which trains the real model along the schedule and writes
+   ``OUT/replays/<scheme>-P<p>-s<seed>/replay.json``;
 3. reads the curve back: test accuracy against simulated training time.
 
 The replay depends on the order of the schedule's events, not on their
@@ -14,11 +15,13 @@ times. The global-batch schemes (``SAME_TRAINING``) apply the same updates
 in the same order on the same samples, so one replay per P and seed serves
 them all: the others take its accuracies at their own evaluation times
 (``retimed``). A replay whose result is already in OUT for the same schedule
-and settings is not run again, so an interrupted campaign resumes.
+and settings is not run again, so an interrupted campaign resumes. ``replay_plan``
+says beforehand which points of a prediction train and which retime.
 
-Imports: numpy, contracts.checks, cli,
-contracts.curve, contracts.schedule, contracts.workload,
-simulator.engine (schedule, sweep), simulator.model.config, simulator.model.schemes.
+It moved here from ``simulator/`` (issue 42): the simulator starts no command of ``real``.
+
+Imports: numpy, contracts (checks, curve, schedule, workload), simulator.engine (schedule,
+sweep), simulator.model.config.
 """
 from __future__ import annotations
 
@@ -31,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-import cli
 from contracts import curve as curves
 from contracts import schedule as schedules
 from contracts.checks import ConfigError
@@ -152,7 +154,7 @@ def _same_settings(recorded: dict, settings: ReplaySettings) -> bool:
 
 
 def _env() -> dict:
-    """The ``real`` package next to this ``simulator`` comes first on the path."""
+    """The ``real`` package of this checkout comes first on the path."""
     root = str(Path(__file__).resolve().parents[1])
     return os.environ | {"PYTHONPATH": os.pathsep.join(
         [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
@@ -214,24 +216,7 @@ def format_table(summary: list[dict], target: float | None, epochs: float, title
     return "\n".join(lines)
 
 
-# --- simulator.predict --target-accuracy ----------------------------------------------
-
-def add_target_arguments(parser) -> None:
-    """``--target-accuracy``, the replay's evaluation interval and ``--dry-run``, for
-    ``simulator.predict``."""
-    g = parser.add_argument_group("time to accuracy (trains the real model along each "
-                                  "predicted schedule: needs torch and the dataset, and takes "
-                                  "about one serial training run per replay; said up front)")
-    g.add_argument("--target-accuracy", type=cli.accuracy, default=None, metavar="A",
-                   help="also predict the training time to test accuracy A within --epochs "
-                        "(python -m simulator.replay has more options)")
-    g.add_argument("--eval-every", type=cli.nonnegative_int, default=0, metavar="N",
-                   help="with --target-accuracy: evaluation points every N iterations at P = 1 "
-                        "(N/P at P), besides every epoch end")
-    g.add_argument("--dry-run", action="store_true",
-                   help="with --target-accuracy: list the training runs it would make and "
-                        "about how long they take, and train none")
-
+# --- the plan of predict --target-accuracy ------------------------------------------
 
 def replay_plan(points) -> list[tuple]:
     """(point, whether it trains) for every point of a prediction (``engine.sweep.Point``)
@@ -243,45 +228,3 @@ def replay_plan(points) -> list[tuple]:
         plan.append((pt, key is None or key not in keys))
         keys.add(key)
     return plan
-
-
-def print_time_to_accuracy(args, job, dataset: str, single_run_s: float) -> None:
-    """Replay every point of a prediction's sweep (``engine.sweep.Sweep``) on ``dataset``;
-    print time per epoch and time to target.
-    Says first how many training runs it makes and about how long they take (each about
-    ``single_run_s``, a single worker's predicted run), then each as it starts; with
-    ``args.dry_run`` lists them and trains none."""
-    from contracts.units import format_duration
-    target = args.target_accuracy
-    out = Path(args.out) / "accuracy"
-    plan = replay_plan(job.points)
-    runs = [(pt.scheme.name, pt.workers) for pt, trains in plan if trains]
-    each_s = single_run_s + REPLAY_START_S
-    print(f"predict: time to {target:g}: {len(runs)} training runs of the real model "
-          f"({len(plan) - len(runs)} more points retime one of them), each about a single "
-          f"worker's run and the start of torch ({format_duration(each_s)}): about "
-          f"{format_duration(len(runs) * each_s)} on the profile's machine "
-          f"(replays already in {out} are reused)", file=sys.stderr)
-    if args.dry_run:
-        print(f"\ntraining runs for time to {target:g} (--dry-run: none made):")
-        for i, (name, p) in enumerate(runs, 1):
-            print(f"  {i:3d}. {name} at P = {p}: about {format_duration(each_s)}")
-        return
-    done, rows, made = {}, [], 0
-    for pt, trains in plan:
-        if trains:
-            made += 1
-            print(f"predict: training run {made} of {len(runs)}: {pt.scheme.name} at "
-                  f"P = {pt.workers} (about "
-                  f"{format_duration((len(runs) - made + 1) * each_s)} left)",
-                  file=sys.stderr, flush=True)
-        row = replay_point(pt, job.workload, dataset, args.dataset_size, job.profile,
-                           job.seed, eval_every_at(args.eval_every, pt.workers),
-                           ReplaySettings(seed=1), out, done, job.heterogeneity)
-        rows.append(with_target(row, target))
-    print()
-    epochs = job.workload.epochs
-    print(format_table(summarize(rows, epochs), target, epochs,
-                       f"time to {target:g} test accuracy (simulator + replay of the real model, "
-                       f"training seed 1; schedules and replays in {out})"))
-
