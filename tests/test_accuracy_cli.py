@@ -123,6 +123,8 @@ def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
     from real.training.data import load_dataset
     from real.training.replay import replay
     from contracts.workload import Workload
+    from contracts.cluster import calibrated_cluster
+    from contracts.profile import load_default
     from simulator.engine.schedule import simulate_schedule
     r = mpi(2, "real.train", "--algorithm", alg, "--run-id", "r", "--out", str(tmp_path),
             "--dataset", "synthetic", "--model", "cnn", "--train-size", "256", "--test-size",
@@ -130,7 +132,9 @@ def test_replay_reproduces_a_real_run_with_dropout(tmp_path, alg):
     assert r.returncode == 0, r.stderr[-2000:]
     measured = record.read(tmp_path / "r")["results"]["curve"]
     wl = Workload(model="cnn", batch_per_worker=32, dataset_samples=256, epochs=1)
-    _, sched = simulate_schedule(alg, 2, wl, "synthetic", train_size=256, eval_every=1)
+    _, sched = simulate_schedule(alg, 2, wl, "synthetic",
+                                 calibrated_cluster(load_default().cores), train_size=256,
+                                 eval_every=1)
     data = load_dataset("synthetic", train_size=256, test_size=128, seed=1)
     got = replay(sched, data, argparse.Namespace(seed=1, lr=0.1, momentum=0.0, lr_decay=0.0))
     assert [p["step"] for p in got["points"]] == [p["step"] for p in measured]
@@ -148,6 +152,8 @@ def test_replay_of_a_measured_push_order_reproduces_a_real_ps_async_run_with_dro
     from real.training.data import load_dataset
     from real.training.replay import replay
     from contracts.workload import Workload
+    from contracts.cluster import calibrated_cluster
+    from contracts.profile import load_default
     from simulator.engine.schedule import simulate_schedule
     from simulator.measured_schedule import measured as measured_schedule
     r = mpi(3, "real.train", "--algorithm", "ps_async", "--run-id", "r", "--out", str(tmp_path),
@@ -157,7 +163,9 @@ def test_replay_of_a_measured_push_order_reproduces_a_real_ps_async_run_with_dro
     rec = record.read(tmp_path / "r")
     curve = rec["results"]["curve"]
     wl = Workload(model="cnn", batch_per_worker=32, dataset_samples=256, epochs=1)
-    _, like = simulate_schedule("ps_async", 2, wl, "synthetic", train_size=256, eval_every=1)
+    _, like = simulate_schedule("ps_async", 2, wl, "synthetic",
+                                calibrated_cluster(load_default().cores), train_size=256,
+                                eval_every=1)
     sched = measured_schedule(rec, like, str(tmp_path / "r"))
     data = load_dataset("synthetic", train_size=256, test_size=128, seed=1)
     got = replay(sched, data, argparse.Namespace(seed=1, lr=0.1, momentum=0.0, lr_decay=0.0))

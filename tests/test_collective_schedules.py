@@ -13,6 +13,7 @@ import pytest
 import simpy
 
 from libraries import gloo as gloo_cut
+from contracts.cluster import calibrated_cluster
 from simulator.model.comm import closed_forms as cf
 from contracts.cluster import Link
 from contracts.profile import Transport
@@ -437,7 +438,7 @@ def test_the_hierarchies_are_selected_as_their_users_selected_them():
                     for e in ("des", "fast")]
             assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-6)
     with pytest.raises(ConfigError, match="accelerator hosts"):
-        simulate(SchemeConfig("ddp", algorithm="reduce_broadcast"), 4, work, None, prof)
+        simulate(SchemeConfig("ddp", algorithm="reduce_broadcast"), 4, work, calibrated_cluster(prof.cores), prof)
     with pytest.raises(ConfigError, match="host_link"):
         simulate(SchemeConfig("ddp", backend="nccl", algorithm="reduce_broadcast"), 8, work,
                  gpu_hosts(2, 4, None), prof)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.cluster import calibrated_cluster
 from contracts.profile import ModelCost, StepFit
 from contracts.workload import Workload
 from simulator.engine import simulate
@@ -65,10 +66,10 @@ def test_ddp_reduces_one_bucket_in_its_first_iteration():
     layers = tuple(i * o + o for i, o in SIZES)
     prof = make_profile(alpha_s=1e-2, beta_s_per_byte=0.0, layer_param_counts=layers,
                         step_intercept_s=0.0, step_s_per_sample=0.0)
-    one = simulate(SchemeConfig("ddp", engine="des"), 2, Workload("toy", iterations=1), None,
-                   prof)
-    two = simulate(SchemeConfig("ddp", engine="des"), 2, Workload("toy", iterations=2), None,
-                   prof)
+    one = simulate(SchemeConfig("ddp", engine="des"), 2, Workload("toy", iterations=1),
+                   calibrated_cluster(prof.cores), prof)
+    two = simulate(SchemeConfig("ddp", engine="des"), 2, Workload("toy", iterations=2),
+                   calibrated_cluster(prof.cores), prof)
     steps = 2 * (2 - 1)                   # gloo's ring at P = 2: two steps of a latency each
     assert one.time_s == pytest.approx(1e-2 + steps * 1e-2)
     assert two.time_s - one.time_s == pytest.approx(len(ddp_buckets(prof.models[0])) * steps

@@ -11,6 +11,8 @@ from collections import Counter
 import pytest
 
 from contracts import schedule as schedules
+from contracts.cluster import calibrated_cluster
+from contracts.profile import load_default
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.measured_schedule import MeasuredError, measured
@@ -21,7 +23,8 @@ SAMPLES, BATCH, EPOCHS = 256, 32, 2
 
 def like(p=2, scheme="ps_async", every=2):
     wl = Workload(model="linear", batch_per_worker=BATCH, dataset_samples=SAMPLES, epochs=EPOCHS)
-    return simulate_schedule(scheme, p, wl, "synthetic", train_size=SAMPLES, eval_every=every)[1]
+    return simulate_schedule(scheme, p, wl, "synthetic", cluster=calibrated_cluster(load_default().cores), train_size=SAMPLES,
+                             eval_every=every)[1]
 
 
 def record(workers, reads, algorithm="ps_async", model="linear"):

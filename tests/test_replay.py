@@ -21,6 +21,8 @@ from real.training.replay import replay
 from real.training.replay_state import ReplayState
 from real.training.step import Shard, flat_grads, forward_backward, sgd_step
 from contracts import schedule as schedules
+from contracts.cluster import calibrated_cluster
+from contracts.profile import load_default
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.model.config import SchemeConfig
@@ -42,7 +44,7 @@ def settings(**kw):
 def schedule_of(scheme, p, batch, avg_every=0, every=4):
     wl = Workload(model="linear", batch_per_worker=batch, dataset_samples=SAMPLES, epochs=EPOCHS)
     return simulate_schedule(SchemeConfig(scheme, avg_every=avg_every), p, wl, "synthetic",
-                             train_size=SAMPLES, eval_every=every)[1]
+                             cluster=calibrated_cluster(load_default().cores), train_size=SAMPLES, eval_every=every)[1]
 
 
 def serial_losses(data, batch, momentum=0.0):
@@ -133,7 +135,7 @@ def test_replay_memory_is_bounded_by_the_workers_in_flight(data):
     p = 8
     sched = simulate_schedule("ps_async", p, Workload(model="linear", batch_per_worker=8,
                                                       dataset_samples=SAMPLES, epochs=1),
-                              "synthetic", train_size=SAMPLES)[1]
+                              "synthetic", cluster=calibrated_cluster(load_default().cores), train_size=SAMPLES)[1]
     assert max(e["applied"] - e["read"] for e in sched.updates()) >= p - 1
     state = _state(sched, data, batch=8)
     state.run(sched.events)
@@ -183,6 +185,6 @@ def test_replay_cli_refuses_a_schedule_of_another_workload(tmp_path):
 
 def test_replay_cli_refuses_data_that_do_not_fit_the_schedule(tmp_path):
     wl = Workload(model="linear", batch_per_worker=32, dataset_samples=500, epochs=1)
-    sched = simulate_schedule("psgd", 2, wl, "synthetic", train_size=600)[1]  # 500 != 600
+    sched = simulate_schedule("psgd", 2, wl, "synthetic", cluster=calibrated_cluster(load_default().cores), train_size=600)[1]  # 500 != 600
     r = py("real.replay", "--schedule", _write(tmp_path, sched), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "training samples" in r.stderr and "Traceback" not in r.stderr

@@ -12,6 +12,8 @@ import pytest
 
 from contracts import schedule as schedules
 from contracts.curve import describe_time, time_to_target
+from contracts.cluster import calibrated_cluster
+from contracts.profile import load_default
 from contracts.workload import Workload
 from simulator.engine.run import simulate
 from simulator.engine.schedule import simulate_schedule
@@ -23,10 +25,12 @@ SAMPLES, BATCH, EPOCHS, EVERY = 960, 32, 2, 4     # 10 iterations per epoch at P
 WORKLOAD = Workload(model="linear", batch_per_worker=BATCH, dataset_samples=SAMPLES,
                     epochs=EPOCHS)
 
+MACHINE = calibrated_cluster(load_default().cores)      # the default profile's host
+
 
 def make(scheme, p=P, every=EVERY, avg_every=0):
     return simulate_schedule(SchemeConfig(scheme, avg_every=avg_every), p, WORKLOAD,
-                             "synthetic", train_size=SAMPLES, eval_every=every)
+                             "synthetic", MACHINE, train_size=SAMPLES, eval_every=every)
 
 
 def kinds(sched, kind):
@@ -158,7 +162,7 @@ def test_not_a_schedule_is_refused(tmp_path):
 
 def test_the_schedule_does_not_change_the_prediction():
     for scheme in ("ps_async", "hogwild", "psgd"):
-        plain = simulate(SchemeConfig(scheme, engine="des"), P, WORKLOAD)
+        plain = simulate(SchemeConfig(scheme, engine="des"), P, WORKLOAD, MACHINE)
         with_schedule, _ = make(scheme)
         assert plain.schedule is None
         assert with_schedule.time_s == plain.time_s

@@ -18,6 +18,8 @@ from real import schemes
 from real.training.data import load_dataset
 from real.training.replay import replay
 from contracts import record
+from contracts.cluster import calibrated_cluster
+from contracts.profile import load_default
 from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.measured_schedule import measured
@@ -126,7 +128,7 @@ def test_the_replay_of_the_measured_push_order_trains_what_the_ps_async_run_trai
         int(k): v for k, v in rec["extra"]["staleness_histogram"].items()}
     wl = Workload(model="linear", batch_per_worker=GLOBAL_BATCH // P, dataset_samples=256,
                   epochs=3)
-    like = simulate_schedule("ps_async", P, wl, "synthetic", train_size=256)[1]
+    like = simulate_schedule("ps_async", P, wl, "synthetic", cluster=calibrated_cluster(load_default().cores), train_size=256)[1]
     sched = measured(rec, like, "ps_async")
     data = load_dataset("synthetic", train_size=256, test_size=128, seed=1)
     got = replay(sched, data, argparse.Namespace(seed=1, lr=0.5, momentum=0.0, lr_decay=0.0))

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libraries import mpich
+from contracts.cluster import calibrated_cluster
 from simulator.model.comm import closed_forms as cf
 from contracts.checks import ConfigError
 from contracts.cluster import Cluster, Link
@@ -40,9 +41,9 @@ def test_same_seed_same_result_other_seed_differs():
     prof = make_profile(spread_cv=0.2)
     het = Heterogeneity(speed_cv=0.3, stragglers=1)
     cfg = SchemeConfig("ps_async", fidelity="message")
-    a = simulate(cfg, 4, wl(20), None, prof, seed=3, heterogeneity=het)
-    b = simulate(cfg, 4, wl(20), None, prof, seed=3, heterogeneity=het)
-    c = simulate(cfg, 4, wl(20), None, prof, seed=4, heterogeneity=het)
+    a = simulate(cfg, 4, wl(20), calibrated_cluster(prof.cores), prof, seed=3, heterogeneity=het)
+    b = simulate(cfg, 4, wl(20), calibrated_cluster(prof.cores), prof, seed=3, heterogeneity=het)
+    c = simulate(cfg, 4, wl(20), calibrated_cluster(prof.cores), prof, seed=4, heterogeneity=het)
     assert a == b
     assert a.time_s != c.time_s
 
@@ -51,7 +52,7 @@ def test_same_seed_same_result_other_seed_differs():
 def test_one_worker_takes_the_compute_time(scheme):
     prof = make_profile()
     step_s = prof.models[0].step_fit(1).step_s(64)
-    r = simulate(scheme, 1, wl(7), None, prof)
+    r = simulate(scheme, 1, wl(7), calibrated_cluster(prof.cores), prof)
     extra = 0.0
     if scheme == "hogwild":
         extra = 7 * 2 * prof.models[0].grad_bytes * BETA
@@ -282,8 +283,8 @@ def test_fast_path_agrees_with_the_event_models(scheme, p):
 def test_fast_path_shares_cores_like_the_event_model():
     prof = make_profile(cores=2, spread_cv=0.3, sharing_slowdown={1: 1.0, 2: 1.1, 6: 3.6})
     for scheme in ("mpi_allreduce", "psgd", "gather_scatter"):
-        f = simulate(SchemeConfig(scheme, engine="fast", fidelity="analytic"), 6, wl(), None, prof, seed=1)
-        d = simulate(SchemeConfig(scheme, engine="des", fidelity="analytic"), 6, wl(), None, prof, seed=1)
+        f = simulate(SchemeConfig(scheme, engine="fast", fidelity="analytic"), 6, wl(), calibrated_cluster(prof.cores), prof, seed=1)
+        d = simulate(SchemeConfig(scheme, engine="des", fidelity="analytic"), 6, wl(), calibrated_cluster(prof.cores), prof, seed=1)
         assert f.time_s == pytest.approx(d.time_s, rel=1e-9)
 
 
@@ -335,8 +336,8 @@ def test_stragglers_slow_synchronous_schemes_down():
 
 def test_hogwild_speedup_is_limited_by_cores():
     prof = make_profile(cores=2)
-    t1 = simulate("hogwild", 1, Workload(model="toy", dataset_samples=64 * 64), None, prof).epoch_s
-    t8 = simulate("hogwild", 8, Workload(model="toy", dataset_samples=64 * 64), None, prof).epoch_s
+    t1 = simulate("hogwild", 1, Workload(model="toy", dataset_samples=64 * 64), calibrated_cluster(prof.cores), prof).epoch_s
+    t8 = simulate("hogwild", 8, Workload(model="toy", dataset_samples=64 * 64), calibrated_cluster(prof.cores), prof).epoch_s
     assert t1 / t8 == pytest.approx(2.0, rel=0.15)
 
 
@@ -345,11 +346,11 @@ def test_schemes_that_cannot_run_are_refused():
     with pytest.raises(ConfigError, match="hogwild"):
         simulate("hogwild", 4, wl(), one_per_host(2), prof)
     with pytest.raises(ConfigError, match="workers"):
-        simulate("psgd", 0, wl(), None, prof)
+        simulate("psgd", 0, wl(), calibrated_cluster(prof.cores), prof)
     with pytest.raises(ConfigError, match="nope"):
-        simulate("nope", 2, wl(), None, prof)
+        simulate("nope", 2, wl(), calibrated_cluster(prof.cores), prof)
     with pytest.raises(ConfigError, match="serial"):
-        simulate("serial", 2, wl(), None, prof)
+        simulate("serial", 2, wl(), calibrated_cluster(prof.cores), prof)
 
 
 # ------------------------------------------------------------------ invariants

@@ -7,6 +7,7 @@ import simpy
 from calibrate.fits.fit_comm import collective_alphas
 from calibrate.probes.sched_probe import main as sched_check
 from calibrate.probes.sched_probe import off_core_rows, quantum_s, synced_step_w
+from contracts.cluster import calibrated_cluster
 from simulator.model.comm.closed_forms import ring_allreduce_s, steps
 from contracts.cluster import Cluster
 from contracts.profile import ProfileError, from_dict, to_dict
@@ -95,8 +96,8 @@ def test_collective_alpha_multiplies_the_steps():
     extra = 5e-4
     prof = make_profile(cores=8, alpha_s=1e-5, collective_alpha_s={"allreduce": 1e-5 + extra})
     wl = Workload(model="toy", iterations=2)
-    base = simulate("mpi_allreduce", 4, wl, None, make_profile(cores=8))
-    more = simulate("mpi_allreduce", 4, wl, None, prof)
+    base = simulate("mpi_allreduce", 4, wl, calibrated_cluster(8), make_profile(cores=8))
+    more = simulate("mpi_allreduce", 4, wl, calibrated_cluster(prof.cores), prof)
     n = 4 * sum(prof.models[0].layer_param_counts)
     assert (more.time_s - base.time_s) / 2 == pytest.approx(
         extra * steps("allreduce", 4, n, "reduce_scatter_allgather"), rel=1e-9)   # auto, one host

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import simulator.engine.run as run
+from contracts.cluster import calibrated_cluster
 from contracts.profile import load_default
 from contracts.workload import Workload
 from simulator.engine.steady import BATCHES, HALF_WIDTH, checkpoints, stable_pace
@@ -53,11 +54,11 @@ def test_cut_short_runs_predict_the_whole_run(monkeypatch, scheme, workers, mode
     oversubscribed (simulated until the pace is stable). Both within 0.5% of the whole
     run, having simulated a fraction of it."""
     profile = load_default()
-    short = run.simulate(scheme, workers, WORKLOAD, profile=profile)
+    short = run.simulate(scheme, workers, WORKLOAD, calibrated_cluster(profile.cores), profile)
     assert run.oversubscribed(*_args(scheme, workers)) == (mode == "until-stable")
     assert short.simulated_iterations < short.iterations_per_worker / 2
     _whole(monkeypatch)
-    whole = run.simulate(scheme, workers, WORKLOAD, profile=profile)
+    whole = run.simulate(scheme, workers, WORKLOAD, calibrated_cluster(profile.cores), profile)
     assert whole.simulated_iterations == whole.iterations_per_worker
     assert short.epoch_s == pytest.approx(whole.epoch_s, rel=0.005)
     assert short.compute_s == pytest.approx(whole.compute_s, rel=0.01)
@@ -65,7 +66,7 @@ def test_cut_short_runs_predict_the_whole_run(monkeypatch, scheme, workers, mode
 
 def _args(scheme, workers):
     from simulator.engine.placement import layout
-    from simulator.engine.run import calibrated_cluster, resolve_scheme
+    from simulator.engine.run import resolve_scheme
     spec, cfg = resolve_scheme(scheme)
     prof = load_default()
     return layout(spec, cfg, workers, calibrated_cluster(prof.cores), prof), WORKLOAD

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from calibrate.probes import workload as cw
+from contracts.cluster import calibrated_cluster
 from contracts.checks import ConfigError
 from contracts.profile import load_default
 from contracts.workload import (
@@ -153,8 +154,8 @@ def test_built_in_models_are_workloads_like_any_other(tmp_path):
         assert back.tensor_param_counts == cost.tensor_param_counts
         other = replace(prof, models=(replace(back, model="from_file"),))
         for scheme in ("ddp", "mpi_allreduce"):
-            a = simulate(scheme, 3, Workload(model=cost.model, iterations=6), None, prof)
-            b = simulate(scheme, 3, Workload(model="from_file", iterations=6), None, other)
+            a = simulate(scheme, 3, Workload(model=cost.model, iterations=6), calibrated_cluster(prof.cores), prof)
+            b = simulate(scheme, 3, Workload(model="from_file", iterations=6), calibrated_cluster(other.cores), other)
             assert b.time_s == pytest.approx(a.time_s, rel=1e-9)
 
 

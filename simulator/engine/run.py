@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from contracts.checks import ConfigError
-from contracts.cluster import Cluster, calibrated_cluster
+from contracts.cluster import Cluster
 from contracts.profile import Profile, ProfileError
 from contracts.workload import Workload
 from simulator.engine.des import simulate_des
@@ -88,11 +88,13 @@ def _model(profile: Profile, name: str):
         raise ConfigError(str(e)) from None
 
 
-def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Workload(),
-             cluster: Cluster | None = None, profile: Profile | None = None, seed: int = 0,
+def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload, cluster: Cluster,
+             profile: Profile | None = None, seed: int = 0,
              heterogeneity: Heterogeneity = Heterogeneity(), trace: bool = False,
              schedule: bool = False, eval_every: int = 0) -> Result:
-    """Predict one run of ``scheme`` on ``workers`` workers. See ``Result`` for the fields.
+    """Predict one run of ``scheme`` on ``workers`` workers on ``cluster`` (resolved by the
+    caller: ``contracts.cluster.calibrated_cluster(profile.cores)`` is the profile's own
+    machine). See ``Result`` for the fields.
 
     ``schedule=True`` also keeps the update schedule (``Result.schedule``, the events of
     ``contracts.schedule``; SimPy engine only) with an evaluation point every
@@ -102,7 +104,7 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
         from contracts.profile import load_default
         profile = load_default()
     spec, cfg = resolve_scheme(scheme)
-    run = layout(spec, cfg, workers, cluster or calibrated_cluster(profile.cores), profile)
+    run = layout(spec, cfg, workers, cluster, profile)
     spec, profile = run.spec, run.profile
     if workload.threads_per_worker is None:
         workload = replace(workload, threads_per_worker=run.default_threads())
@@ -129,7 +131,7 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload = Work
 
 
 def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workload,
-                       cluster: Cluster | None = None, profile: Profile | None = None,
+                       cluster: Cluster, profile: Profile | None = None,
                        seed: int = 0) -> float:
     """The time of an iteration once a run is under way, as published throughputs are
     measured (after warm-up, the setup outside them): ``(T(2I) - T(I)) / I`` for the

@@ -11,6 +11,7 @@ simulator.engine.run, simulator.model.config, simulator.model.schemes.holder.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 from contracts.cluster import Cluster
@@ -23,8 +24,7 @@ from simulator.model.config import Heterogeneity, SchemeConfig
 
 
 def simulate_schedule(scheme: str | SchemeConfig, workers: int, workload: Workload,
-                      dataset: str, train_size: int | None = None,
-                      cluster: Cluster | None = None,
+                      dataset: str, cluster: Cluster, train_size: int | None = None,
                       profile: Profile | None = None, seed: int = 0,
                       heterogeneity: Heterogeneity = Heterogeneity(),
                       eval_every: int = 0, source: dict | None = None) -> tuple[Result, Schedule]:
@@ -52,6 +52,6 @@ def simulate_schedule(scheme: str | SchemeConfig, workers: int, workload: Worklo
         time_s=result.time_s,
         source={"engine": result.engine, "fidelity": result.fidelity,
                 "epoch_s": result.epoch_s,
-                "cluster": asdict(cluster) if cluster is not None else "calibrated machine",
+                "cluster": json.loads(json.dumps(asdict(cluster))),     # as the file holds it
                 **(source or {})})
     return result, Schedule(header, result.schedule)
