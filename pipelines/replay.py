@@ -19,10 +19,11 @@ stderr, exit code 2. It trains the real model, so it is a pipeline (issue 42); `
 simulator.replay`` runs it, for a release.
 
 Imports: pandas, tqdm, cli, contracts (files, profile), pipelines.accuracy, report.accuracy,
-simulator (predict, question), simulator.engine.sweep, simulator.model (config, schemes).
+simulator (predict, question), simulator.engine.sweep, simulator.model.schemes.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,11 +32,9 @@ import cli
 from contracts import profile as profile_mod
 from contracts.files import atomic_write_text
 from pipelines import accuracy
-from simulator import question
+from simulator import predict, question
 from simulator.engine.sweep import Sweep
-from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
-from simulator.predict import add_average_every, add_cluster_args
 from simulator.question import DATASETS
 
 PROG = "python -m pipelines.replay"
@@ -70,14 +69,14 @@ def build_parser() -> cli.Parser:
                    help="folder holding the dataset files")
     w.add_argument("--batch-size", type=cli.positive_int, default=64, help="per worker")
     cli.add_sgd_flags(w)
-    add_average_every(w)
+    predict.add_average_every(w)
     w.add_argument("--exchange-every", type=cli.nonnegative_int, default=None, metavar="K",
                    help="async_avg alone: exchange every K steps (default: --average-every)")
     w.add_argument("--threads", type=cli.positive_int, default=None,
                    help="threads per simulated worker (default: cores // ranks per host)")
     w.add_argument("--replay-threads", type=cli.positive_int, default=1,
                    help="torch threads of each replay (python -m real.replay --threads)")
-    add_cluster_args(p.add_argument_group(
+    predict.add_cluster_args(p.add_argument_group(
         "cluster (as simulator.predict; default: hosts like the profile's, growing with P)"))
     p.add_argument("--out", default="replay", type=cli.output_folder,
                    help="folder for schedules, replays, tables, figure")
@@ -109,20 +108,29 @@ def run(args) -> int:
 def resolve(args) -> Sweep:
     """What the replays simulate, resolved as ``simulator.predict`` resolves its question
     (``simulator.question``: the profile on the cluster's hardware, the workload, the
-    schemes that can run there), before any replay: each scheme at each P asked on the
-    cluster its ranks take, serial at P = 1 alone, a scheme that needs one host only where
-    its ranks fit on one."""
+    schemes that can run there, each configured as predict configures it), before any
+    replay: each scheme at each P asked on the cluster its ranks take, serial at P = 1
+    alone, a scheme that needs one host only where its ranks fit on one; a sweep predict
+    would refuse as too long (over all seeds) is refused here too."""
     given = question.read_inputs(args)
     profile = given.machine.profile
     workload = question.workload_of(args, given.model, args.batch_size, args.dataset,
                                     args.train_size, profile)
-    every = question.averaging_periods(args)
-    cfgs = question.runnable([SchemeConfig(n, avg_every=every.get(n, 0), engine="des")
-                              for n in args.schemes], given.setting,
-                             args.schemes != list(SCHEMES), max(args.workers))
-    return Sweep(tuple(pt for cfg in cfgs for pt in question.points_of(given.setting, cfg,
-                                                                       args.workers)
-                       if pt.workers in args.workers), workload, profile)
+    cfgs = question.runnable(question.configs(with_predict_defaults(args), args.schemes),
+                             given.setting, args.schemes != list(SCHEMES), max(args.workers))
+    job = Sweep(tuple(pt for cfg in cfgs for pt in question.points_of(given.setting, cfg,
+                                                                      args.workers)
+                      if pt.workers in args.workers), workload, profile)
+    question.check_request(job, given.setting.at(max(args.workers)), len(args.seeds))
+    return job
+
+
+def with_predict_defaults(args) -> argparse.Namespace:
+    """The replay's flags over ``simulator.predict``'s defaults: the scheme knobs the
+    replay has no flag for (allreduce algorithm, buckets, fidelity, engine, library
+    settings) are predict's, so a replay's schedule is the run predict predicts."""
+    return argparse.Namespace(**{**vars(predict.build_parser().parse_args([])),
+                                 **vars(args)})
 
 
 def replay_all(job: Sweep, seeds, dataset, train_size, eval_every_at_1, settings,

@@ -88,7 +88,10 @@ def resolve(args) -> Question:
     job = Sweep(tuple(p for cfg in cfgs for p in points_of(setting, cfg, args.workers,
                                                           args.baseline)),
                 workload, mach.profile, args.seed, het, args.baseline)
-    check_request(args, job, largest)
+    if args.stragglers > max(args.workers):
+        raise ConfigError(f"--stragglers {args.stragglers} is more than the "
+                          f"{max(args.workers)} workers of the largest P")
+    check_request(job, largest)
     return Question(job, setting, largest, given.measured, given.origin, mach.provenance,
                     tuple(cfgs), tuple(args.workers), dataset, args.dataset_size is not None,
                     bool(wfile) and not (args.dataset or args.dataset_size),
@@ -231,19 +234,17 @@ REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a q
 NOTE_ABOVE_S = 30.0
 
 
-def check_request(args, job: Sweep, largest: Cluster) -> None:
-    """Refuse what cannot be meant or would not finish: more stragglers than workers, a
-    batch larger than the training set, more threads than a host has cores, and sweeps
-    whose estimated simulation time or memory is out of reach (the estimate is named)."""
-    p_max, workload = max(args.workers), job.workload
-    if args.stragglers > p_max:
-        raise ConfigError(f"--stragglers {args.stragglers} is more than the {p_max} workers "
-                          "of the largest P")
+def check_request(job: Sweep, largest: Cluster, runs_each: int = 1) -> None:
+    """Refuse what cannot be meant or would not finish (``predict`` and ``pipelines.replay``,
+    which simulates every point ``runs_each`` times, once a seed): a batch larger than the
+    training set, more threads than a host has cores, and sweeps whose estimated simulation
+    time or memory is out of reach (the estimate is named)."""
+    workload, threads = job.workload, job.workload.threads_per_worker
     if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
         raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
                           f"{workload.dataset_samples} samples of the training set")
-    if args.threads is not None and args.threads > largest.cores_per_host:
-        raise ConfigError(f"--threads {args.threads} is more than the {largest.cores_per_host} "
+    if threads is not None and threads > largest.cores_per_host:
+        raise ConfigError(f"--threads {threads} is more than the {largest.cores_per_host} "
                           "cores of a host (oversubscribed threads are not modelled)")
     work, biggest = 0.0, 0
     for pt in job.points:
@@ -258,7 +259,7 @@ def check_request(args, job: Sweep, largest: Cluster) -> None:
         per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
         work += p * iterations * max(1.0, per_pool / on.cores_per_host)
         biggest = max(biggest, p * iterations)
-    points = len(job.points)
+    points, work = runs_each * len(job.points), runs_each * work
     fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
     seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
     if seconds > REFUSE_ABOVE_S:

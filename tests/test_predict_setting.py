@@ -234,16 +234,26 @@ def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path,
 
 def test_a_replay_resolves_its_points_as_a_prediction_does():
     """``pipelines.replay`` resolves through ``question`` as ``predict`` does: the same
-    profile on the hardware, the same workload, and predict's points at the P it asks
+    profile on the hardware, the same workload, predict's scheme configurations (its
+    defaults where the replay has no flag), and predict's points at the P it asks
     (hogwild left out where its ranks take two hosts; the replay used to fail there, after
     training the points before it)."""
     from pipelines import replay
     from simulator import question
     flags = ["--workers", "2,3", "--schemes", "serial,hogwild,ps_sync", "--batch-size", "32"]
     job = replay.resolve(replay.build_parser().parse_args(flags))
-    q = question.resolve(predict.build_parser().parse_args([*flags, "--engine", "des"]))
+    q = question.resolve(predict.build_parser().parse_args(flags))
     assert job.points == tuple(pt for pt in q.sweep.points if pt.workers in (2, 3))
     fits = [p for p in (2, 3) if -(-p // load_default().cores) == 1]
     assert [(pt.scheme.name, pt.workers) for pt in job.points] == (
         [("hogwild", p) for p in fits] + [("ps_sync", 2), ("ps_sync", 3)])
     assert (job.workload, job.profile) == (q.sweep.workload, q.sweep.profile)
+
+
+def test_a_replay_refuses_the_sweep_predict_refuses(tmp_path, capsys):
+    """The seeds multiply a replay's simulations: what one seed would finish, three may not."""
+    from pipelines import replay
+    flags = ["--workers", "64-64", "--schemes", "ps_async", "--epochs", "40000"]
+    assert replay.resolve(replay.build_parser().parse_args(flags)).points
+    refused(replay.main, [*flags, "--seeds", "1-3", "--out", tmp_path], "ask for fewer", capsys)
+    assert not (tmp_path / "schedules").exists()
