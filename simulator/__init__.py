@@ -12,7 +12,8 @@ exchange: run record, profile, workload, cluster, units); arrows point down only
 From Python::
 
     from simulator import simulate, Workload, Cluster, Link, SchemeConfig
-    r = simulate("mpi_allreduce", 16, Workload(model="cnn"))   # embedded profile, calibrated host
+    hosts = Cluster(hosts=4, cores_per_host=4, link=Link(1.25e9, 20e-6))
+    r = simulate("mpi_allreduce", 16, Workload(model="cnn"), hosts)   # the embedded profile
     r.epoch_s, r.compute_s, r.comm_s, r.wait_s
 
 or from the shell: ``python -m simulator.predict --workers 16``. The names are
