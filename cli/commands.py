@@ -6,8 +6,8 @@ error of ``usage`` raised while it runs (``ConfigError`` and those the command n
 a damaged input file, a value out of range) is one line on stderr and exit code 2,
 never a traceback; an error of the file system (a disk full, a folder removed
 meanwhile) one line and exit code 1. ``hand_over(module, argv)`` runs another command as
-this program (an old path whose work moved up to ``pipelines``). Under mpirun / torchrun only rank 0 prints, so P
-ranks do not repeat one mistake. ``Parser`` gives every flag its default in the help
+this program (an old path whose work moved up to ``pipelines``). Under mpirun / torchrun
+only rank 0 prints, so P ranks do not repeat one mistake. ``Parser`` gives every flag its default in the help
 and checked numbers: a bare ``type=float`` or ``type=int`` is ``finite_float`` /
 ``whole_number``, so a new flag refuses ``nan`` and ``inf`` by construction.
 
