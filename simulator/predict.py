@@ -219,7 +219,8 @@ def predict(args) -> tuple[question.Question, list[dict]]:
               delay=1.0, file=sys.stderr) as bar:     # silent when stderr is not a terminal
         rows = sweep(q.sweep, bar.update, jobs=args.jobs,
                      meanwhile=None if args.no_plot else _preload_plot)
-    write_outputs(args, rows, metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host))
+    meta = metadata(q, rows, time.perf_counter() - t0, args.ranks_per_host)
+    write_outputs(args, rows, meta)
     return q, rows
 
 
