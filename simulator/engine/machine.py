@@ -227,6 +227,10 @@ def _profile_rows(profile: Profile, origin: str, cluster: Cluster | None,
         rows.append({"quantity": "parameter-server update (ps_* schemes only), gloo's TCP "
                      "and reduction on the host (--backend gloo only)",
                      "value": "as measured on the profile's cores", "origin": where})
+    if profile.loop_s_per_step and (cluster is None or cluster.device is None):
+        rows.append({"quantity": "the training loop's Python", "value":
+                     f"{profile.loop_s_per_step * 1e3:.3g} ms a step on each worker's core, "
+                     "with its step", "origin": where})
     built_in = [m.model for m in profile.models if m.model not in from_files]
     if built_in and (cluster is None or cluster.device is None):
         rows.append({"quantity": "step times of the built-in models", "value":

@@ -118,7 +118,8 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload, clust
              for r in range(workers)]
     steps = with_ddp_calls(steps, _model(profile, workload.model), run)
     steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
-    steps = with_loop(steps, profile.loop_s_per_step)
+    if run.cluster.device is None:       # the profile's hosts: their loop, not a GPU's
+        steps = with_loop(steps, profile.loop_s_per_step)
     if schedule and cfg.engine == "fast":
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
     if eval_every < 0:
@@ -174,7 +175,9 @@ def with_loop(steps, loop_s: float):
     step's compute, in no iteration row) added, once a step. The rank runs it on the
     core it holds for its step, so it is part of the step's compute job (shared as the
     step is on a crowded host), not a job of its own that queues again for a core; DDP's
-    backward fraction splits it as the rest of the step."""
+    backward fraction splits it as the rest of the step. Charged on the profile's own kind
+    of host (a cluster without accelerators): where a GPU computes the step, the host's
+    loop runs beside the device's queued work and is not this profile's to price."""
     if loop_s <= 0:
         return steps
     return [s + loop_s for s in steps]
