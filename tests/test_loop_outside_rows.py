@@ -44,9 +44,10 @@ def test_a_window_splits_into_setup_loop_and_rows():
     assert loop_s_per_step({"train_wall_s": 1.0}, _rows(0)) is None
 
 
-def _write(runs, scheme: str, workers: int, cores: int = 4):
+def _write(runs, scheme: str, workers: int, cores: int = 4, disturbed: bool = False):
     rec = record.RunRecord(
-        run_id=f"{scheme}-P{workers}", timings=_timings(),
+        run_id=f"{scheme}-P{workers}{'-d' if disturbed else ''}", timings=_timings(),
+        disturbed=disturbed,
         config={"algorithm": scheme, "model": "cnn", "batch_size": 32, "epochs": 1},
         environment={"workers": workers, "ranks": workers + (scheme == "ps_sync"),
                      "ranks_per_host": workers, "cores": cores, "threads_per_rank": 1},
@@ -56,10 +57,11 @@ def _write(runs, scheme: str, workers: int, cores: int = 4):
 
 def test_calibration_fits_the_loop_apart_from_the_step(tmp_path):
     """The step samples are the rows' compute (no loop in them); the loop is the window's
-    rest a step, from runs whose rank 0 trains with a core a rank."""
+    rest a step, from undisturbed runs whose rank 0 trains with a core a rank."""
     _write(tmp_path, "mpi_allreduce", 2)
     _write(tmp_path, "ps_sync", 2)                       # rank 0 is the server: no sample
     _write(tmp_path, "allreduce", 6)                     # 6 ranks on 4 cores: shared, none
+    _write(tmp_path, "mpi_allreduce", 2, disturbed=True)  # compare leaves it out: none
     runs = collect(tmp_path)
     assert runs.loop_s == pytest.approx((LOOP_S,))
     assert loop_per_step_s(runs.loop_s) == pytest.approx(LOOP_S)

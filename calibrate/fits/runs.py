@@ -89,11 +89,13 @@ def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
 
 def loop_sample_s(run_dir: Path, rec: dict | None = None) -> float | None:
     """The run's loop outside its rows a step (rank 0's), or None where rank 0 does not
-    train (a parameter server) or the record has no ``epoch_s``."""
+    train (a parameter server), the record has no ``epoch_s``, or ``simulator.compare``
+    would leave it out (disturbed, testbed-bound: ``record.left_out_reason``)."""
     from real.records.timing import loop_s_per_step
     rec = rec or record.read(run_dir)
     scheme = SCHEMES.get(rec["config"].get("algorithm"))
-    if scheme is None or scheme.server or rec["status"] != "completed":
+    if (scheme is None or scheme.server or rec["status"] != "completed"
+            or record.left_out_reason(rec, ("phantom",))):
         return None
     it = record.read_iterations(run_dir)
     return loop_s_per_step(rec.get("timings") or {}, it[it["rank"] == 0].to_dict("records"))
