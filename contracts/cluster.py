@@ -33,7 +33,8 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     [device]
     name = "Tesla P100 PCIe"
     flops = "9.3TFLOP/s"        # sustained compute rate (scales a workload measured elsewhere)
-    ddp_call = "8.6us"          # optional: what one of DDP's per-tensor calls adds to a step
+    ddp_buffer = "18.4us"       # optional: what DDP's broadcast of one buffer adds to a step
+    ddp_gradient = "6.64us"     # optional: what DDP's two copies of one gradient add to a step
                                 # (simulator.model.hardware.ddp_calls; 0: not modelled)
     [intra]                     # between two devices of one host (NVLink, PCIe)
     bandwidth = "10GB/s"
@@ -104,7 +105,7 @@ SECTION_KEYS = {
              "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
     "host_link": ("bandwidth", "latency"),
-    "device": ("name", "flops", "ddp_call"),
+    "device": ("name", "flops", "ddp_buffer", "ddp_gradient"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
@@ -215,16 +216,20 @@ class LowLatency:
 
 @dataclass(frozen=True)
 class Device:
-    """An accelerator: its name, sustained compute rate (FLOP/s), and what each of
-    DDP's per-tensor calls adds to a step on it (``ddp_call_s``, its host's and
-    framework's; 0: not modelled; ``simulator.model.hardware.ddp_calls``)."""
+    """An accelerator: its name, sustained compute rate (FLOP/s), and what DDP's own calls
+    add to a step on it, its host's and framework's (0: not modelled;
+    ``simulator.model.hardware.ddp_calls``): ``ddp_buffer_s`` a buffer broadcast before
+    each forward, ``ddp_gradient_s`` a parameter tensor (its gradient into its bucket and
+    back)."""
     name: str
     flops_per_s: float
-    ddp_call_s: float = 0.0
+    ddp_buffer_s: float = 0.0
+    ddp_gradient_s: float = 0.0
 
     def __post_init__(self):
         positive("device flops", self.flops_per_s)
-        nonnegative("ddp_call", self.ddp_call_s)
+        nonnegative("ddp_buffer", self.ddp_buffer_s)
+        nonnegative("ddp_gradient", self.ddp_gradient_s)
 
 
 @dataclass(frozen=True)
@@ -384,12 +389,13 @@ class Cluster:
         return dict(self.sources).get(field, "")
 
     def without_ddp_calls(self) -> Cluster:
-        """This cluster with its device's ``ddp_call`` at 0: a run without DDP, or a step
-        measured under DDP that carries DDP's calls already."""
+        """This cluster with its device's ``ddp_buffer`` and ``ddp_gradient`` at 0: a run
+        without DDP, or a step measured under DDP that carries DDP's calls already."""
         if self.device is None:
             return self
         hw = self.hardware
-        return replace(self, hardware=replace(hw, device=replace(hw.device, ddp_call_s=0.0)))
+        device = replace(hw.device, ddp_buffer_s=0.0, ddp_gradient_s=0.0)
+        return replace(self, hardware=replace(hw, device=device))
 
     def at(self, ranks: int) -> Cluster:
         """The cluster a run of ``ranks`` ranks has: these hosts (see ``GrowingCluster``)."""
@@ -609,7 +615,8 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
     if r.section("device") is not None:
         device = Device(str(r.get("device", "name")),
                         r.parsed("device", "flops", parse_flop_rate),
-                        r.parsed("device", "ddp_call", parse_duration, "0s"))
+                        r.parsed("device", "ddp_buffer", parse_duration, "0s"),
+                        r.parsed("device", "ddp_gradient", parse_duration, "0s"))
     elif devices:
         raise ConfigError("section [device] is missing (name and flops of the accelerator)")
     topo = r.section("topology") or {}

@@ -16,8 +16,8 @@ gives its tensors (``tensors``); one node's published throughput per GPU as the 
 the node loses inside is in it; the check predicts what crossing nodes adds); DDP with
 25 MiB buckets over NCCL, the embeddings' gradients ready last (tied weights are used at
 both ends of the network); the step carries DDP's own calls (the node ran DDP), so the
-preset's ``ddp_call`` is not added again. Nothing is fitted to the published scaling. Each
-point is predicted twice (``ALGORITHMS``): with NCCL's flat ring, whose channels cross nodes
+preset's ``ddp_buffer`` and ``ddp_gradient`` are not added again. Nothing is fitted to the
+published scaling. Each point is predicted twice (``ALGORITHMS``): with NCCL's flat ring, whose channels cross nodes
 through the node's 8 NICs at once, one ring per NIC (``model.fabric``), and with the
 hierarchical allreduce, whose cross-node rings use every NIC too.
 """

@@ -111,8 +111,9 @@ def shares(out: dict) -> dict:
     DDP's defaults; ``views_over_plain``: with bucket views) and the part of DDP's that the
     copies between gradients and buckets make (``copies_over_plain``: the difference); in
     seconds, what DDP adds (``ddp_added_s``), the copies back (``copies_back_s``: one call a
-    tensor, ``simulator.model.hardware.ddp_calls``) and the buffers' broadcast
-    (``buffers_s``: one call a buffer), each a part of the closed form's calls."""
+    tensor) and the buffers' broadcast (``buffers_s``: ``ddp_buffer`` times the buffers;
+    ``ddp_added_s - buffers_s`` is ``ddp_gradient`` times the tensors,
+    ``simulator.model.hardware.ddp_calls``)."""
     plain = out["plain"]["step_s"]
     out["ddp_over_plain"] = out["ddp"]["step_s"] / plain - 1
     out["views_over_plain"] = out["ddp_views"]["step_s"] / plain - 1

@@ -146,12 +146,15 @@ def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workl
 
 
 def with_ddp_calls(steps, model, run: Layout):
-    """A DDP rank's steps on a device, each longer by what DDP's per-tensor calls add
-    (``hardware.ddp_calls``: ``(2 n_tensors + n_buffers) * ddp_call_s``)."""
+    """A DDP rank's steps on a device, each longer by what DDP's own calls add
+    (``hardware.ddp_calls``: ``n_buffers * ddp_buffer_s + n_tensors * ddp_gradient_s``)."""
     device = run.cluster.device
-    if run.spec.exchange != "buckets" or device is None or device.ddp_call_s <= 0:
+    if run.spec.exchange != "buckets" or device is None:
         return steps
-    extra = ddp_step_s(len(model.tensor_counts), model.buffer_count, device.ddp_call_s)
+    extra = ddp_step_s(len(model.tensor_counts), model.buffer_count, device.ddp_buffer_s,
+                       device.ddp_gradient_s)
+    if extra <= 0:
+        return steps
     return [s + extra for s in steps]
 
 
