@@ -103,7 +103,9 @@ def no_leftovers(request):
 @pytest.mark.root
 @needs_root
 def test_up_builds_hosts_and_down_removes_everything():
-    with rc.emulated_cluster(3, "100mbit", prefix=PREFIX) as c:
+    key = ["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"]
+    machine_ssai = subprocess.run(key, capture_output=True, text=True).stdout
+    with rc.emulated_cluster(3, "100mbit", prefix=PREFIX, slow_start_after_idle=0) as c:
         assert list_namespaces(PREFIX) == [*c.namespaces, c.bridge_namespace]
         assert c.addresses == ("10.77.0.1", "10.77.0.2", "10.77.0.3")
         assert c.bandwidth_bits_per_s == 100_000_000
@@ -111,6 +113,11 @@ def test_up_builds_hosts_and_down_removes_everything():
         qdisc = subprocess.run(["tc", "-n", c.namespaces[1], "qdisc", "show", "dev", c.interface],
                                capture_output=True, text=True).stdout
         assert "tbf" in qdisc and "100Mbit" in qdisc
+        # TCP's slow start after idle is the hosts' own setting, the machine's left alone.
+        assert {subprocess.run(["ip", "netns", "exec", ns, *key], capture_output=True,
+                               text=True).stdout.strip() for ns in c.namespaces} == {"0"}
+        assert c.tcp_slow_start_after_idle == 0
+        assert subprocess.run(key, capture_output=True, text=True).stdout == machine_ssai
         # Host 2 reaches host 0 through the bridge.
         reach = subprocess.run(rc.netns_command(c, 2, [sys.executable, "-c",
                                "import socket; socket.create_server(('10.77.0.3', 0)); "

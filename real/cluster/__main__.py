@@ -42,7 +42,10 @@ def _print_status(prefix: str) -> int:
           + (f"{cluster.queue_bytes} B" if cluster.queue_bytes else f"{cluster.queue_s * 1e3:g} ms")
           + ", host queue "
           + (f"{cluster.host_queue_packets} packets" if cluster.host_queue_packets
-             else "the shaper's") + f", bridge {cluster.bridge} in {cluster.bridge_namespace}")
+             else "the shaper's")
+          + ("" if cluster.tcp_slow_start_after_idle is None
+             else f", tcp_slow_start_after_idle {cluster.tcp_slow_start_after_idle}")
+          + f", bridge {cluster.bridge} in {cluster.bridge_namespace}")
     for i, (ns, addr) in enumerate(zip(cluster.namespaces, cluster.addresses)):
         state = "up" if ns in live else "MISSING"
         print(f"  host {i}: {ns:<10} {addr:<15} {cluster.interface}  [{state}]  "
@@ -150,6 +153,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="packets a host's own end of its link queues behind its shaper, as a "
                         "NIC queue (Linux's txqueuelen is 1000); 0: the shaper's --queue, as "
                         "at the switch")
+    u.add_argument("--tcp-slow-start-after-idle", default=None, type=int, choices=(0, 1),
+                   help="every host's net.ipv4.tcp_slow_start_after_idle: 1 restarts a "
+                        "connection idle past its retransmission timeout from the initial "
+                        "window (RFC 5681 4.1), 0 keeps its window; unset: the kernel's (1)")
     u.add_argument("--burst", default="auto", type=_burst,
                    help="token-bucket depth, tc units (64kb); auto: 2 ms of traffic, >= 16kb")
     u.add_argument("--subnet", default=DEFAULT_SUBNET, type=_subnet,
@@ -206,7 +213,8 @@ def run(args) -> int:
         if args.command == "up":
             with _sigterm_raises():
                 cluster = up(args.hosts, args.bandwidth, args.burst, args.prefix, args.subnet,
-                             *args.queue[:1], args.host_queue, args.queue[1])
+                             *args.queue[:1], args.host_queue, args.queue[1],
+                             args.tcp_slow_start_after_idle)
             return _print_status(cluster.prefix)
         if args.command == "status":
             return _print_status(args.prefix)

@@ -60,11 +60,13 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
        prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
        queue_s: float | None = None,
        host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
-       queue_bytes: int | None = None) -> Cluster:
+       queue_bytes: int | None = None,
+       slow_start_after_idle: int | None = None) -> Cluster:
     """Build the cluster and write its state file.  Anything half-built is removed
     before an error (or Ctrl-C, or SIGTERM) propagates. Each shaper's queue is
     ``queue_bytes``, or ``queue_s`` of traffic, or (neither given) the switch-like
-    ``netns.DEFAULT_QUEUE_BYTES``."""
+    ``netns.DEFAULT_QUEUE_BYTES``. ``slow_start_after_idle`` 0 or 1 sets every host's
+    ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default)."""
     netns.require_tools()
     if hosts < 2:
         raise ValueError("a cluster needs at least 2 hosts")
@@ -84,6 +86,8 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         raise ValueError(f"queue {queue_s * 1e3:g} ms is outside 0.5 ms .. 1 s")
     if not 0 <= host_queue_packets <= 100_000:
         raise ValueError(f"host queue {host_queue_packets} packets is outside 0 .. 100000")
+    if slow_start_after_idle not in (None, 0, 1):
+        raise ValueError(f"slow start after idle {slow_start_after_idle!r} is neither 0 nor 1")
     if queue_bytes and not 2048 <= queue_bytes <= 2**30:
         raise ValueError(f"queue {queue_bytes} B is outside 2kb (a full-size frame) .. 1gb")
     addresses = netns.host_addresses(subnet, hosts)
@@ -97,11 +101,13 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         bridge_namespace=netns.bridge_namespace(prefix), bridge=netns.BRIDGE,
         bandwidth_bits_per_s=rate, burst_bytes=burst_bytes,
         hydra_launcher=str(STATE_DIR / f"{prefix}-cluster-hydra-launcher"), queue_s=queue_s,
-        host_queue_packets=host_queue_packets, queue_bytes=queue_bytes)
+        host_queue_packets=host_queue_packets, queue_bytes=queue_bytes,
+        tcp_slow_start_after_idle=slow_start_after_idle)
     with _sigterm_raises():
         try:
             netns.create(prefix, addresses, ipaddress.ip_network(subnet).prefixlen,
-                         rate, burst_bytes, queue_s, host_queue_packets, queue_bytes)
+                         rate, burst_bytes, queue_s, host_queue_packets, queue_bytes,
+                         slow_start_after_idle)
             write_hydra_launcher(cluster)
             write_atomically(state_path(prefix), json.dumps(cluster.to_json(), indent=2) + "\n")
         except BaseException:
@@ -125,12 +131,14 @@ def emulated_cluster(hosts: int, bandwidth: str | int, burst: str | int | None =
                      prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
                      queue_s: float | None = None,
                      host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
-                     queue_bytes: int | None = None) -> Iterator[Cluster]:
+                     queue_bytes: int | None = None,
+                     slow_start_after_idle: int | None = None) -> Iterator[Cluster]:
     """``with emulated_cluster(2, "100mbit") as c:`` -- torn down however the block ends
     (exception, Ctrl-C, or SIGTERM when used from the main thread)."""
     with _sigterm_raises():
         cluster = up(hosts, bandwidth, burst, prefix=prefix, subnet=subnet, queue_s=queue_s,
-                     host_queue_packets=host_queue_packets, queue_bytes=queue_bytes)
+                     host_queue_packets=host_queue_packets, queue_bytes=queue_bytes,
+                     slow_start_after_idle=slow_start_after_idle)
         try:
             yield cluster
         finally:

@@ -150,11 +150,20 @@ def _no_ipv6(ns: str) -> None:
                            stdout=null, stderr=null, check=False)
 
 
+def tcp_setting(ns: str, key: str, value: int) -> None:
+    """One of a host namespace's own TCP settings (``net.ipv4.*`` keys live per namespace
+    since Linux 4.15), e.g. ``tcp_slow_start_after_idle``; raises if the kernel refuses."""
+    _run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.{key}={value}")
+
+
 def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
            bandwidth_bits_per_s: int, burst_bytes: int, queue_s: float = DEFAULT_QUEUE_S,
            host_queue_packets: int = DEFAULT_HOST_QUEUE_PACKETS,
-           queue_bytes: int = DEFAULT_QUEUE_BYTES) -> None:
-    """Build bridge, hosts, links and shaping.  On any failure the caller must destroy()."""
+           queue_bytes: int = DEFAULT_QUEUE_BYTES,
+           slow_start_after_idle: int | None = None) -> None:
+    """Build bridge, hosts, links and shaping; with ``slow_start_after_idle`` 0 or 1, every
+    host's ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default, 1).  On any
+    failure the caller must destroy()."""
     br = bridge_namespace(prefix)
     _run("ip", "netns", "add", br)
     _no_ipv6(br)
@@ -166,6 +175,8 @@ def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
         _run("ip", "netns", "add", ns)
         _no_ipv6(ns)
         _run("ip", "-n", ns, "link", "set", "lo", "up")
+        if slow_start_after_idle is not None:
+            tcp_setting(ns, "tcp_slow_start_after_idle", slow_start_after_idle)
         # Both ends are born in their namespaces: nothing appears in the root namespace.
         _run("ip", "-n", br, "link", "add", port, "type", "veth",
              "peer", "name", HOST_IFACE, "netns", ns)

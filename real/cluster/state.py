@@ -42,6 +42,8 @@ class Cluster:
                                      # shaper's queue_s)
     queue_bytes: int = 0             # each shaper's queue in bytes, as a switch port's buffer
                                      # (0: queue_s of traffic)
+    tcp_slow_start_after_idle: int | None = None   # every host's net.ipv4 setting, 0 or 1
+                                     # (None: left at the kernel's default, 1)
 
     @property
     def n_hosts(self) -> int:
