@@ -302,10 +302,12 @@ def test_ps_async_staleness_is_about_p_minus_one():
 
 
 def test_async_avg_holder_serves_only_between_rank0s_steps():
-    """Rank 0 at half speed, exchange every step: each request of rank 1 waits for the end
-    of rank 0's step, so rank 1 is paced by rank 0: per iteration a step 2s, rank 0's own
-    mix m, then receive c, mix m, send c; at the end rank 0 mixes its last weights in (m, as
-    real.train does after its last exchange) and receives rank 1's last ones: c + m."""
+    """Rank 0 at half speed (a step 2s), exchange every step. rank 1's push arrives while
+    rank 0 computes, so rank 0's next Iprobe misses it (the progress after the miss reads
+    it: MPID_Iprobe peeks, then progresses) and serves it one rank-0 step later: during its
+    n steps rank 0 serves n/2 pushes (each: receive c, mix m, send c, after its own mix m),
+    2ns + nm + n/2 (2c + m); the other n/2 it serves as they come after its last step
+    (Irecv and wait), n/2 (s + 2c + m); then rank 1's last weights: c + m."""
     prof, n = make_profile(), 6
     het = Heterogeneity(speed_factors=(0.5, 1.0))
     r = simulate(SchemeConfig("async_avg", avg_every=1), 2, wl(n), Cluster(1, 2), prof,
@@ -313,8 +315,9 @@ def test_async_avg_holder_serves_only_between_rank0s_steps():
     s = prof.models[0].step_fit(1).step_s(64)
     m = prof.server.update_s(prof.models[0].param_count)
     c = ALPHA + BETA * 4 * prof.models[0].param_count
-    assert r.time_s == pytest.approx(n * (2 * s + 2 * m + 2 * c) + m + c + m, rel=1e-9)
-    # rank 1 spends the rest of every rank-0 step waiting; it is done before the last mix
+    assert r.time_s == pytest.approx(2 * n * s + n * m + n / 2 * (2 * c + m)
+                                     + n / 2 * (s + 2 * c + m) + c + m, rel=1e-9)
+    # rank 1 spends the rest of its time waiting; it is done before the last mix
     assert r.comm_s_per_worker[1] == pytest.approx(r.time_s - n * s - m, rel=1e-9)
     assert sum(r.staleness.values()) == n
 

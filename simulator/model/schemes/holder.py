@@ -5,7 +5,17 @@ weights to rank 0 and waits for the mix; ranks never wait for each other. Rank 0
 trains too and answers the requests that have arrived only *between two of its
 own steps* (``Iprobe``), so
 
-* a request waits for the rest of rank 0's current step, and
+* a request waits for the rest of rank 0's current step, and for one step more when it
+  arrived while rank 0 computed: MPI progresses only inside MPI calls, and ``MPI_Iprobe``
+  looks before it progresses. MPICH's ``MPID_Iprobe`` (``src/mpid/ch4/src/ch4_probe.h``)
+  peeks at the messages its netmod has taken off the sockets and calls
+  ``MPID_Progress_test`` only when the peek found none; the ofi netmod's peek
+  (``MPIDI_OFI_do_iprobe``, ``fi_trecvmsg`` with ``FI_PEEK``) reaches libfabric's
+  ``util_srx_peek`` (``prov/util/src/util_srx.c``), which searches the unexpected messages
+  the tcp provider's progress has already read and none still in the socket. A push that
+  arrived since rank 0's last MPI call is therefore missed by the next ``Iprobe``, read by
+  the progress after it, and served one rank-0 step later; once rank 0 serves one, every
+  call progresses, so it serves all that came (``Holder.serve``);
 * serving stretches rank 0's epoch: per request it receives the weights, mixes
   them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
 
@@ -32,7 +42,8 @@ class Holder:
         self.env, self.setup = env, setup
         self.rank0 = setup.workers[0]
         self.every = setup.plan.avg_every or DEFAULT_K    # K: steps between exchanges
-        self.inbox = simpy.Store(env)     # (src, reply event, last) in arrival order
+        self.inbox = simpy.Store(env)     # (src, reply event, last, arrived at) in arrival order
+        self.progressed_at = 0.0          # rank 0's last MPI call: what came before it is read
         self.version = 0                  # mixes so far
         self.done = 0                     # workers that sent their last weights
 
@@ -43,12 +54,22 @@ class Holder:
         self.version += 1
         return mixed_on
 
+    def seen(self) -> bool:
+        """Whether ``Iprobe`` finds a push now: the first in the inbox arrived before rank 0's
+        last MPI call, whose progress read it off the socket."""
+        return bool(self.inbox.items) and self.inbox.items[0][3] < self.progressed_at
+
     def serve(self, block: bool):
-        """Rank 0 answers what has arrived; with ``block``, until every worker is done."""
+        """Rank 0 answers what its ``Iprobe`` finds, then all that arrives while it serves;
+        with ``block``, until every worker is done (``Irecv`` and wait: each push as it
+        comes). An ``Iprobe`` that finds none progresses: what has arrived is read."""
         env, plan, comm, rec = self.env, self.setup.plan, self.setup.comm, self.setup.recorder
+        if not block and not self.seen():
+            self.progressed_at = env.now
+            return
         while self.inbox.items or (block and self.done < plan.workers - 1):
             t0 = env.now                  # real.train logs all of it, waiting too, as comm
-            src, reply, last = yield self.inbox.get()
+            src, reply, last, _ = yield self.inbox.get()
             yield comm.transfer(src, 0, plan.param_bytes)
             if last:                      # the final push: received is all its sender waits for
                 self.done += 1
@@ -61,6 +82,7 @@ class Holder:
                 yield comm.transfer(0, src, plan.param_bytes)
                 reply.succeed(mixed_on)
             rec.add(0, "comm", t0, env.now, "serve")
+        self.progressed_at = env.now
 
     def mix_own(self):
         """Rank 0 mixes its own weights in and continues from the mix."""
@@ -101,13 +123,13 @@ def _worker(env, worker, holder: Holder, setup: Setup):
         if (i + 1) % holder.every == 0:
             t0 = env.now
             reply = env.event()
-            yield holder.inbox.put((me, reply, False))
+            yield holder.inbox.put((me, reply, False, env.now))
             mixed_on = yield reply
             rec.add(me, "comm", t0, env.now, "exchange")   # rank 0's step, then the exchange
             rec.add_staleness(mixed_on - read_version)
             read_version = mixed_on + 1
     t0 = env.now
     received = env.event()
-    yield holder.inbox.put((me, received, True))
+    yield holder.inbox.put((me, received, True, env.now))
     yield received
     rec.add(me, "comm", t0, env.now, "last weights")
