@@ -147,11 +147,14 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     shutil.rmtree(out / "runs")                         # shipped: the archive, no runs/
     shutil.copy(tmp_path / "profile.json", out / "profile.json")
     capsys.readouterr()
-    assert repredict.main([str(out), "--out", str(tmp_path / "new.csv")]) == 0
+    assert repredict.main([str(out), "--pool", "--out", str(tmp_path / "new.csv")]) == 0
     new = pd.read_csv(tmp_path / "new.csv").set_index("workers")
     assert new["predicted_s"].to_list() == pytest.approx(new["shipped_s"].to_list(), rel=1e-12)
     assert new["held_out"].to_dict() == {2: False, 4: True}
-    assert table.split("\n\n")[1] in capsys.readouterr().out     # table.md's error table
+    printed = capsys.readouterr().out
+    assert table.split("\n\n")[1] in printed     # table.md's error table
+    held = abs(new.loc[4, "predicted_s"] / new.loc[4, "measured_s"] - 1)   # --pool: P = 4 alone
+    assert f"| psgd | {100 * held:.1f}% | {100 * held:.1f}% | 1 | v | " in printed
 
 
 @pytest.mark.parametrize("extra, named", [

@@ -97,3 +97,29 @@ def test_accuracy_check_cluster_has_the_links_cpu_on_the_machines_shared_cores()
     assert plain.link.cpu_shared_cores == 0 and got.cpu_shared_cores == plain.cores_per_host == 2
     assert got.cpu_s_per_message == plain.link.cpu_s_per_message > 0
     assert got.burst_bytes == pytest.approx(50000 * 0.956, rel=1e-3)
+
+
+def test_the_pool_gives_each_schemes_held_out_median_and_worst_over_the_folders():
+    """Held-out rows of two folders pooled: ddp's three points (-2%, +4%, +20%), psgd's one
+    held-in point left out; the goal's two parts judged apart."""
+    df = pd.DataFrame({"folder": ["phantom-1", "phantom-1", "phantom-2", "phantom-2"],
+                       "scheme": ["ddp", "ddp", "ddp", "psgd"], "workers": [8, 8, 6, 2],
+                       "measured_s": [10.0] * 4, "predicted_s": [9.8, 10.4, 12.0, 5.0],
+                       "held_out": [True, True, True, False]})
+    table = repredict.pooled(df, goal_median=0.05, goal_worst=0.12).set_index("scheme")
+    assert list(table.index) == ["ddp", "all"]
+    ddp = table.loc["ddp"]
+    assert ddp["held-out median"] == pytest.approx(0.04) and ddp["worst"] == pytest.approx(0.2)
+    assert ddp["points"] == 3 and ddp["validations"] == "phantom-1, -2"
+    assert ddp["goal met"] == "median, not worst"
+    assert repredict.pooled(df, 0.05, 0.25).loc[0, "goal met"] == "yes"
+    assert repredict.pooled(df, 0.01, 0.25).loc[0, "goal met"] == "worst, not median"
+    assert "| ddp | 4.0% | 20.0% | 3 | phantom-1, -2 | median, not worst |" in \
+        repredict.markdown_pool(repredict.pooled(df, 0.05, 0.12))
+
+
+def test_the_pools_folders_are_named_with_their_stem_once_and_runs_as_ranges():
+    names = [f"phantom-{i}" for i in (10, 2, 1, 3, 6)]
+    assert repredict.folder_list(names) == "phantom-1 to -3, -6, -10"
+    assert repredict.folder_list(["cluster-1", "phantom-2"]) == "cluster-1, phantom-2"
+    assert repredict.folder_list(["v"]) == "v"
