@@ -29,12 +29,12 @@ a collective let go first.
 """
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from pathlib import Path
 
 import cli
+from contracts import record
 from benchmarks.ddp_breakdown import cpu_per_step_s, predicted_row
 
 PROG = "python -m benchmarks.core_waits"
@@ -59,10 +59,9 @@ def core_figures(rec: dict, rank0_rows_s: list[float]) -> dict:
 
 
 def rank0_rows(folder: Path) -> list[float]:
-    with open(folder / "iterations.csv") as f:
-        rows = [r for r in csv.DictReader(f) if r["rank"] == "0" and int(r["iteration"]) >= 0]
-    rows.sort(key=lambda r: (int(r["epoch"]), int(r["iteration"])))
-    return [float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"]) for r in rows]
+    it = record.read_iterations(folder)
+    it = it[(it["rank"] == 0) & (it["iteration"] >= 0)].sort_values(["epoch", "iteration"])
+    return list(it["compute_s"] + it["comm_s"] + it["wait_s"])
 
 
 def rows_by_rank(folder: Path) -> list[str]:
@@ -70,24 +69,19 @@ def rows_by_rank(folder: Path) -> list[str]:
     wait for the other ranks to arrive, the communication after they did),
     a communication-only phase after the steps (``iteration`` -1: an exchange at the end)
     last, marked ``end``."""
-    with open(folder / "iterations.csv") as f:
-        rows = list(csv.DictReader(f))
-    ranks = sorted({int(r["rank"]) for r in rows})
+    it = record.read_iterations(folder)
+    it = it.assign(end=it["iteration"] < 0).sort_values(["rank", "epoch", "end", "iteration"])
     out = []
-    for k in ranks:
-        mine = sorted((r for r in rows if int(r["rank"]) == k),
-                      key=lambda r: (int(r["epoch"]), int(r["iteration"]) < 0,
-                                     int(r["iteration"])))
+    for k, mine in it.groupby("rank", sort=True):
         out.append(f"rank {k}: " + " ".join(
-            ("end " if int(r["iteration"]) < 0 else "")
-            + "+".join(f"{float(r[k]) * 1e3:.1f}" for k in ("compute_s", "wait_s", "comm_s"))
-            for r in mine))
+            ("end " if r.end else "")
+            + "+".join(f"{v * 1e3:.1f}" for v in (r.compute_s, r.wait_s, r.comm_s))
+            for r in mine.itertuples()))
     return out
 
 
 def points(folders: list[Path], schemes: set[str] | None) -> dict[tuple, dict]:
     """(scheme, P, bits/s) -> figures averaged over its usable records, and what was left out."""
-    from contracts import record
     from simulator.compare import workers_of
     out: dict[tuple, dict] = {}
     for run in (d for f in folders for d in record.find_runs(f)):
