@@ -2,8 +2,9 @@
 
 * ``commands``: ``command``, the one preamble of every ``main`` (parse, run, a usage
   error as one line and exit code 2 without a traceback, a file-system error as one line
-  and exit code 1), ``hand_over`` (an old path runs the command that moved), ``Parser``
-  (defaults in the help, checked numbers) and ``print_out``;
+  and exit code 1), ``hand_over`` (an old path runs the command that moved), ``program``
+  (the name a handed-over command gives itself: the one typed), ``Parser`` (defaults in
+  the help, checked numbers) and ``print_out``;
 * ``args``: the argparse types of numbers, units, names and paths;
 * ``workers``: how ``--workers`` is parsed;
 * ``stages``: a validation's stages run as commands, with their logs.
@@ -16,7 +17,7 @@ Imports: ``cli``'s modules (the standard library and ``contracts``).
 from __future__ import annotations
 
 from cli.commands import (  # noqa: F401
-    command, hand_over, launched_rank, usage_error, io_error, print_out,
+    command, hand_over, program, launched_rank, usage_error, io_error, print_out,
     HelpFormatter, Parser
 )
 

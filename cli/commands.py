@@ -5,8 +5,9 @@ flag is one line and exit code 2), calls ``run(args)`` and returns its exit code
 error of ``usage`` raised while it runs (``ConfigError`` and those the command names:
 a damaged input file, a value out of range) is one line on stderr and exit code 2,
 never a traceback; an error of the file system (a disk full, a folder removed
-meanwhile) one line and exit code 1. ``hand_over(module, argv)`` runs another command as
-this program (an old path whose work moved up to ``pipelines``). Under mpirun / torchrun
+meanwhile) one line and exit code 1. ``hand_over(module, argv, typed)`` runs another command
+as this program (an old path whose work moved up to ``pipelines``); the command it runs
+names itself ``program(PROG)``, so its usage and error lines name the program typed. Under mpirun / torchrun
 only rank 0 prints, so P ranks do not repeat one mistake. ``Parser`` gives every flag its default in the help
 and checked numbers: a bare ``type=float`` or ``type=int`` is ``finite_float`` /
 ``whole_number``, so a new flag refuses ``nan`` and ``inf`` by construction.
@@ -45,18 +46,32 @@ def command(prog: str, parse: Callable[[list[str] | None], argparse.Namespace],
         return io_error(prog, e)
 
 
-def hand_over(module: str, argv: list | None = None) -> int:
+# while an old path hands its command line over: (the command run, the program typed)
+_HANDED_OVER: list[tuple[str, str]] = []
+
+
+def hand_over(module: str, argv: list | None = None, typed: str | None = None) -> int:
     """``python -m MODULE ARGV`` run as this program, importing nothing of it here (runpy:
-    the old path of a command that moved keeps working); returns its exit code."""
+    the old path of a command that moved keeps working); returns its exit code. ``typed``:
+    the program the user typed, which ``MODULE``'s usage and error lines name
+    (``program``)."""
     saved = sys.argv
     sys.argv = [module, *map(str, sys.argv[1:] if argv is None else argv)]
+    _HANDED_OVER.append((f"python -m {module}", typed or f"python -m {module}"))
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else int(e.code is not None)
     finally:
         sys.argv = saved
+        _HANDED_OVER.pop()
     return 0
+
+
+def program(prog: str) -> str:
+    """The name a command's usage and error lines give it: ``prog``, or the program the
+    user typed where an old path handed its command line over to ``prog``."""
+    return _HANDED_OVER[-1][1] if _HANDED_OVER and _HANDED_OVER[-1][0] == prog else prog
 
 
 def launched_rank() -> int:

@@ -28,7 +28,8 @@ PROG = "python -m pipelines.predict"
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.command(PROG, predict.build_parser(PROG).parse_args, run, argv,
+    prog = cli.program(PROG)                     # simulator.predict where it handed over
+    return cli.command(prog, predict.build_parser(prog).parse_args, run, argv,
                        (profile_mod.ProfileError, ValueError))
 
 

@@ -202,7 +202,7 @@ def run(args, argv: list[str] | None = None) -> int:
     """The prediction; with ``--target-accuracy``, ``pipelines.predict`` on the same
     command line (``argv``; None: this program's)."""
     if args.target_accuracy is not None:
-        return cli.hand_over("pipelines.predict", argv)
+        return cli.hand_over("pipelines.predict", argv, PROG)
     q, _ = predict(args)
     if args.trace:
         write_trace(args, q)

@@ -188,7 +188,8 @@ def test_a_cluster_file_without_hosts_grows_with_p(files, capsys):
 def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tmp_path, capsys,
                                                                             monkeypatch):
     """``simulator.predict --target-accuracy`` (the old path) hands its command line to
-    ``pipelines.predict``, which says first what it will train."""
+    ``pipelines.predict``, which says first what it will train, and names itself as the
+    user typed it in its error lines."""
     monkeypatch.delitem(sys.modules, "pipelines.predict", raising=False)   # a fresh program
     code = predict.main(["--workers", "2", "--schemes", "serial,psgd,allreduce", "--epochs",
                          "3", "--target-accuracy", "0.8", "--dry-run", "--no-plot", "--jobs",
@@ -204,9 +205,10 @@ def test_time_to_accuracy_says_its_training_runs_first_and_dry_run_lists_them(tm
     assert not (tmp_path / "accuracy").exists()                  # nothing trained
     assert (tmp_path / "predictions.json").is_file()
     refused(predict.main, ["--dry-run", *FAST, "--out", tmp_path], "--dry-run", capsys)
-    refused(predict.main, ["--target-accuracy", "0.8", "--dry-run", "--workers", "2",
-                           "--stragglers", "9", *FAST, "--out", tmp_path], "--stragglers",
-            capsys)                                              # the pipeline's refusal
+    line = refused(predict.main, ["--target-accuracy", "0.8", "--dry-run", "--workers", "2",
+                                  "--stragglers", "9", *FAST, "--out", tmp_path],
+                   "--stragglers", capsys)                       # the pipeline's refusal,
+    assert line.startswith("python -m simulator.predict: error: ")   # named as typed
 
 
 def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path, capsys,
