@@ -317,7 +317,7 @@ def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
             rate = rec["identity"]["settings"]["cluster"]["bandwidth_bits_per_s"]
             held_in = (workers_of(rec) <= calibrate_workers
                        and abs(rate - link.shaped_bits_per_s) < 1)
-            loop = loop_sample_s(d, rec) if held_in else None
+            loop = loop_sample_s(rec, record.read_iterations(d)) if held_in else None
         except (record.RecordError, KeyError, TypeError):
             continue
         if loop is not None:

@@ -55,14 +55,18 @@ def _write(runs, scheme: str, workers: int, cores: int = 4, disturbed: bool = Fa
     record.write(rec, runs)
 
 
-def test_calibration_fits_the_loop_apart_from_the_step(tmp_path):
+def test_calibration_fits_the_loop_apart_from_the_step(tmp_path, monkeypatch):
     """The step samples are the rows' compute (no loop in them); the loop is the window's
     rest a step, from undisturbed runs whose rank 0 trains with a core a rank."""
     _write(tmp_path, "mpi_allreduce", 2)
     _write(tmp_path, "ps_sync", 2)                       # rank 0 is the server: no sample
     _write(tmp_path, "allreduce", 6)                     # 6 ranks on 4 cores: shared, none
     _write(tmp_path, "mpi_allreduce", 2, disturbed=True)  # compare leaves it out: none
+    reads = []
+    monkeypatch.setattr(record, "read_iterations",
+                        lambda d, _f=record.read_iterations: reads.append(d) or _f(d))
     runs = collect(tmp_path)
+    assert sorted(reads) == record.find_runs(tmp_path)   # each run's rows read once
     assert runs.loop_s == pytest.approx((LOOP_S,))
     assert loop_per_step_s(runs.loop_s) == pytest.approx(LOOP_S)
     assert loop_per_step_s(()) == 0.0

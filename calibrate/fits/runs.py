@@ -60,8 +60,8 @@ class RunSamples:
     loop_s: tuple[float, ...] = ()     # the loop's Python a step, a run each (rank 0 trains)
 
 
-def _steps_of(run_dir: Path) -> pd.DataFrame:
-    it = record.read_iterations(run_dir)
+def _steps_of(run_dir: Path, it: pd.DataFrame) -> pd.DataFrame:
+    """The step samples of a run's rows ``it`` (its ``iterations.csv``, read from ``run_dir``)."""
     missing = {"rank", "batch_size", "compute_s"} - set(it.columns)
     if missing:
         raise CalibrationError(f"{run_dir}: iterations.csv lacks column(s) {', '.join(sorted(missing))}")
@@ -72,8 +72,10 @@ def _steps_of(run_dir: Path) -> pd.DataFrame:
     return it
 
 
-def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
-    """(facts about the run, its step samples); RecordError if it is not a run record."""
+def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame, float | None]:
+    """(facts about the run, its step samples, its loop a step where each thread has a core,
+    as the step samples: ``loop_sample_s``), from one read of its ``record.json`` and
+    ``iterations.csv``; RecordError if it is not a run record."""
     rec = record.read(run_dir)
     cfg, env = rec["config"], rec["environment"]
     facts = {"run_id": rec["run_id"], "status": rec["status"], "model": cfg.get("model"),
@@ -83,27 +85,33 @@ def run_samples(run_dir: Path) -> tuple[dict, pd.DataFrame]:
              "cores": int(env.get("cores", 1) or 1), "algorithm": cfg.get("algorithm"),
              "average_every": int(cfg.get("average_every") or 0)}
     if rec["status"] != "completed" or not facts["model"]:
-        return facts, pd.DataFrame()
-    return facts, _steps_of(run_dir)
+        return facts, pd.DataFrame(), None
+    it = record.read_iterations(run_dir)
+    return (facts, _steps_of(run_dir, it),
+            loop_sample_s(rec, it) if _unshared(facts) else None)
 
 
-def loop_sample_s(run_dir: Path, rec: dict | None = None) -> float | None:
-    """The run's loop outside its rows a step (rank 0's), or None where rank 0 does not
-    train (a parameter server), the record has no ``epoch_s``, or ``simulator.compare``
-    would leave it out (disturbed, testbed-bound: ``record.left_out_reason``)."""
+def loop_sample_s(rec: dict, it: pd.DataFrame) -> float | None:
+    """The run's loop outside its rows a step (rank 0's), from its record ``rec`` and its
+    rows ``it`` (``iterations.csv``); None where rank 0 does not train (a parameter
+    server), the record has no ``epoch_s``, or ``simulator.compare`` would leave it out
+    (disturbed, testbed-bound: ``record.left_out_reason``)."""
     from real.records.timing import loop_s_per_step
-    rec = rec or record.read(run_dir)
     scheme = SCHEMES.get(rec["config"].get("algorithm"))
     if (scheme is None or scheme.server or rec["status"] != "completed"
             or record.left_out_reason(rec, ("phantom",))):
         return None
-    it = record.read_iterations(run_dir)
     return loop_s_per_step(rec.get("timings") or {}, it[it["rank"] == 0].to_dict("records"))
 
 
 def loop_per_step_s(samples: tuple[float, ...]) -> float:
     """``Profile.loop_s_per_step``: the runs' median (0: no run measured it)."""
     return float(np.median(samples)) if samples else 0.0
+
+
+def _unshared(facts: dict) -> bool:
+    """Each thread of the run's ranks on a host has a core of its own."""
+    return facts["ranks_per_host"] * facts["threads"] <= facts["cores"]
 
 
 def _computes_all_the_time(facts: dict) -> bool:
@@ -121,17 +129,15 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
         raise CalibrationError(f"--runs {runs_dir} holds no run record (no */record.json)")
     steps, sharing, comm, seen, workers, loops = [], [], [], [], set(), []
     for run_dir in dirs:
-        facts, it = run_samples(run_dir)
+        facts, it, loop = run_samples(run_dir)
         if not len(it) or (max_workers is not None and facts["workers"] > max_workers):
             continue
-        loop = (loop_sample_s(run_dir)                 # unshared, as the step's samples
-                if facts["ranks_per_host"] * facts["threads"] <= facts["cores"] else None)
         if loop is not None:
             loops.append(loop)
         base = {"model": facts["model"], "source": facts["run_id"]}
         frame = pd.DataFrame({**base, "batch": it["batch_size"].to_numpy(int),
                               "step_s": it["compute_s"].to_numpy(float)})
-        if facts["ranks_per_host"] * facts["threads"] <= facts["cores"]:
+        if _unshared(facts):
             steps.append(frame.assign(threads=facts["threads"]))
             scheme = SCHEMES.get(facts["algorithm"])
             if scheme and scheme.allreduces_each_tensor and facts["workers"] >= 2 and "comm_s" in it:
