@@ -45,7 +45,9 @@ cache) making batches of 256; after ``--warmup`` seconds every process's images 
 each of ``--repeats`` windows of ``--window`` seconds give its time an image in that window
 (the batch's allocation and its move to shared memory shared over its 256 images). All N
 work through every window. Per N: the median over windows of the median over processes, the
-spread, and the images a second of all N; against one process, the rise. Writes
+spread, the share of that time the process ran on a CPU (``time.process_time``: below 100%
+it waited for a core, so the host was busy with more than the N), and the images a second
+of all N; against one process, the rise. Writes
 ``input_probe.json`` into ``--out`` with the CPU, its cores, Pillow's and libjpeg-turbo's
 versions. Needs Pillow and numpy; torch for ``fast_collate`` as the example runs it
 (without torch, the same copy into a numpy batch; the JSON says which).
@@ -201,8 +203,8 @@ class Collate:
 
 def worker(paths: list[str], seed: int, start, end_s: float, barrier, go, queue) -> None:
     """A loader worker: once every process is ready (``barrier``) and the start is set
-    (``go``), batches of BATCH images until ``start + end_s``; puts (end time, seconds) for
-    every image, the batch's own work spread over its images."""
+    (``go``), batches of BATCH images until ``start + end_s``; puts (end time, seconds,
+    CPU seconds) for every image, the batch's own work spread over its images."""
     rnd = random.Random(seed)
     collate = Collate()
     records, k = [], seed
@@ -210,21 +212,22 @@ def worker(paths: list[str], seed: int, start, end_s: float, barrier, go, queue)
     go.wait()
     stop = start.value + end_s
     while time.monotonic() < stop:
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         batch = collate.new(BATCH)
-        own, times = time.monotonic() - t0, []
+        own, own_cpu, times = time.monotonic() - t0, time.process_time() - c0, []
         for i in range(BATCH):
-            t1 = time.monotonic()
+            t1, c1 = time.monotonic(), time.process_time()
             collate.put(batch, i, load_and_transform(paths[k % len(paths)], rnd))
             k += 1
             t2 = time.monotonic()
-            times.append((t2, t2 - t1))
+            times.append((t2, t2 - t1, time.process_time() - c1))
             if t2 >= stop:
                 break
-        t3 = time.monotonic()
+        t3, c3 = time.monotonic(), time.process_time()
         collate.done(batch)
         own += time.monotonic() - t3
-        records += [(t, dt + own / BATCH) for t, dt in times]
+        own_cpu += time.process_time() - c3
+        records += [(t, dt + own / BATCH, cpu + own_cpu / BATCH) for t, dt, cpu in times]
     queue.put(records)
 
 
@@ -249,16 +252,18 @@ def level(paths: list[str], n: int, warmup_s: float, window_s: float, repeats: i
     windows = []
     for r in range(repeats):
         lo, hi = t0 + r * window_s, t0 + (r + 1) * window_s
-        each = [[dt for t, dt in run if lo <= t < hi] for run in runs]
-        if not all(each):
+        inside = [[(dt, cpu) for t, dt, cpu in run if lo <= t < hi] for run in runs]
+        if not all(inside):
             raise RuntimeError(f"{n} at once: a process finished no image in a {window_s} s "
                                "window; give a longer --window")
-        each = [statistics.mean(x) for x in each]
+        each = [statistics.mean(dt for dt, _ in x) for x in inside]
+        cpu = [statistics.mean(c for _, c in x) for x in inside]
         windows.append({"median_s": statistics.median(each), "min_s": min(each),
-                        "max_s": max(each), "images": sum(sum(lo <= t < hi for t, _ in run)
-                                                          for run in runs)})
+                        "max_s": max(each), "cpu_s": statistics.median(cpu),
+                        "images": sum(map(len, inside))})
     med = statistics.median(w["median_s"] for w in windows)
     return {"processes": n, "s_per_image": med,
+            "cpu_s_per_image": statistics.median(w["cpu_s"] for w in windows),
             "s_per_image_windows": [w["median_s"] for w in windows],
             "s_per_image_process_range": [min(w["min_s"] for w in windows),
                                           max(w["max_s"] for w in windows)],
@@ -336,12 +341,14 @@ def photo_check(photos: list[str], reps: int = 30) -> list[dict]:
 def table(result: dict) -> str:
     one = result["levels"][0]["s_per_image"]
     lines = ["| loader processes at once | ms an image a process (windows) | processes' range "
-             "| images/s, all | rise over one |", "|---:|---:|---:|---:|---:|"]
+             "| of it on a CPU | images/s, all | rise over one |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for lv in result["levels"]:
         wins = " / ".join(f"{1e3 * s:.2f}" for s in lv["s_per_image_windows"])
         lo, hi = lv["s_per_image_process_range"]
         lines.append(f"| {lv['processes']} | {1e3 * lv['s_per_image']:.2f} ({wins}) | "
-                     f"{1e3 * lo:.2f}-{1e3 * hi:.2f} | {lv['images_per_s']:.0f} | "
+                     f"{1e3 * lo:.2f}-{1e3 * hi:.2f} | "
+                     f"{lv['cpu_s_per_image'] / lv['s_per_image']:.0%} | {lv['images_per_s']:.0f} | "
                      f"x{lv['s_per_image'] / one:.2f} |")
     return "\n".join(lines)
 
