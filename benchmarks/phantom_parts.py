@@ -1,0 +1,232 @@
+"""Measured against predicted, part by part, at every point of shipped phantom validations.
+
+    python -m benchmarks.phantom_parts docs/results/phantom-1 docs/results/phantom-6 \
+        --schemes ps_sync,psgd --bandwidths 1000 [--server-probe WORKDIR] [--out parts.csv]
+
+Each folder's points are predicted again from its records as ``benchmarks.repredict`` does
+(the profile its comparison used, its calibrated link, its held-out flags) and each point's
+measured figure, ``simulator.compare.steady_epoch_s``, is split exactly as
+``benchmarks/ddp_breakdown.py`` splits it (``epoch_parts``; ms an epoch, scaled by
+n / (n - 1)):
+
+* *outside*: the window's time before rank 0's first step and after its last (``setup``:
+  the ranks' uneven start, DDP's constructor, the parameter server's first w) plus the
+  first rows' *skew* (rank 0's first row less the slowest one's: a collective's first
+  row absorbs the uneven start, and the skew gives it back);
+* *steps*: rank 0's rows after its first and its loop's Python between them (a closing
+  average, ``iteration`` -1, falls in the loop).
+
+The gap, predicted less measured, is then *steps* (the model's whole epoch against the
+steps) plus *outside* (which the model does not hold apart from its steps: its start-up
+communication, DDP's weights broadcast and the server's first w, is inside its epoch). A
+step is set beside the model's: the workers' compute row against what the workload sleeps
+(the *sleeps' overrun*: a slept step that took longer than asked, the testbed's) and
+against the model's compute a step (the sleeps and the loop's Python), and the workers'
+communication and waiting against the model's (ddp's compute row holds its buckets'
+all-reduces, so there the two are one, ``comm``). Also per point: the *first spread*, the
+largest wait at the run's first synchronisation (a collective's first row, else the
+closing average): how unevenly the ranks started; and the CPU check's bar (the largest
+share of its window a rank's thread waited for a core).
+
+*where*: the part that holds most of the gap: ``outside`` (start-up and the uneven start,
+outside any step), ``sleeps`` (the compute rows beyond the model's compute) or ``comm``
+(communication and waiting inside the steps). Reads records only; the records
+``simulator.compare`` leaves out are left out here.
+
+Imports: pandas, contracts, pipelines.validate_phantom, simulator.compare, benchmarks.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import cli
+
+PROG = "python -m benchmarks.phantom_parts"
+
+
+def step_figures(it: pd.DataFrame, server: bool) -> dict:
+    """A record's workers' rows after their first (a server's rank 0 left out): compute and
+    communication + waiting a step (means, s), and the first spread (s): the largest wait at
+    the first synchronisation, the first rows where any rank waited, else the closing
+    average's (``iteration`` -1)."""
+    workers = it[it["rank"] > 0] if server else it
+    steady = workers[workers["iteration"] >= 1]
+    first = it[it["iteration"] == 0]["wait_s"]
+    spread = float(first.max()) if len(first) and first.max() > 0 else float(
+        it[it["iteration"] < 0]["wait_s"].max() if (it["iteration"] < 0).any() else 0.0)
+    return {"compute_s": float(steady["compute_s"].mean()),
+            "comm_wait_s": float((steady["comm_s"] + steady["wait_s"]).mean()),
+            "first_spread_s": spread}
+
+
+def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
+    """One record's steady epoch split (``epoch_parts``) and its step figures."""
+    from benchmarks.ddp_breakdown import epoch_parts
+    rows = it.astype({"rank": str, "iteration": str}).to_dict("records")
+    parts = epoch_parts(rec, rows)
+    bar = max(m["max_wait_share"] for m in rec["testbed"]["checks"]["cpu"]["machines"])
+    return {**parts, **step_figures(it, server), "bar_share": bar}
+
+
+def point_row(recs: list[dict], pred: dict, slept_step_s: float,
+              overlaps: bool = False) -> dict:
+    """A point's parts (ms an epoch, ms a step), measured (mean over ``recs``' parts)
+    against ``pred`` (its compare row: ``measured_s``, ``predicted_s`` and its compute, comm
+    and wait per epoch), and where the gap lies. The error is the compare row's; the parts
+    are ``epoch_parts``', whose n is the steps (a closing average not counted as one). With
+    ``overlaps`` (DDP: the buckets' all-reduces run inside the compute row) the compute row
+    is not set against the model's compute: its whole gap is ``comm``."""
+    m = {k: statistics.fmean(r[k] for r in recs) for k in recs[0]}
+    n = int(recs[0]["steps"])
+    outside = m["setup_s"] + m["skew_s"]
+    steps = m["loop_s"] + m["rows_s"]
+    predicted = pred["predicted_s"]
+    pred_compute = pred["predicted_compute_s"] / n
+    gap = {"outside": -outside,
+           "sleeps": 0.0 if overlaps else -(m["compute_s"] - pred_compute) * n}
+    gap["comm"] = predicted - steps - gap["sleeps"]
+    return {"measured_ms": pred["measured_s"] * 1e3, "predicted_ms": predicted * 1e3,
+            "error": predicted / pred["measured_s"] - 1,
+            "outside_ms": outside * 1e3, "steps_ms": steps * 1e3,
+            "steps_error": predicted / steps - 1,
+            "compute_step_ms": m["compute_s"] * 1e3, "slept_step_ms": slept_step_s * 1e3,
+            "sleeps_overrun": float("nan") if overlaps else m["compute_s"] / slept_step_s - 1,
+            "predicted_compute_step_ms": pred_compute * 1e3,
+            "comm_wait_step_ms": m["comm_wait_s"] * 1e3,
+            "predicted_comm_wait_step_ms": (pred["predicted_comm_s"]
+                                            + pred["predicted_wait_s"]) / n * 1e3,
+            "first_spread_ms": m["first_spread_s"] * 1e3, "bar_share": m["bar_share"],
+            "where": max(gap, key=lambda k: abs(gap[k])),
+            **{f"gap_{k}_ms": v * 1e3 for k, v in gap.items()}, "steps": n, "runs": len(recs)}
+
+
+def folder_parts(folder: Path, schemes: set[str] | None, rates: set[int] | None,
+                 server_rows: tuple = ()) -> pd.DataFrame:
+    """Every point of one shipped phantom folder (of ``schemes`` and ``rates`` in Mbit/s,
+    all where None), a row each; ValueError with one line where the folder cannot be read."""
+    from benchmarks.repredict import calibrate_workers_of
+    from contracts import record_archive
+    from contracts.workload import load_workload, slept
+    from pipelines.validate_phantom import compared
+    from real.schemes import SCHEMES
+    from simulator.compare import _iterations, usable_records
+    from simulator.model.schemes import SCHEMES as MODEL_SCHEMES
+    if not (folder / "profile.json").is_file() or not (folder / "compare.csv").is_file():
+        raise ValueError(f"{folder}: not a shipped phantom validation (profile.json, "
+                         "compare.csv)")
+    shipped = pd.read_csv(folder / "compare.csv")
+    out = []
+    try:
+        with record_archive.unpacked(folder) as runs:
+            df, link = compared(folder, folder / "profile.json", calibrate_workers_of(shipped),
+                                server_rows=server_rows, runs=runs)
+            if df is None:
+                raise ValueError(link)
+            groups, _ = usable_records(runs, link, keep=("phantom",))
+            for (scheme, workers, wl, bits, _), recs in groups.items():
+                mbit = round(bits / 1e6)
+                if (schemes and scheme.name not in schemes) or (rates and mbit not in rates):
+                    continue
+                pred = df[(df["scheme"] == scheme.name) & (df["workers"] == workers)
+                          & (df["model"] == wl.model) & (df["bandwidth_bits_per_s"] == bits)]
+                if pred.empty:
+                    continue
+                p = pred.iloc[0]
+                c = recs[0]["compute"]
+                step = slept(load_workload(p["workload"]), c["time_scale"]).step_s
+                parts = [record_parts(r, _iterations(r), SCHEMES[scheme.name].server)
+                         for r in recs]
+                overlaps = MODEL_SCHEMES[scheme.name].overlaps_backward
+                out.append({"folder": folder.name, "scheme": scheme.name, "model": wl.model,
+                            "workers": workers, "mbit": mbit, "held_out": bool(p["held_out_p"]
+                                                                              or p["unseen_rate"]),
+                            **point_row(parts, p.to_dict(), step, overlaps)})
+    except record_archive.ArchiveError as e:
+        raise ValueError(str(e)) from None
+    return pd.DataFrame(out)
+
+
+COLUMNS = {"folder": "folder", "scheme": "scheme", "model": "model", "workers": "P", "mbit": "Mbit/s",
+           "error": "error", "steps_error": "steps only", "outside_ms": "outside (ms)",
+           "gap_outside_ms": "gap: outside", "gap_sleeps_ms": "sleeps", "gap_comm_ms": "comm",
+           "compute_step_ms": "compute a step", "predicted_compute_step_ms": "predicted",
+           "sleeps_overrun": "sleeps' overrun", "comm_wait_step_ms": "comm+wait a step",
+           "predicted_comm_wait_step_ms": "predicted ", "first_spread_ms": "first spread (ms)",
+           "bar_share": "CPU bar", "where": "where"}
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """The points as a markdown table (errors and shares in percent, times in ms)."""
+    def cell(k, v):
+        if isinstance(v, float) and v != v:
+            return "-"
+        if k in ("error", "steps_error", "sleeps_overrun", "bar_share"):
+            return f"{100 * v:+.1f}%" if k != "bar_share" else f"{100 * v:.1f}%"
+        if k == "model":
+            return str(v).split("-")[0]
+        return f"{v:.1f}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(COLUMNS.values()) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in df.to_dict("records"):
+        lines.append("| " + " | ".join(cell(k, r[k]) for k in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def build_parser() -> cli.Parser:
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=cli.input_folder,
+                    help="shipped phantom validations (docs/results/phantom-N)")
+    ap.add_argument("--schemes", help="only these schemes, comma-separated (default: all)")
+    ap.add_argument("--bandwidths", help="only these shaped rates in Mbit/s, comma-separated "
+                                         "(default: all)")
+    ap.add_argument("--held-out", action="store_true", help="only the held-out points")
+    ap.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
+                    help="a server probe's workdir (server_update.csv), as for "
+                         "benchmarks.repredict")
+    ap.add_argument("--out", type=cli.output_file(".csv"), help="CSV to write (default: none)")
+    return ap
+
+
+def run(a) -> int:
+    from contracts.files import atomic_write_text
+    schemes = set(a.schemes.split(",")) if a.schemes else None
+    try:
+        rates = {int(x) for x in a.bandwidths.split(",")} if a.bandwidths else None
+    except ValueError:
+        return cli.usage_error(PROG, f"--bandwidths {a.bandwidths!r}: give whole Mbit/s, "
+                                     "comma-separated (20,100,1000)")
+    server_rows: tuple = ()
+    if a.server_probe:
+        table = Path(a.server_probe) / "server_update.csv"
+        if not table.is_file():
+            return cli.usage_error(PROG, f"{a.server_probe} has no server_update.csv")
+        server_rows = tuple(pd.read_csv(table).to_dict("records"))
+    frames = []
+    for f in a.folders:
+        try:
+            frames.append(folder_parts(Path(f), schemes, rates, server_rows))
+        except ValueError as e:
+            return cli.usage_error(PROG, str(e))
+    df = pd.concat(frames, ignore_index=True)
+    if a.held_out and len(df):
+        df = df[df["held_out"]]
+    if df.empty:
+        return cli.usage_error(PROG, "no point of those schemes and rates in the folders given")
+    df = df.sort_values(["scheme", "mbit", "workers", "folder"]).reset_index(drop=True)
+    if a.out:
+        atomic_write_text(a.out, df.to_csv(index=False))
+    cli.print_out("gap = predicted - measured, ms an epoch; outside = before and after the "
+                  "steps (setup and first-row skew); steps only = the error against the steps",
+                  markdown(df))
+    return 0
+
+
+def main(argv=None) -> int:
+    return cli.command(PROG, build_parser().parse_args, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""benchmarks/phantom_parts.py: a point's gap split into outside the steps, the sleeps and
+communication sums to predicted less measured, and the first spread is read where the ranks
+first synchronised (made-up records, no run)."""
+import pandas as pd
+import pytest
+
+from benchmarks.phantom_parts import point_row, record_parts, step_figures
+
+
+def _iterations(first_waits=(0.0, 0.012), closing=False):
+    """Two ranks, 4 steps of 32 ms compute + 1 ms comm; rank r's first row waits
+    ``first_waits[r]``; with ``closing`` no step synchronises (waits 0) and a closing average
+    (iteration -1) has rank 1 wait 20 ms."""
+    rows = []
+    for rank in (0, 1):
+        for i in range(4):
+            wait = 0.0 if closing or i else first_waits[rank]
+            rows.append({"rank": rank, "epoch": 0, "iteration": i, "compute_s": 0.032,
+                         "comm_s": 0.0 if closing else 0.001, "wait_s": wait})
+        if closing:
+            rows.append({"rank": rank, "epoch": 0, "iteration": -1, "compute_s": 0.0,
+                         "comm_s": 0.002, "wait_s": 0.020 * rank})
+    return pd.DataFrame(rows)
+
+
+def _record(wall_s, epoch_s):
+    return {"timings": {"train_wall_s": wall_s, "epoch_s": [epoch_s]},
+            "testbed": {"checks": {"cpu": {"machines": [{"max_wait_share": 0.01}]}}}}
+
+
+def test_first_spread_is_the_first_synchronisations_wait():
+    assert step_figures(_iterations(), server=False)["first_spread_s"] == pytest.approx(0.012)
+    closing = step_figures(_iterations(closing=True), server=False)
+    assert closing["first_spread_s"] == pytest.approx(0.020)
+    assert closing["comm_wait_s"] == pytest.approx(0.0)
+
+
+def test_server_rank_is_left_out_of_the_step_figures():
+    it = _iterations()
+    it.loc[it["rank"] == 0, "compute_s"] = 0.0005       # a server's rows: no compute
+    assert step_figures(it, server=True)["compute_s"] == pytest.approx(0.032)
+    assert step_figures(it, server=False)["compute_s"] == pytest.approx(0.01625)
+
+
+def test_gap_parts_sum_to_predicted_less_the_split_epoch():
+    # rank 0's rows: 33 + 3 x 33 ms = 132 ms; its epoch 135 ms (loop 3 ms); window 150 ms
+    # (setup 15 ms); the slowest first row is rank 1's 45 ms (skew -12 ms)
+    parts = record_parts(_record(0.150, 0.135), _iterations(), server=False)
+    n = 4
+    pred = {"measured_s": 0.160, "predicted_s": 0.140, "predicted_compute_s": 0.031 * n,
+            "predicted_comm_s": 0.001 * n, "predicted_wait_s": 0.0}
+    row = point_row([parts], pred, slept_step_s=0.030)
+    scale = n / (n - 1)
+    assert row["outside_ms"] == pytest.approx((15 - 12) * scale)
+    assert row["steps_ms"] == pytest.approx((3 + 99) * scale)
+    assert row["gap_sleeps_ms"] == pytest.approx(-(32 - 31) * n)
+    total = row["gap_outside_ms"] + row["gap_sleeps_ms"] + row["gap_comm_ms"]
+    assert total == pytest.approx(140 - (3 + 3 + 99) * scale)
+    assert row["error"] == pytest.approx(0.140 / 0.160 - 1)
+    assert row["sleeps_overrun"] == pytest.approx(32 / 30 - 1)
+    assert row["where"] == "comm"
+
+
+def test_ddp_compute_row_is_not_set_against_the_sleeps():
+    parts = record_parts(_record(0.150, 0.135), _iterations(), server=False)
+    pred = {"measured_s": 0.160, "predicted_s": 0.140, "predicted_compute_s": 0.020 * 4,
+            "predicted_comm_s": 0.0, "predicted_wait_s": 0.0}
+    row = point_row([parts], pred, slept_step_s=0.030, overlaps=True)
+    assert row["gap_sleeps_ms"] == 0.0 and row["where"] == "comm"
