@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "benchmarks" / "gpu" / "results" / "h200-2026-11-27-ddp-split.json"
 GPU_PRESETS = ("dgx-a100", "dgx1-v100", "dgx2", "dgx1-p100", "dgx-h100", "azure-nd-a100-v4",
-               "azure-nd-h100-v5", "pascal-pcie-25gbe")
+               "azure-ndm-a100-v4", "azure-nd-h100-v5", "pascal-pcie-25gbe")
 RESNET50_TENSORS, RESNET50_BUFFERS = 161, 159
 
 

@@ -6,7 +6,7 @@ curve away from its table fails. The sizes outside 10% and why are in docs/valid
 """
 import pytest
 
-from benchmarks.nccl.curves import compare, load_table, one_host, predicted_s, tables
+from benchmarks.nccl.curves import busbw_rows, compare, load_table, one_host, predicted_s, tables
 from contracts.cluster import LowLatency
 from simulator.model.comm.closed_forms import ring_allreduce_s
 
@@ -15,10 +15,10 @@ TABLES = {t.name: t for t in tables()}
 
 
 def test_every_table_names_its_source_release_and_command():
-    assert {"a100-8x-superbench", "h100-8x-together"} <= set(TABLES)
+    assert {"a100-8x-superbench", "a100-8x-azure", "h100-8x-together"} <= set(TABLES)
     for t in TABLES.values():
         assert t.source and t.nccl and t.command and t.gpus == 8
-        assert t.rows[0][0] <= 8 and t.rows[-1][0] >= 2**30
+        assert t.rows[0][0] <= 1024 and t.rows[-1][0] >= 2**30
 
 
 KIB, MIB = 2**10, 2**20
@@ -27,7 +27,8 @@ KIB, MIB = 2**10, 2**20
 # nccl-tests tables"
 PINNED = [("h100-8x-together", {512 * KIB, MIB, 4 * MIB}, 0.26, 0.02),
           ("a100-8x-superbench", {128 * KIB, 256 * KIB, 512 * KIB} | {2**k * MIB for k in range(6)},
-           0.45, 0.02)]
+           0.45, 0.02),
+          ("a100-8x-azure", {512 * KIB} | {2**k * MIB for k in range(8)}, 0.36, 0.05)]
 
 
 @pytest.mark.parametrize("name,misses,worst,at_1g", PINNED)
@@ -82,3 +83,24 @@ def test_a_table_row_is_the_lower_of_its_two_columns(tmp_path):
     t = load_table(f)
     assert t.rows == ((8, pytest.approx(20e-6)), (1024, pytest.approx(10e-6)))
     assert t.launch_s == pytest.approx(20e-6)
+
+
+def test_a_bus_bandwidth_table_gives_times_by_nccl_tests_definition_and_its_rounding():
+    """busbw = 2 (P - 1) / P * n / time (nccl-tests' all_reduce.cu); two printed decimals
+    leave +-0.005 GB/s; the launch is the first size stated to 1% or better."""
+    rows, rounding = busbw_rows([[1024, 0.04], [16384, 0.67], [2**30, 228.10]], 8)
+    assert rows[0][1] == pytest.approx(1.75 * 1024 / 0.04e9)
+    assert rows[2][1] == pytest.approx(1.75 * 2**30 / 228.10e9)
+    assert rounding[0] == pytest.approx(0.125) and rounding[1] == pytest.approx(0.005 / 0.67)
+    t = TABLES["a100-8x-azure"]
+    assert t.launch_s == pytest.approx(1.75 * 16384 / 0.67e9)     # 8 KiB is +-1.5%
+    assert TABLES["h100-8x-together"].launch_s == TABLES["h100-8x-together"].rows[0][1]
+
+
+def test_the_azure_table_is_priced_with_its_own_release():
+    """The table names NCCL 2.18.5 and its preset carries 2.18.5's constants, not 2.9.6's."""
+    t = TABLES["a100-8x-azure"]
+    assert t.nccl.startswith("2.18.5")
+    hw = one_host(t.preset, 8).hardware
+    assert hw.ll.call_latency_s == pytest.approx(6.6e-6) and hw.ll128.call_latency_s == pytest.approx(14e-6)
+    assert hw.intra.bandwidth_bytes_per_s == pytest.approx(240e9)

@@ -13,10 +13,14 @@ takes at least the host's time to launch it, so the predicted time is::
 
     max(launch, call latency + 2 (P - 1) step latency + 2 (P - 1) / P * n / (share * bus bw))
 
-``launch`` is the table's own time at its smallest size (8 bytes; with ``-g 8`` one thread
-launches the kernels of all 8 GPUs in turn); it is read from the table and not checked.
-The published time of a size is the lower of the table's out-of-place and in-place times
-(the same call twice; other load only adds time). Sizes from 1 KiB to 1 GiB are compared.
+``launch`` is the table's own time at its smallest size that it states to 1% or better (8
+bytes in a table of times; with ``-g 8`` one thread launches the kernels of all 8 GPUs in
+turn); it is read from the table and not checked. The published time of a size is the lower
+of the table's out-of-place and in-place times (the same call twice; other load only adds
+time). A table that gives the bus bandwidth instead (``columns = "busbw"``) gives the time
+through nccl-tests' own definition, ``busbw = 2 (P - 1) / P * n / time``, and its rounding
+(half the last printed digit) is carried as each size's uncertainty. Sizes from 1 KiB to
+1 GiB are compared.
 
 Writes ``curves.csv`` (size, published, predicted, protocol, error) and ``curves.png``.
 """
@@ -54,18 +58,35 @@ class Table:
     preset: str
     gpus: int
     rows: tuple[tuple[int, float], ...]    # (bytes, published time in seconds)
+    rounding: tuple[float, ...] = ()       # each row's relative uncertainty from its printing
+
+    def uncertainty(self, i: int) -> float:
+        return self.rounding[i] if self.rounding else 0.0
 
     @property
     def launch_s(self) -> float:
-        """The time of the smallest call: what launching one costs (not compared)."""
-        return self.rows[0][1]
+        """The time of the smallest call stated to 1% or better: what launching one costs
+        (not compared)."""
+        return next(t for i, (_, t) in enumerate(self.rows) if self.uncertainty(i) <= 0.01)
+
+
+def busbw_rows(raw_rows, gpus: int) -> tuple[tuple, tuple]:
+    """(bytes, seconds) rows and their relative rounding from (bytes, bus bandwidth GB/s)
+    rows printed to two decimals: nccl-tests' busbw = 2 (P - 1) / P * n / time."""
+    factor = 2 * (gpus - 1) / gpus
+    rows = tuple((int(n), factor * n / (bw * 1e9)) for n, bw in raw_rows)
+    return rows, tuple(0.005 / bw for _, bw in raw_rows)
 
 
 def load_table(path: Path) -> Table:
     raw = tomllib.loads(Path(path).read_text())
-    rows = tuple((int(n), min(a, b) * 1e-6) for n, a, b in raw["rows"])
+    gpus = int(raw["gpus"])
+    if raw.get("columns", "time") == "busbw":
+        rows, rounding = busbw_rows(raw["rows"], gpus)
+    else:
+        rows, rounding = tuple((int(n), min(a, b) * 1e-6) for n, a, b in raw["rows"]), ()
     return Table(raw["name"], raw["title"], raw["source"], raw["nccl"], raw["command"],
-                 raw["preset"], int(raw["gpus"]), rows)
+                 raw["preset"], gpus, rows, rounding)
 
 
 def tables() -> list[Table]:
@@ -92,11 +113,12 @@ def compare(table: Table) -> list[dict]:
     """One row per compared size: published and predicted time, bus bandwidth, error."""
     cluster = one_host(table.preset, table.gpus)
     out = []
-    for n, published_s in table.rows:
+    for i, (n, published_s) in enumerate(table.rows):
         if not SMALLEST <= n <= LARGEST:
             continue
         protocol, t = predicted_s(cluster, table.gpus, n, table.launch_s)
         out.append({"bytes": n, "published_us": published_s * 1e6, "predicted_us": t * 1e6,
+                    "rounding": table.uncertainty(i),
                     "protocol": protocol,
                     "published_busbw": bus_bandwidth(n, published_s, table.gpus) / 1e9,
                     "predicted_busbw": bus_bandwidth(n, t, table.gpus) / 1e9,
@@ -111,18 +133,23 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
+def rounding_text(row: dict) -> str:
+    """' (printed to +-x%)' where the table's printing leaves more than 0.5% unknown."""
+    return f" (printed to ±{row['rounding']:.1%})" if row["rounding"] > 0.005 else ""
+
+
 def markdown(table: Table, rows: list[dict]) -> str:
     worst = max(rows, key=lambda r: abs(r["error"]))
     within = sum(abs(r["error"]) <= 0.10 for r in rows)
     lines = [f"{table.title} (preset `{table.preset}`; launch {table.launch_s * 1e6:.1f} us "
-             f"from the table's smallest call): {within} of {len(rows)} sizes within 10%, "
+             f"from the table's smallest call stated to 1%): {within} of {len(rows)} sizes within 10%, "
              f"worst {worst['error']:+.1%} at {size_text(worst['bytes'])}", "",
              "| size | published (us) | predicted (us) | protocol | bus bw published (GB/s) "
              "| predicted (GB/s) | error |", "|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {size_text(r['bytes'])} | {r['published_us']:.1f} | "
-                     f"{r['predicted_us']:.1f} | {r['protocol']} | {r['published_busbw']:.1f} "
-                     f"| {r['predicted_busbw']:.1f} | {r['error']:+.1%} |")
+                     f"{r['predicted_us']:.1f} | {r['protocol']} | {r['published_busbw']:.2f} "
+                     f"| {r['predicted_busbw']:.2f} | {r['error']:+.1%}{rounding_text(r)} |")
     return "\n".join(lines)
 
 
