@@ -52,7 +52,7 @@ phantom validations:
     python -m benchmarks.repredict docs/results/phantom-{1,2,3,4,5,6,7,8,9,10} --pool \
         --out phantom-now.csv
 
-Imports: pandas, simulator, contracts, pipelines.validate_phantom (its comparison).
+Imports: pandas, simulator, contracts, report.stats, pipelines.validate_phantom (its comparison).
 """
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ from contracts import profile as profiles
 from contracts.cluster import Cluster, Link, calibrated_cluster, load_link_calibration
 from contracts.files import atomic_write_text
 from contracts.workload import Workload
+from report.stats import median_worst, scheme_sets
 from simulator.engine import simulate
 from simulator.engine.machine import machine
 from simulator.model.config import SchemeConfig
@@ -218,16 +219,16 @@ def pooled(df: pd.DataFrame, goal_median: float, goal_worst: float) -> pd.DataFr
     |error| (fractions), points, the folders they come from, and which part of the goal
     (median at most ``goal_median``, worst at most ``goal_worst``, fractions) they meet."""
     held = df[df["held_out"].astype(bool)]
-    error = (held["predicted_s"] / held["measured_s"] - 1).abs()
-    groups = [(s, g.index) for s, g in held.groupby("scheme")] + [("all", held.index)]
+    held = held.assign(rel_error=held["predicted_s"] / held["measured_s"] - 1)
+    everyone, *schemes = scheme_sets(held)
     rows = []
-    for scheme, idx in groups:
-        median, worst = error[idx].median(), error[idx].max()
+    for scheme, g in [*schemes, everyone]:
+        median, worst = median_worst(g["rel_error"])
         met = {(True, True): "yes", (True, False): "median, not worst",
                (False, True): "worst, not median", (False, False): "no"}[
             (median <= goal_median, worst <= goal_worst)]
         rows.append({"scheme": scheme, "held-out median": median, "worst": worst,
-                     "points": len(idx), "validations": folder_list(held.loc[idx, "folder"]),
+                     "points": len(g), "validations": folder_list(g["folder"]),
                      "goal met": met})
     return pd.DataFrame(rows)
 

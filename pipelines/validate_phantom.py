@@ -43,7 +43,7 @@ redoes only step 4, on ``OUT/runs`` or, in a shipped folder without it, on
 ``OUT/records.tar.xz``: step 4 packs every run's record and rows there
 (``contracts.record_archive``), so the folder without its ``runs/`` can be compared again.
 
-Imports: simulator.compare, contracts, simulator.engine, simulator.output,
+Imports: simulator.compare, contracts, report.stats, simulator.engine, simulator.output,
 pipelines.validate_cluster (its stages).
 """
 from __future__ import annotations
@@ -376,17 +376,17 @@ def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,
     of its mechanisms taken out, on the same records (``OUT/mechanisms.md``): what each one
     moves."""
     import pandas as pd
+    from report.stats import median_worst, scheme_sets
     rows = []
     for name in ["", *MECHANISMS]:
         df, _ = compared(out, profile_path, calibrate_workers, name, server_rows, runs)
         if df is None:
             continue
         held = df[df["held_out_p"] | df["unseen_rate"]]
-        for scheme, g in [("all", held), *held.groupby("scheme")]:
-            err = g["rel_error"].abs()
+        for scheme, g in scheme_sets(held):
+            median, worst = median_worst(g["rel_error"])
             rows.append({"link": f"without {name}" if name else "as calibrated",
-                         "scheme": scheme, "cell": f"{100 * err.median():.0f} / "
-                                                   f"{100 * err.max():.0f}%"})
+                         "scheme": scheme, "cell": f"{100 * median:.0f} / {100 * worst:.0f}%"})
     table = pd.DataFrame(rows).pivot(index="link", columns="scheme", values="cell")
     table = table.reindex(["as calibrated"] + [f"without {n}" for n in MECHANISMS])
     lines = ["| held-out median / worst | " + " | ".join(table.columns) + " |",

@@ -449,13 +449,15 @@ def mixed_settings(groups: dict) -> str:
 
 def error_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Median and worst |relative error| per scheme, on all points and on held-out ones."""
+    from report.stats import median_worst, scheme_sets
     out = []
-    for scheme, g in df.groupby("scheme"):
-        err, held = g["rel_error"].abs(), g[g["held_out"]]["rel_error"].abs()
-        out.append({"scheme": scheme, "points": len(g), "median_error": err.median(),
-                    "worst_error": err.max(), "held_out_points": len(held),
-                    "held_out_median_error": held.median() if len(held) else np.nan,
-                    "held_out_worst_error": held.max() if len(held) else np.nan})
+    for scheme, g in scheme_sets(df)[1:]:
+        held = g[g["held_out"]]
+        (median, worst), (held_median, held_worst) = (median_worst(g["rel_error"]),
+                                                      median_worst(held["rel_error"]))
+        out.append({"scheme": scheme, "points": len(g), "median_error": median,
+                    "worst_error": worst, "held_out_points": len(held),
+                    "held_out_median_error": held_median, "held_out_worst_error": held_worst})
     return pd.DataFrame(out)
 
 

@@ -9,7 +9,7 @@ diagnostic of how much of the error the missing loss recovery accounts for, not 
 Two kinds of points are *held out*: worker counts the profile never saw (its ``workers_seen``),
 and shaped rates the link calibration never saw (all but ``calibrated_bits_per_s``).
 
-Imports: matplotlib, numpy, pandas, contracts.files.
+Imports: matplotlib, numpy, pandas, contracts.files, report.stats.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from report.stats import median_worst, scheme_sets
 
 
 def with_flags(df: pd.DataFrame, calibrated_bits_per_s: float) -> pd.DataFrame:
@@ -40,14 +42,14 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
                **{f"{m} Mbit/s": (df["mbit"] == m).to_numpy() for m in sorted(set(df["mbit"]))}}
     rows = []
     for name, mask in subsets.items():
-        for scheme, g in [("all", df[mask])] + list(df[mask].groupby("scheme")):
-            err = g["rel_error"].abs()
-            added = g.get("rel_error_stalls_added", pd.Series(np.nan, index=g.index)).abs()
+        for scheme, g in scheme_sets(df[mask]):
+            median, worst = median_worst(g["rel_error"])
+            added = median_worst(g.get("rel_error_stalls_added",
+                                       pd.Series(np.nan, index=g.index)))
             rows.append({"points": name, "scheme": scheme, "n": len(g),
-                         "median_error": err.median() if len(g) else np.nan,
-                         "worst_error": err.max() if len(g) else np.nan,
-                         "median_error_stalls_added": added.median() if len(g) else np.nan,
-                         "worst_error_stalls_added": added.max() if len(g) else np.nan})
+                         "median_error": median, "worst_error": worst,
+                         "median_error_stalls_added": added[0],
+                         "worst_error_stalls_added": added[1]})
     return pd.DataFrame(rows)
 
 
