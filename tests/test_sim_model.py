@@ -322,6 +322,23 @@ def test_async_avg_holder_serves_only_between_rank0s_steps():
     assert sum(r.staleness.values()) == n
 
 
+def test_async_avg_pushes_cross_the_holders_port_while_it_computes():
+    """One host a rank, one exchange (n = K = 1). The P - 1 pushes leave at s and cross
+    into rank 0's host without rank 0 (MPICH hands them to libfabric whole; its tcp
+    provider saves them unexpected), sharing its ingress: all are in at s + a + (P - 1) c.
+    Rank 0 (its step, its own mix twice, an Iprobe that finds none) then answers each in
+    turn, mix and reply: (P - 1)(m + a + c). Each worker's last weights cross while rank 0
+    answers the next; the last arrives a + c after the last reply and is mixed: m."""
+    prof, p = make_profile(), 4
+    r = simulate(SchemeConfig("async_avg", avg_every=1), p, wl(1), one_per_host(p), prof)
+    s = prof.models[0].step_fit(1).step_s(64)
+    m = prof.server.update_s(prof.models[0].param_count)
+    a, c = ALPHA, BETA * 4 * prof.models[0].param_count
+    assert 2 * m < a + (p - 1) * c and (p - 2) * m < a + c       # the order this assumes
+    assert r.time_s == pytest.approx(s + a + (p - 1) * c + (p - 1) * (m + a + c) + a + c + m,
+                                     rel=1e-9)
+
+
 def test_async_avg_default_every_is_the_real_schemes():
     from real.schemes import async_avg as real_async_avg
     from simulator.model.schemes import holder

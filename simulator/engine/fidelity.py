@@ -9,8 +9,9 @@ different calls share a link. It is chosen unless:
   (recursive doubling or Rabenseifner with a fold, or hops of different
   speeds): its ranks leave one by one and the next call starts staggered;
 * transfers of different workers overlap on a shared port: the parameter
-  server's pushes and replies (``ps_async``), and ``ps_sync``'s incast of
-  gradients from workers that got their weights one after the other.
+  server's pushes and replies (``ps_async``), ``ps_sync``'s incast of
+  gradients from workers that got their weights one after the other, and the pushes
+  that cross into ``async_avg``'s holder while it computes (``model.schemes.holder``).
 
 Then ``message`` runs every message. (On an oversubscribed host with ranks
 that sleep in their calls, the two fidelities also differ in the order ranks
@@ -27,7 +28,7 @@ from simulator.model.network import Routes
 
 def auto_fidelity(spec, plan, routes: Routes) -> str:
     """``analytic`` or ``message`` for a run of scheme ``spec`` with ``plan`` on ``routes``."""
-    if spec.server:
+    if spec.server or spec.exchange == "holder":
         return "message"
     ranks, n = plan.worker_ranks, plan.param_bytes
     calls = {"average": [("allreduce", n, plan.algorithm)],

@@ -16,8 +16,24 @@ own steps* (``Iprobe``), so
   arrived since rank 0's last MPI call is therefore missed by the next ``Iprobe``, read by
   the progress after it, and served one rank-0 step later; once rank 0 serves one, every
   call progresses, so it serves all that came (``Holder.serve``);
-* serving stretches rank 0's epoch: per request it receives the weights, mixes
-  them in (``Plan.mix_s``, the server's update cost) and sends the mix back.
+* a push does not wait for rank 0 to move: between hosts it crosses into rank 0's host
+  as soon as it is sent, while rank 0 computes, and the pushes of many workers share rank
+  0's ingress (max-min, ``model.fluid``: at 20 Mbit/s, 15 pushes of the CNN's 39 kB all
+  come in about 15 message times after they left). MPICH's ofi netmod hands a tagged
+  send up to the provider's ``max_msg_size`` to libfabric whole (``MPIDI_OFI_send``,
+  ``src/mpid/ch4/netmod/ofi/ofi_send.h``: its own rendezvous only above
+  ``MPIDI_OFI_EAGER_THRESH``, ``ofi_impl.h``, which is that size by default), the kernel's
+  socket buffers take it without rank 0 (``Link.socket_buffer_bytes``: 11-16 MB
+  calibrated, a push of more than that would wait for rank 0's next MPI call for the rest,
+  which the model does not hold back), and libfabric's tcp provider saves it unexpected,
+  whole, when rank 0's progress reads it (``xnet_save_and_cont``,
+  ``prov/tcp/src/xnet_progress.c``; ``xnet_max_saved_size`` ``SIZE_MAX`` by default,
+  ``xnet_init.c``). On rank 0's host a push moves only when rank 0 serves it (MPICH copies
+  8 KiB and more out of the sender by CMA, ``MPIDI_IPCI_copy_data``);
+* serving stretches rank 0's epoch: per request it receives the weights (already there
+  between hosts; it waits for what has not come), mixes them in (``Plan.mix_s``, the
+  server's update cost) and sends the mix back, one request at a time, so a port answers
+  at most one push a message time.
 
 Rank 0 also mixes its own weights in every K steps and once more after its last step (as
 ``real.train`` does). When its shard is done it only serves until every other worker has sent
@@ -42,10 +58,18 @@ class Holder:
         self.env, self.setup = env, setup
         self.rank0 = setup.workers[0]
         self.every = setup.plan.avg_every or DEFAULT_K    # K: steps between exchanges
-        self.inbox = simpy.Store(env)     # (src, reply event, last, arrived at) in arrival order
+        self.inbox = simpy.Store(env)     # (src, reply event, last, sent at, crossed) in order
         self.progressed_at = 0.0          # rank 0's last MPI call: what came before it is read
         self.version = 0                  # mixes so far
         self.done = 0                     # workers that sent their last weights
+
+    def push(self, src: int):
+        """Event: the push of ``src`` has crossed to rank 0's host, where it moves without
+        rank 0 (None on rank 0's host: rank 0 copies it when it serves)."""
+        routes = self.setup.comm.routes
+        if routes.link is None or routes.placement[src] == routes.placement[0]:
+            return None
+        return self.setup.comm.leg(src, 0, self.setup.plan.param_bytes)
 
     def mix(self):
         """Rank 0 mixes one set of weights in; returns the version it was mixed on."""
@@ -69,8 +93,8 @@ class Holder:
             return
         while self.inbox.items or (block and self.done < plan.workers - 1):
             t0 = env.now                  # real.train logs all of it, waiting too, as comm
-            src, reply, last, _ = yield self.inbox.get()
-            yield comm.transfer(src, 0, plan.param_bytes)
+            src, reply, last, _, crossed = yield self.inbox.get()
+            yield crossed if crossed is not None else comm.transfer(src, 0, plan.param_bytes)
             if last:                      # the final push: received is all its sender waits for
                 self.done += 1
                 reply.succeed(None)
@@ -123,13 +147,13 @@ def _worker(env, worker, holder: Holder, setup: Setup):
         if (i + 1) % holder.every == 0:
             t0 = env.now
             reply = env.event()
-            yield holder.inbox.put((me, reply, False, env.now))
+            yield holder.inbox.put((me, reply, False, env.now, holder.push(me)))
             mixed_on = yield reply
             rec.add(me, "comm", t0, env.now, "exchange")   # rank 0's step, then the exchange
             rec.add_staleness(mixed_on - read_version)
             read_version = mixed_on + 1
     t0 = env.now
-    received = env.event()
-    yield holder.inbox.put((me, received, True, env.now))
-    yield received
+    received, crossed = env.event(), holder.push(me)
+    yield holder.inbox.put((me, received, True, env.now, crossed))
+    yield crossed if crossed is not None else received    # its send is done once it crossed
     rec.add(me, "comm", t0, env.now, "last weights")
