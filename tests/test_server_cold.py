@@ -152,3 +152,27 @@ def test_the_copy_and_update_as_one_timeout_end_where_the_two_do(start_s, copy_s
         env.run()
         return seen, rows, server.version, server.free_since
     assert run(True) == run(False)
+
+
+def test_a_probed_model_the_profile_lacks_reaches_the_phantom_that_sleeps_it(tmp_path):
+    """The emulated cluster's profiles were calibrated on another model: the probe's model
+    enters with its update alone, and the slept workload takes it."""
+    from contracts.workload import load_workload, slept
+    from simulator.engine.machine import machine
+    from tests.test_phantom_compare import WORKLOAD
+    f = tmp_path / "w.toml"
+    f.write_text(WORKLOAD)
+    w = load_workload(f)
+    other = make_profile(model="mlp")
+    params = w.params
+    prof = with_server_probe(other, [dict(r, params=params) for r in rows(model=w.name)])
+    assert [m.model for m in prof.models] == ["mlp", w.name]
+    assert prof.model("mlp") == other.model("mlp")
+    phantom = machine(prof, "", None, [(slept(w, 10.0, f"{w.name}-phantom-x10"), str(f))])
+    cost = phantom.profile.model(f"{w.name}-phantom-x10")
+    assert cost.server_update_s == pytest.approx(3e-4)
+    assert cost.server_idle_curve == approx_curve()
+    # a probe of another parameter count is another model: the line stays
+    wrong = with_server_probe(other, [dict(r, params=params + 1) for r in rows(model=w.name)])
+    stays = machine(wrong, "", None, [(slept(w, 10.0, "x"), str(f))]).profile.model("x")
+    assert stays.server_update_s == 0.0

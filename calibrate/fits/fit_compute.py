@@ -145,10 +145,19 @@ def with_server_updates(costs: tuple[ModelCost, ...], rows: list[dict]) -> tuple
 def with_server_probe(prof, rows: list[dict]):
     """Profile ``prof`` whose models without a measured server update take a server probe's
     (``server_update.csv``'s rows: ``with_server_updates``, its curve with it): for a
-    profile made before the probe timed the update, or before it timed it after idle waits."""
+    profile made before the probe timed the update, or before it timed it after idle waits.
+    A probed model the profile lacks is added with its update alone (its parameters from the
+    probe's ``params``, no step fit): a phantom's slept workload, whose steps its file gives,
+    takes its server's update from the model it sleeps (``simulator.engine.machine``), and a
+    profile calibrated on another model (the emulated cluster's, on the MLP) has none."""
     unmeasured = [m for m in prof.models if not m.server_update_s]
+    known = {m.model for m in prof.models}
+    params = {str(r["model"]): int(r["params"]) for r in rows if "params" in r}
+    absent = tuple(ModelCost(model=name, param_count=n, layer_param_counts=(n,), steps=())
+                   for name, n in sorted(params.items()) if name not in known)
     probed = {m.model: m for m in with_server_updates(tuple(unmeasured), rows)}
-    return replace(prof, models=tuple(probed.get(m.model, m) for m in prof.models))
+    added = with_server_updates(absent, rows)
+    return replace(prof, models=tuple(probed.get(m.model, m) for m in prof.models) + added)
 
 
 def step_errors(cost: ModelCost, steps: pd.DataFrame) -> pd.DataFrame:
