@@ -116,6 +116,11 @@ class ModelCost:
     input_s_per_sample: float = 0.0            # host CPU core-seconds the input pipeline
                                                # spends on a sample (0: not modelled)
     input_workers: int = 0                     # loader processes a rank (0: any core of the host)
+    # the input pipeline's seconds a sample with ``input_busy[i]`` loader processes busy on
+    # the host at once (rising counts above 1; () = ``input_s_per_sample`` at any count;
+    # ``simulator.model.hardware.input_pipeline``)
+    input_busy: tuple[float, ...] = ()
+    input_s_per_sample_busy: tuple[float, ...] = ()
     precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
     buffer_count: int = 0                      # the model's buffers (BatchNorm's running
                                                # statistics), which DDP broadcasts each forward
@@ -419,6 +424,11 @@ def _check_sense(p: Profile) -> None:
             if not fit.step_s(1) > 0:
                 raise ProfileError(f"field models[{i}].steps[{j}]: step_intercept_s and "
                                    "step_s_per_sample are both 0 (a step that takes no time)")
+        busy = m.input_busy
+        if len(busy) != len(m.input_s_per_sample_busy) or list(busy) != sorted(set(busy)) \
+                or any(n <= 1 for n in busy):
+            raise ProfileError(f"field models[{i}].input_busy must rise above 1 and have one "
+                               "input_s_per_sample_busy each")
         idle = m.server_idle_s
         if len(idle) != len(m.server_update_after_idle_s) or list(idle) != sorted(set(idle)):
             raise ProfileError(f"field models[{i}].server_idle_s must rise and have one "

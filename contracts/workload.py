@@ -93,7 +93,11 @@ one sample's loading, decoding and augmentation takes on one core. With the clus
 ``measured.input_workers`` is the loader processes a rank runs (PyTorch's DataLoader
 ``num_workers``: each worker makes whole batches, ``_MultiProcessingDataLoaderIter`` hands
 them out in turn, so at most that many images are decoded at once); absent or 0, a rank's
-pipeline may use any core of its host (``cpu_cores / k``).
+pipeline may use any core of its host (``cpu_cores / k``). ``measured.input_per_sample_at``
+(e.g. ``{ 8 = "2.9ms", 16 = "4.2ms" }``, ``benchmarks.dle.input_probe``) is the time a
+sample when that many loader processes decode at once on the host; the bound then reads
+the time at the host's busy processes, ``min(cpu_cores, k * input_workers)``
+(``simulator.model.hardware.input_pipeline``).
 
 Imports: ``contracts.checks``, ``contracts.units``, ``contracts.tomlw``.
 """
@@ -208,6 +212,8 @@ class ModelWorkload:
     provenance: dict = field(default_factory=dict)
     input_s_per_sample: float = 0.0    # host CPU core-seconds of input pipeline per sample
     input_workers: int = 0             # loader processes a rank (0: any core of the host)
+    # (processes busy at once, seconds a sample) where measured beyond one process
+    input_at: tuple[tuple[int, float], ...] = ()
     precision: str = "fp32"            # the arithmetic the times were measured in
     precision_steps: tuple[tuple[str, float, str], ...] = ()   # (precision, step_s, source)
     buffers: tuple[Tensor, ...] = ()   # the model's buffers, named_buffers() order
@@ -449,7 +455,26 @@ def workload_from_dict(raw: dict) -> ModelWorkload:
         input_s_per_sample=_time(measured, "input_per_sample", "measured", 0.0),
         input_workers=_number(measured, "input_workers", "measured", 0, integer=True,
                               allow_zero=True),
-        buffers=_buffers(model))
+        input_at=_input_at(measured), buffers=_buffers(model))
+
+
+def _input_at(measured: dict) -> tuple[tuple[int, float], ...]:
+    """``measured.input_per_sample_at``: processes decoding at once (above 1) -> the time a
+    sample then, e.g. ``{ 16 = "4.2ms" }``, in rising order."""
+    table = measured.get("input_per_sample_at", {})
+    if not isinstance(table, dict):
+        raise ConfigError("value measured.input_per_sample_at must be a table like "
+                          "{ 16 = \"4.2ms\" } (loader processes at once = time a sample)")
+    out = []
+    for key in table:
+        if not (str(key).isdigit() and int(key) > 1):
+            raise ConfigError(f"key measured.input_per_sample_at.{key} must be a count of "
+                              "processes above 1")
+        out.append((int(key), _time(table, key, "measured.input_per_sample_at")))
+    if out and not _time(measured, "input_per_sample", "measured", 0.0):
+        raise ConfigError("measured.input_per_sample_at needs measured.input_per_sample (the "
+                          "time a sample with one process)")
+    return tuple(sorted(out))
 
 
 def _buffers(model: dict) -> tuple[Tensor, ...]:
@@ -562,6 +587,8 @@ def workload_to_dict(w: ModelWorkload, comment: str | list[str] | None = None) -
         measured["input_per_sample"] = duration_text(w.input_s_per_sample)
     if w.input_workers:
         measured["input_workers"] = w.input_workers
+    if w.input_at:
+        measured["input_per_sample_at"] = {str(n): duration_text(t) for n, t in w.input_at}
     if w.precision_steps:
         measured["precisions"] = {name: {"step": duration_text(step_s), "source": source or None}
                                   for name, step_s, source in w.precision_steps}
@@ -616,6 +643,8 @@ def model_cost(w: ModelWorkload):
         layer_backward_shares=tuple(reversed(w.backward_shares())),
         bytes_per_param=w.grad_bytes / max(1, w.params),
         input_s_per_sample=w.input_s_per_sample, input_workers=w.input_workers,
+        input_busy=tuple(float(n) for n, _ in w.input_at),
+        input_s_per_sample_busy=tuple(t for _, t in w.input_at),
         precision=w.precision, buffer_count=len(w.buffers))
 
 

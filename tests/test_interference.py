@@ -163,6 +163,29 @@ def test_a_ranks_loader_workers_cap_the_cores_its_input_uses():
     assert eight.compute_s == pytest.approx(5 * 32 * 0.005 / (40 / 8))  # 32 ms
 
 
+def test_the_time_an_image_is_read_at_the_hosts_busy_loader_processes():
+    """t_image(busy), busy = min(cpu_cores, k * workers): 2 ms alone, 3 ms with 3 at once,
+    4 ms with 8, linear between, held past 8. One rank with 2 workers on 8 cores: 2 busy,
+    2.5 ms, 32 x 2.5 / 2 = 40 ms a step; four ranks: 8 busy, 4 ms, 32 x 4 / 2 = 64 ms."""
+    from simulator.model.hardware.input_pipeline import busy_processes, image_s, input_step_s
+    curve = ((3.0, 8.0), (0.003, 0.004))
+    assert image_s(0.002, *curve, 1) == 0.002 and image_s(0.002, *curve, 2) == 0.0025
+    assert image_s(0.002, *curve, 6) == pytest.approx(0.0036)
+    assert image_s(0.002, *curve, 64) == 0.004 and image_s(0.002, (), (), 64) == 0.002
+    assert busy_processes(2, 4, 8) == 8 and busy_processes(8, 8, 40) == 40
+    assert busy_processes(0, 1, 8) == 8
+    assert input_step_s(32, 0.002, *curve, 2, 1, 8) == pytest.approx(0.040)
+    assert input_step_s(32, 0.002, *curve, 0, 4, 8) == pytest.approx(32 * 0.004 / 2)
+    work = Workload(model="toy", batch_per_worker=32, iterations=5)
+    cluster, prof = _fed(8, 0.002, workers=2)
+    model = replace(prof.model("toy"), input_busy=curve[0], input_s_per_sample_busy=curve[1])
+    prof = replace(prof, models=(model,))
+    one = simulate(SchemeConfig("serial"), 1, work, cluster, prof)
+    four = simulate(SchemeConfig("ddp"), 4, work, cluster, prof)
+    assert one.time_s == pytest.approx(5 * 0.040)
+    assert four.compute_s == pytest.approx(5 * 0.064)
+
+
 def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
     from contracts.workload import load_workload, model_cost, save_workload
     f = tmp_path / "w.toml"
@@ -176,6 +199,16 @@ def test_the_input_cost_round_trips_through_a_workload_file(tmp_path):
     f.write_text(f.read_text() + "input_workers = 8\n")
     again = load_workload(save_workload(load_workload(f), tmp_path / "c.toml"))
     assert again.input_workers == 8 and model_cost(again).input_workers == 8
+    f.write_text(f.read_text() + 'input_per_sample_at = { 16 = "4ms", 4 = "3ms" }\n')
+    again = load_workload(save_workload(load_workload(f), tmp_path / "d.toml"))
+    assert again.input_at == ((4, 0.003), (16, 0.004))
+    assert model_cost(again).input_busy == (4.0, 16.0)
+    assert model_cost(again).input_s_per_sample_busy == (0.003, 0.004)
+    for bad, says in (('{ 1 = "4ms" }', "above 1"), ('"4ms"', "must be a table")):
+        f.write_text(f.read_text().replace('{ 16 = "4ms", 4 = "3ms" }', bad))
+        with pytest.raises(ConfigError, match=says):
+            load_workload(f)
+        f.write_text(f.read_text().replace(bad, '{ 16 = "4ms", 4 = "3ms" }'))
     f.write_text(f.read_text().replace("input_workers = 8", "input_workers = -1"))
     with pytest.raises(ConfigError, match="input_workers"):
         load_workload(f)

@@ -128,6 +128,7 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
                          f"{w.input_s_per_sample * 1e3:.4g} ms of a host CPU core per sample"
                          + (f", {w.input_workers} loader processes a rank"
                             if w.input_workers else "")
+                         + "".join(f"; {t * 1e3:.4g} ms with {n} at once" for n, t in w.input_at)
                          + (f", {cluster.cpu_cores} cores a host" if cluster is not None
                             and cluster.cpu_cores else " (the cluster names no cpu_cores: "
                             "not applied)"), "origin": origin})

@@ -29,6 +29,7 @@ from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.hardware.ddp_calls import ddp_step_s
+from simulator.model.hardware.input_pipeline import input_step_s
 from simulator.model.schemes import SCHEMES, Scheme
 from simulator.model.workload import (
     Plan,
@@ -159,17 +160,18 @@ def with_ddp_calls(steps, model, run: Layout):
 
 
 def input_bound(steps, model, run: Layout, batch: int):
-    """Each rank's steps, at least its input pipeline per step: ``batch *
-    input_s_per_sample`` core-seconds on its share of its host's ``cpu_cores`` (the k ranks
-    of a host share them), at most one core for each of its ``input_workers``."""
+    """Each rank's steps, at least what its input pipeline allows
+    (``hardware.input_pipeline.input_step_s``: ``batch`` samples at the time a sample with
+    the host's loader processes busy at once, on the rank's share of its host's
+    ``cpu_cores``, at most one core for each of its ``input_workers``)."""
     if model.input_s_per_sample <= 0 or run.cluster.cpu_cores <= 0:
         return steps
     hosts = run.worker_hosts
     per_host = np.bincount(hosts)
-    workers_s = (batch * model.input_s_per_sample / model.input_workers if model.input_workers
-                 else 0.0)
-    return [np.maximum(s, max(workers_s, per_host[hosts[i]] * batch * model.input_s_per_sample
-                                   / run.cluster.cpu_cores)) for i, s in enumerate(steps)]
+    return [np.maximum(s, input_step_s(batch, model.input_s_per_sample, model.input_busy,
+                                       model.input_s_per_sample_busy, model.input_workers,
+                                       int(per_host[hosts[i]]), run.cluster.cpu_cores))
+            for i, s in enumerate(steps)]
 
 
 def with_loop(steps, loop_s: float):
