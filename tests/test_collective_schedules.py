@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from libraries import gloo as gloo_cut
 from contracts.cluster import calibrated_cluster
@@ -246,15 +248,59 @@ def whole_segments(p: int, n_bytes: float) -> float:
     return max(1, round(n_bytes / (4 * segments))) * 4 * segments
 
 
-def test_gloo_gathers_and_scatters_through_the_root_in_rank_order():
-    """gloo/gather.cc, gloo/scatter.cc (gather_scatter): every rank sends its n to the
-    root; the root posts its sends to 1, 2, ..., P-1 at once; P = 8 and 6."""
+def test_gathers_and_scatters_go_through_the_root_in_rank_order():
+    """A gather and a scatter by rendezvous (``collectives``, ps_sync's MPI gather): every
+    rank sends its n to the root; the root posts its sends to 1, 2, ..., P-1 at once."""
     for p, pl in ((8, TWO_HOSTS), (6, (0, 0, 0, 1, 1, 1))):
         t = trace(collectives.gather, tuple(range(p)), N, pl)
         assert [sends_of(t, r) for r in range(p)] == [[]] + [[(0, N)]] * (p - 1)
         t = trace(collectives.scatter, tuple(range(p)), N, pl)
         assert sends_of(t, 0) == [(r, N) for r in range(1, p)]
         assert all(sends_of(t, r) == [] for r in range(1, p))
+
+
+GLOO_B = 1e8                                 # bytes/s, no latency, no bursts: closed forms
+
+
+def gloo_gather_scatter_cycle_s(p: int, tau_s: float, compute_s: float, steps: int = 5):
+    """gather_scatter's steady step with gloo's gather and scatter (``comm.gloo``) on one
+    rank a host: every rank computes, gathers to rank 0, gets its piece of the scatter."""
+    env, ranks = simpy.Environment(), tuple(range(p))
+    transport = Transport("gloo", 0.0, 0.0)
+    routes = Routes(ranks, Link(GLOO_B, 0.0), transport)
+    comm = MessageComm(env, routes, transport, Recorder(ranks))
+    gathered, pieces = [], {}
+
+    def rank(r):
+        for _ in range(steps):
+            yield env.timeout(compute_s)
+            yield from comm.gather(r, ranks, tau_s * GLOO_B, root=0)
+            if r == 0:
+                gathered.append(env.now)
+            yield from comm.scatter(r, ranks, tau_s * GLOO_B, root=0)
+            pieces[r] = env.now - gathered[-1]
+    for r in ranks:
+        env.process(rank(r))
+    env.run()
+    return gathered[-1] - gathered[-2], pieces
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(2, 9), compute=st.floats(0.0, 12.0))
+def test_gloo_scatter_drains_in_turn_then_the_gather_is_an_incast(p, compute):
+    """gloo/scatter.cc: the root's waitSend returns once each piece is in its socket, and
+    its port sends them in turn: rank k has its piece k messages (tau) after the scatter
+    starts, and the root computes meanwhile. gloo/gather.cc, tcp/pair.cc: each rank's
+    payload waits for the root's NOTIFY_RECV_READY (Pair::handleRemotePendingRecv), which
+    leaves after the scatter has drained (D = max(c, (P-1) tau), then P-1 notices of
+    e = 48 bytes sharing the port); the payloads then cross into the root's port one
+    after another: a step is max(D + (P-1)(e + tau), c + P tau), the first term
+    2 (P-1) tau wherever the root's compute hides under the drain."""
+    tau, c, e = 1e-3, compute * 1e-3, gloo_cut.GLOO_PREAMBLE_BYTES / GLOO_B
+    cycle, pieces = gloo_gather_scatter_cycle_s(p, tau, c)
+    drained = max(c, (p - 1) * tau)
+    assert cycle == pytest.approx(max(drained + (p - 1) * (e + tau), c + p * tau), rel=1e-9)
+    assert [pieces[r] for r in range(1, p)] == pytest.approx([k * tau for k in range(1, p)])
 
 
 # ------------------------------------------------------------------ NCCL

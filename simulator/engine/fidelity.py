@@ -11,7 +11,11 @@ different calls share a link. It is chosen unless:
 * transfers of different workers overlap on a shared port: the parameter
   server's pushes and replies (``ps_async``), ``ps_sync``'s incast of
   gradients from workers that got their weights one after the other, and the pushes
-  that cross into ``async_avg``'s holder while it computes (``model.schemes.holder``).
+  that cross into ``async_avg``'s holder while it computes (``model.schemes.holder``);
+* gloo's gather and scatter between hosts (``gather_scatter``): the root's
+  scatter returns before its port drains, its ranks get their pieces one after
+  another, and the gather's notices queue behind that drain (``comm.gloo.gather``),
+  which no barrier holds.
 
 Then ``message`` runs every message. (On an oversubscribed host with ranks
 that sleep in their calls, the two fidelities also differ in the order ranks
@@ -29,6 +33,8 @@ from simulator.model.network import Routes
 def auto_fidelity(spec, plan, routes: Routes) -> str:
     """``analytic`` or ``message`` for a run of scheme ``spec`` with ``plan`` on ``routes``."""
     if spec.server or spec.exchange == "holder":
+        return "message"
+    if spec.exchange == "gather_scatter" and not routes.one_host(plan.worker_ranks):
         return "message"
     ranks, n = plan.worker_ranks, plan.param_bytes
     calls = {"average": [("allreduce", n, plan.algorithm)],

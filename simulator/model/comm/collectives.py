@@ -8,9 +8,9 @@ Their contention-free times are the equations in ``simulator.model.comm.closed_f
 
 Each collective sends what its library sends, in the library's order; its
 docstring names the library's file and function. MPICH's are in ``mpich``, gloo's
-allreduce in ``gloo``; this
-module holds gloo's gather and scatter (``gather_scatter``), NCCL-style ones and
-``ALLREDUCE``, every allreduce by the name ``comm.choice`` resolves to.
+allreduce, gather and scatter in ``gloo``; this module holds a gather and a scatter by
+rendezvous (the parameter server's), NCCL-style ones and ``ALLREDUCE``, every allreduce
+by the name ``comm.choice`` resolves to.
 
 Imports: simulator.model.comm.closed_forms, model.comm (gloo, mpich, nccl), model.network.
 """
@@ -23,9 +23,9 @@ from simulator.model.network import host_groups, host_index_groups
 
 
 def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
-    """gloo's ``gather`` (``gloo/gather.cc``): the root posts a receive from every rank at
-    once, every other rank sends ``n_bytes`` to it and waits until it is sent (an
-    incast on the root's port)."""
+    """A gather by rendezvous (``ps_sync``'s through MPI; gloo's is ``gloo.gather``): the
+    root posts a receive from every rank at once, every other rank sends ``n_bytes`` to
+    it and waits until it is sent (an incast on the root's port)."""
     me = ranks[i]
     if i != root:
         yield p2p.isend(me, ranks[root], n_bytes, tag)
@@ -36,8 +36,8 @@ def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
 
 
 def scatter(p2p, ranks, i, n_bytes, tag, root: int = 0):
-    """gloo's ``scatter`` (``gloo/scatter.cc``): the root posts a send of ``n_bytes`` to
-    every rank at once and waits for all (they share the root's port)."""
+    """A scatter by rendezvous (gloo's is ``gloo.scatter``): the root posts a send of
+    ``n_bytes`` to every rank at once and waits for all (they share the root's port)."""
     me = ranks[i]
     if i != root:
         yield p2p.recv(me, ranks[root], tag)

@@ -1,4 +1,4 @@
-"""gloo's allreduce as torch.distributed calls it, message by message.
+"""gloo's allreduce, gather and scatter as torch.distributed calls them, message by message.
 
 torch 2.13's ``ProcessGroupGloo::allreduce`` runs ``AsyncAllreduceWork``
 (``torch/csrc/distributed/c10d/gloo/ProcessGroupGlooDetail.hpp``) on a CPU tensor:
@@ -6,7 +6,10 @@ torch 2.13's ``ProcessGroupGloo::allreduce`` runs ``AsyncAllreduceWork``
 ``ring`` (``AllreduceOptionsImpl::UNSPECIFIED``). gloo's older algorithms
 (``allreduce_ring.h``, ``allreduce_ring_chunked.h``, ``allreduce_halving_doubling.h``,
 ``allreduce_bcube.h``) are Caffe2's and not called by torch for CPU tensors. A CUDA
-tensor goes through host memory (``host_ring_allreduce``).
+tensor goes through host memory (``host_ring_allreduce``). ``dist.gather`` and
+``dist.scatter`` run ``AsyncGatherWork`` and ``AsyncScatterWork``
+(``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``): ``gloo::gather`` and
+``gloo::scatter`` over the pairs' TCP sockets (``gather``, ``scatter``).
 
 The generator is ONE rank's (the interface of ``comm.collectives``).
 
@@ -14,7 +17,7 @@ Imports: ``libraries.gloo``.
 """
 from __future__ import annotations
 
-from libraries.gloo import GLOO_RING_FRAMING_BYTES, gloo_ring_lengths
+from libraries.gloo import GLOO_PREAMBLE_BYTES, GLOO_RING_FRAMING_BYTES, gloo_ring_lengths
 
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):
@@ -101,3 +104,70 @@ def host_ring_allreduce(p2p, ranks, i, n_bytes, tag):
     yield p2p.stage(n_bytes)
     yield from ring_allreduce(p2p.on_host(), ranks, i, n_bytes, tag)
     yield p2p.stage(n_bytes)
+
+
+# ``kMaxSendBufferSize`` (``gloo/transport/tcp/pair.cc``): ``Pair::send`` sizes the socket's
+# send buffer to a message up to this, so that its ``writev`` completes at once.
+GLOO_SEND_BUFFER_MAX_BYTES = 32 * 2**20
+
+
+def scatter(p2p, ranks, i, n_bytes, tag, root: int = 0):
+    """gloo's ``scatter`` (``gloo/scatter.cc``) as torch's ``ProcessGroupGloo`` runs it
+    (``AsyncScatterWork`` -> ``gloo::scatter``): the root posts its sends in rank order and
+    waits in ``waitSend``, which returns once each payload is written to its socket
+    (``Pair::send`` sizes the send buffer to it, up to ``GLOO_SEND_BUFFER_MAX_BYTES``), not
+    once it is delivered: the root goes on (computes) while its port drains. The bytes
+    leave its port in the order they were written, one message after another (the
+    shaper's queue is one FIFO): rank 1's piece first, then rank 2's, ... (the records:
+    the ranks reach the next gather one message apart). ``p2p.port_queues[root]`` keeps
+    the draining for the next ``gather``."""
+    me = ranks[i]
+    if i != root:
+        yield p2p.recv(me, ranks[root], tag)
+        return
+    others = [dst for k, dst in enumerate(ranks) if k != root]
+    drained = p2p.port_queues[me] = p2p.env.process(_in_turn(p2p, me, others, n_bytes, tag))
+    if n_bytes > GLOO_SEND_BUFFER_MAX_BYTES:       # the socket takes it only as it drains
+        yield drained
+
+
+def _in_turn(p2p, src, dsts, n_bytes, tag):
+    """Generator: ``src``'s messages to ``dsts``, each after the one before it has left."""
+    for dst in dsts:
+        yield p2p.isend(src, dst, n_bytes, tag)
+
+
+def gather(p2p, ranks, i, n_bytes, tag, root: int = 0):
+    """gloo's ``gather`` (``gloo/gather.cc``, torch's ``AsyncGatherWork``): the root posts a
+    receive from every rank; each receive sends the rank a ``NOTIFY_RECV_READY``
+    (``Pair::recv`` -> ``sendNotifyRecvReady``) on the pair's socket, behind whatever the
+    root's port still has queued (a scatter draining, ``scatter``). A rank's payload moves
+    only once that notice has reached it: ``Pair::send`` writes it at once only if the
+    remote receive is known (``shiftRemotePendingRecv``), else queues it until the device
+    thread reads the notice (``Pair::handleRemotePendingRecv``: "sends cannot execute
+    until the remote side is ready to receive"), so no byte of it crosses early. Its
+    ``waitSend`` returns once the payload is written to the socket. With a scatter before
+    it, the gather is the scatter's drain, then the ranks' incast into the root's port."""
+    me, at = ranks[i], ranks[root]
+    if i != root:
+        yield p2p.notice(tag, me)
+        sent = p2p.isend(me, at, n_bytes, tag)
+        if n_bytes > GLOO_SEND_BUFFER_MAX_BYTES:
+            yield sent
+        return
+    others = [src for k, src in enumerate(ranks) if k != root]
+    posted = [p2p.recv(me, src, tag) for src in others]
+    queued = p2p.port_queues.pop(me, None)
+    for src in others:
+        p2p.env.process(_notify(p2p, me, src, tag, queued))
+    for ev in posted:
+        yield ev
+
+
+def _notify(p2p, src, dst, tag, queued):
+    """Generator: ``src``'s ``NOTIFY_RECV_READY`` to ``dst`` (one preamble), after the bytes
+    queued at ``src``'s port before it (``queued``: an event, or None)."""
+    if queued is not None and not queued.processed:
+        yield queued
+    yield p2p.leg(src, dst, GLOO_PREAMBLE_BYTES)
+    p2p.notice(tag, dst).succeed()

@@ -4,7 +4,7 @@ Every message crosses the simulated ``Network`` (``comm.collectives`` says
 which messages each algorithm sends), so links, NICs and the ports of roots
 are shared and congestion emerges.
 
-Imports: SimPy, model.comm (base, collectives), model.network.
+Imports: SimPy, model.comm (base, collectives, gloo), model.network.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import copy
 
 import simpy
 
-from simulator.model.comm import collectives
+from simulator.model.comm import collectives, gloo
 from simulator.model.comm.base import Comm
 from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
 from simulator.model.network import Network
@@ -28,6 +28,8 @@ class MessageComm(Comm):
         self._recvs: dict[tuple, simpy.Event] = {}
         self._ll: dict = {}     # the LL and LL128 protocols' views (``_ll_view``)
         self._views: dict = {}  # views inside a call (``_in_call``), by their routes' id
+        self.port_queues: dict[int, simpy.Event] = {}   # rank -> its port drained (gloo)
+        self._notices: dict[tuple, simpy.Event] = {}    # (tag, rank) -> a receive announced
 
     def transfer(self, src, dst, n_bytes):
         moved = self.network.transfer(src, dst, n_bytes)
@@ -84,6 +86,15 @@ class MessageComm(Comm):
                 ahead.callbacks.append(rest)
         return received
 
+    def notice(self, tag, rank) -> simpy.Event:
+        """The event of call ``tag``'s receive announced to ``rank`` (``gloo.gather``): the
+        first of the two sides to ask makes it, the other takes it (and the announcer
+        succeeds it)."""
+        event = self._notices.pop((tag, rank), None)
+        if event is None:
+            event = self._notices[(tag, rank)] = self.env.event()
+        return event
+
     def _move(self, src, dst, n_bytes, delivered, received):
         def arrive(_ev):
             delivered.succeed()
@@ -137,9 +148,11 @@ class MessageComm(Comm):
             yield from collectives.ALLREDUCE[algorithm](self._in_call(ranks), ranks, i,
                                                         n_bytes, tag)
         elif kind == "gather":
-            yield from collectives.gather(self, ranks, i, n_bytes, tag, root)
+            gather = gloo.gather if self.transport.backend == "gloo" else collectives.gather
+            yield from gather(self, ranks, i, n_bytes, tag, root)
         elif kind == "scatter":
-            yield from collectives.scatter(self, ranks, i, n_bytes, tag, root)
+            scatter = gloo.scatter if self.transport.backend == "gloo" else collectives.scatter
+            yield from scatter(self, ranks, i, n_bytes, tag, root)
         elif kind == "bcast":
             yield from collectives.binomial_bcast(self, ranks, i, n_bytes, tag, root)
         else:
