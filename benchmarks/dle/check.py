@@ -26,9 +26,20 @@ precision as the step (backward 2/3 of it, split by FLOPs), the server's preset
 (``dgx-a100``, ``dgx1-v100``, ``dgx2``: NCCL's costs from its source, and compute 18.9%
 slower while NCCL runs beside it), DDP's buckets (1 MiB first, 25 MiB after, the last one
 exposed) or Horovod's 64 MiB fusion buffers and its cycle of 0.1 ms (the MXNet ``runner``
-sets ``HOROVOD_CYCLE_TIME=0.1``). The input pipeline's CPU cost per image is published
-nowhere these tables are: it is not applied (the points it would move are named in the
-output).
+sets ``HOROVOD_CYCLE_TIME=0.1``).
+
+The PyTorch runs' input pipeline (``simulator.model.hardware.input_pipeline``): each GPU's
+``LOADER_WORKERS`` decode its batches on the server's ``cpu_cores``, unpinned, each image at
+the CPU time it takes with that many processes busy at once: the curve measured by
+``benchmarks.dle.input_probe`` on the lent machine's host (``INPUT_PROBE``: 16 cores of an
+Intel Xeon, Emerald Rapids, Pillow 13.0.0 with libjpeg-turbo 3.2.0; 3.50 ms an image alone,
+3.9-4.2 ms with 4 to 16 at once), held at 16 beyond. The published servers' CPUs (AMD EPYC
+7742, Zen 2, 2019; Xeon E5-2698 v4, Broadwell, 2016) ran the pytorch-21.03 container's
+older Pillow: no source publishes their cost an image, and an older core is slower, so the
+measured curve is a floor there, and a floor only binds where it is longer than the step:
+applied as measured, it moves no point (the output says by how much it stays under each
+step, and what time an image would set the published step). MXNet's runs decode with DALI:
+not applied.
 
 DDP's own calls (``simulator.model.hardware.ddp_calls``: each buffer broadcast before each
 forward at the presets' measured 18.4 us, each gradient into its bucket and back at 6.64 us,
@@ -40,6 +51,7 @@ Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``-
 """
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,6 +66,7 @@ from simulator.engine import steady_iteration_s
 from simulator.engine.machine import machine
 from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.config import SchemeConfig
+from simulator.model.hardware.input_pipeline import busy_processes, image_s, input_step_s
 
 PROG = "python -m benchmarks.dle.check"
 
@@ -119,6 +132,20 @@ MXNET_CYCLE_S = 0.1e-3
 # no GPU affinity (``gpu_affinity``, and ``workers: 10`` on DGXA100, came with 0fadac23,
 # 2021-11-22, the tables unchanged), so every process and worker could run on any core.
 LOADER_WORKERS = {"DGX A100 80GB": 16, "DGX-1 16GB": 8, "DGX-1 32GB": 8}
+# The input pipeline's CPU time an image against loader processes busy at once, measured on
+# the lent GPU machine's host (16 cores of an Intel Xeon, family 6 model 207, Emerald Rapids;
+# Pillow 13.0.0, libjpeg-turbo 3.2.0; 2026-11-27 16:02 UTC; the command and machine in the
+# .txt beside it): ``bash benchmarks/dle/input_probe_device.sh``.
+INPUT_PROBE = HERE.parent / "gpu" / "results" / "h200-host-2026-11-27-input.json"
+
+
+def input_curve() -> tuple[float, tuple[tuple[int, float], ...]]:
+    """The probe's seconds an image with one loader process, and (processes at once,
+    seconds an image) above one: each the median over its windows."""
+    levels = json.loads(INPUT_PROBE.read_text())["levels"]
+    one = next(lv["s_per_image"] for lv in levels if lv["processes"] == 1)
+    return one, tuple((lv["processes"], lv["s_per_image"]) for lv in levels
+                      if lv["processes"] > 1)
 
 
 def worker_cores(t: Table, gpus: int) -> float:
@@ -137,23 +164,36 @@ def input_ms_per_image(t: Table, gpus: int) -> float:
 
 
 def input_lines() -> list[str]:
-    """The PyTorch tables' input pipeline, by the closed form of ``input_ms_per_image``."""
-    lines = ["| system | precision | workers a GPU | cores a worker, 1 / 8 GPUs | CPU time an "
-             "image that sets the 8-GPU step | with it, the 1-GPU input bound | 1-GPU step |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    """The PyTorch tables' input pipeline as applied (``input_curve``, the workers' share of
+    the cores), against the step without it, and the time an image that would set the
+    published eight-GPU step (``input_ms_per_image``)."""
+    one, at = input_curve()
+    busy_s = (tuple(float(n) for n, _ in at), tuple(x for _, x in at))
+    lines = ["| system | precision | workers a GPU | busy processes, 1 / 8 GPUs | time an "
+             "image (measured) | input floor, 1 / 8 GPUs | model step without it, 1 / 8 GPUs "
+             "| time an image that sets the published 8-GPU step |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for t in TABLES:
         if t.framework != "PyTorch":
             continue
-        ms = input_ms_per_image(t, 8)
-        bound_ms = t.batch * ms / (LOADER_WORKERS[t.system] * worker_cores(t, 1))
-        lines.append(f"| {t.system} | {t.precision} | {LOADER_WORKERS[t.system]} | "
-                     f"{worker_cores(t, 1):.2f} / {worker_cores(t, 8):.3g} | {ms:.2f} ms | "
-                     f"{bound_ms:.0f} ms | {1e3 * t.batch / t.throughput[1]:.0f} ms |")
+        cores, w = load_preset(t.preset).cpu_cores, LOADER_WORKERS[t.system]
+        busy = [busy_processes(w, g, cores) for g in (1, 8)]
+        floor = [input_step_s(t.batch, one, *busy_s, w, g, cores) for g in (1, 8)]
+        step = [iteration_s(t, g, input_pipeline=False) for g in (1, 8)]
+        need = input_ms_per_image(t, 8)
+        lines.append(f"| {t.system} | {t.precision} | {w} | {busy[0]:.0f} / {busy[1]:.0f} | "
+                     f"{1e3 * image_s(one, *busy_s, busy[0]):.2f} / "
+                     f"{1e3 * image_s(one, *busy_s, busy[1]):.2f} ms | "
+                     f"{1e3 * floor[0]:.0f} / {1e3 * floor[1]:.0f} ms | "
+                     f"{1e3 * step[0]:.0f} / {1e3 * step[1]:.0f} ms | {need:.2f} ms "
+                     f"(x{need / (1e3 * image_s(one, *busy_s, busy[1])):.2f}) |")
     return lines
 
 
-def workload(t: Table) -> ModelWorkload:
-    """ResNet-50's tensors, buffers and FLOPs per layer at one GPU's published throughput."""
+def workload(t: Table, input_pipeline: bool = True) -> ModelWorkload:
+    """ResNet-50's tensors, buffers and FLOPs per layer at one GPU's published throughput;
+    a PyTorch run's loader workers and the measured time an image (``input_curve``) unless
+    ``input_pipeline`` is off."""
     cpu = load_workload(HERE / "resnet50-cpu.toml")
     layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
     step_s = t.batch / t.throughput[1]
@@ -162,7 +202,14 @@ def workload(t: Table) -> ModelWorkload:
         backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
         input_shape=cpu.input_shape, precision=t.precision, buffers=cpu.buffers,
         provenance={"source": "numbers", "throughput": f"{t.throughput[1]} images/s on one GPU: "
-                    + t.source, "tensors": "benchmarks/dle/resnet50-cpu.toml"})
+                    + t.source, "tensors": "benchmarks/dle/resnet50-cpu.toml"},
+        **(_input(t) if input_pipeline and t.framework == "PyTorch" else {}))
+
+
+def _input(t: Table) -> dict:
+    one, at = input_curve()
+    return {"input_s_per_sample": one, "input_workers": LOADER_WORKERS[t.system],
+            "input_at": at}
 
 
 def scheme(t: Table) -> SchemeConfig:
@@ -173,16 +220,19 @@ def scheme(t: Table) -> SchemeConfig:
                         cycle_s=MXNET_CYCLE_S)
 
 
-def predict(t: Table, ddp_calls: bool = True) -> dict[int, tuple[float, float]]:
+def predict(t: Table, ddp_calls: bool = True,
+            input_pipeline: bool = True) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration). An iteration once
     the run is under way (``steady_iteration_s``), as the published throughputs leave out
     DDP's construction and Horovod's first broadcast; ``ddp_calls=False``: without DDP's
-    calls (the model before they were modelled)."""
-    times = {p: iteration_s(t, p, ddp_calls) for p in t.throughput}
+    calls (the model before they were modelled); ``input_pipeline=False``: without the input
+    pipeline."""
+    times = {p: iteration_s(t, p, ddp_calls, input_pipeline) for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 
 
-def iteration_s(t: Table, gpus: int, ddp_calls: bool = True) -> float:
+def iteration_s(t: Table, gpus: int, ddp_calls: bool = True,
+                input_pipeline: bool = True) -> float:
     """The predicted seconds of an iteration at ``gpus`` GPUs; one GPU runs without DDP,
     as the examples do."""
     preset = load_preset(t.preset)
@@ -190,7 +240,7 @@ def iteration_s(t: Table, gpus: int, ddp_calls: bool = True) -> float:
         preset = preset.without_ddp_calls()
     cluster = growing(preset)
     profile = machine(load_default(), "embedded", cluster.at(1),
-                      [(workload(t), "resnet50")]).profile
+                      [(workload(t, input_pipeline), "resnet50")]).profile
     return steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
 
 
@@ -206,10 +256,10 @@ def plan(t: Table, gpus: int):
     return make_plan(spec, cfg, gpus, work(t), profile)
 
 
-def rows(ddp_calls: bool = True) -> list[dict]:
+def rows(ddp_calls: bool = True, input_pipeline: bool = True) -> list[dict]:
     out = []
     for t in TABLES:
-        pred = predict(t, ddp_calls)
+        pred = predict(t, ddp_calls, input_pipeline)
         for p, ips in t.throughput.items():
             if p == 1:
                 continue
@@ -241,6 +291,9 @@ def markdown(points: list[dict]) -> str:
 def build_parser() -> cli.Parser:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/dle", help="folder for dle.csv and dle.md")
+    ap.add_argument("--without-input", action="store_true",
+                    help="leave the PyTorch runs' input pipeline out (the check before it "
+                         "was applied), to compare")
     ap.add_argument("--without-ddp-calls", action="store_true",
                     help="leave DDP's per-tensor calls out (the model before they were "
                          "modelled), to compare")
@@ -248,7 +301,7 @@ def build_parser() -> cli.Parser:
 
 
 def run(args) -> int:
-    points = rows(not args.without_ddp_calls)
+    points = rows(not args.without_ddp_calls, not args.without_input)
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
     csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"
@@ -259,8 +312,9 @@ def run(args) -> int:
     text = markdown(points)
     atomic_write_text(out / "dle.md", text + "\n")
     print(text)
-    print("\nPyTorch's input pipeline at the tables' settings (not applied: its CPU time an "
-          "image is not published):\n" + "\n".join(input_lines()))
+    print("\nPyTorch's input pipeline at the tables' settings (applied"
+          + (", here left out" if args.without_input else "") + f"; measured: {INPUT_PROBE.name}"
+          "):\n" + "\n".join(input_lines()))
     print(f"\nwrote {out / 'dle.csv'}, {out / 'dle.md'}", file=sys.stderr)
     return 0
 
