@@ -25,8 +25,12 @@ against the model's compute a step (the sleeps and the loop's Python), and the w
 communication and waiting against the model's (ddp's compute row holds its buckets'
 all-reduces, so there the two are one, ``comm``). Also per point: the *first spread*, the
 largest wait at the run's first synchronisation (a collective's first row, else the
-closing average): how unevenly the ranks started; and the CPU check's bar (the largest
-share of its window a rank's thread waited for a core).
+closing average): how unevenly the ranks started; the CPU check's bar (the largest
+share of its window a rank's thread waited for a core); and a rank's *core waits a step*:
+every thread's time runnable without a core (``testbed.checks.cpu.thread_waits``, the short
+wake-up waits the bar does not count included), summed over its threads, mean over the
+ranks, over the steps (``benchmarks.core_waits``' *all waits*, a step): what the two shared
+cores could have added to a step that the hosts the point stands for would not.
 
 *where*: the part that holds most of the gap: ``outside`` (start-up and the uneven start,
 outside any step), ``sleeps`` (the compute rows beyond the model's compute) or ``comm``
@@ -68,8 +72,11 @@ def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
     from benchmarks.ddp_breakdown import epoch_parts
     rows = it.astype({"rank": str, "iteration": str}).to_dict("records")
     parts = epoch_parts(rec, rows)
-    bar = max(m["max_wait_share"] for m in rec["testbed"]["checks"]["cpu"]["machines"])
-    return {**parts, **step_figures(it, server), "bar_share": bar}
+    cpu = rec["testbed"]["checks"]["cpu"]
+    bar = max(m["max_wait_share"] for m in cpu["machines"])
+    waits = [sum(w for w, _ in r) for r in cpu.get("thread_waits") or () if r is not None]
+    core_wait = statistics.fmean(waits) / parts["steps"] if waits else float("nan")
+    return {**parts, **step_figures(it, server), "bar_share": bar, "core_wait_s": core_wait}
 
 
 def point_row(recs: list[dict], pred: dict, slept_step_s: float,
@@ -100,6 +107,7 @@ def point_row(recs: list[dict], pred: dict, slept_step_s: float,
             "predicted_comm_wait_step_ms": (pred["predicted_comm_s"]
                                             + pred["predicted_wait_s"]) / n * 1e3,
             "first_spread_ms": m["first_spread_s"] * 1e3, "bar_share": m["bar_share"],
+            "core_wait_step_ms": m["core_wait_s"] * 1e3,
             "where": max(gap, key=lambda k: abs(gap[k])),
             **{f"gap_{k}_ms": v * 1e3 for k, v in gap.items()}, "steps": n, "runs": len(recs)}
 
@@ -156,7 +164,8 @@ COLUMNS = {"folder": "folder", "scheme": "scheme", "model": "model", "workers": 
            "compute_step_ms": "compute a step", "predicted_compute_step_ms": "predicted",
            "sleeps_overrun": "sleeps' overrun", "comm_wait_step_ms": "comm+wait a step",
            "predicted_comm_wait_step_ms": "predicted ", "first_spread_ms": "first spread (ms)",
-           "bar_share": "CPU bar", "where": "where"}
+           "bar_share": "CPU bar", "core_wait_step_ms": "core waits a step (ms)",
+           "where": "where"}
 
 
 def markdown(df: pd.DataFrame) -> str:

@@ -25,7 +25,9 @@ def _iterations(first_waits=(0.0, 0.012), closing=False):
 
 def _record(wall_s, epoch_s):
     return {"timings": {"train_wall_s": wall_s, "epoch_s": [epoch_s]},
-            "testbed": {"checks": {"cpu": {"machines": [{"max_wait_share": 0.01}]}}}}
+            "testbed": {"checks": {"cpu": {"machines": [{"max_wait_share": 0.01}],
+                                           "thread_waits": [[[0.004, 9], [0.0, 0]],
+                                                            [[0.008, 9]]]}}}}
 
 
 def test_first_spread_is_the_first_synchronisations_wait():
@@ -59,6 +61,7 @@ def test_gap_parts_sum_to_predicted_less_the_split_epoch():
     assert row["error"] == pytest.approx(0.140 / 0.160 - 1)
     assert row["sleeps_overrun"] == pytest.approx(32 / 30 - 1)
     assert row["where"] == "comm"
+    assert row["core_wait_step_ms"] == pytest.approx((4 + 8) / 2 / n)
 
 
 def test_ddp_compute_row_is_not_set_against_the_sleeps():
