@@ -33,6 +33,15 @@ def test_each_table_names_its_source_and_steps_at_one_gpus_throughput(table):
     assert w.precision == table.precision and w.shares_from() == "per-layer FLOPs"
 
 
+def test_each_pytorch_table_takes_its_benchmark_commands_batch():
+    """configs.yml at 7bdfc81d: 256 a GPU, but 112 for the DGX-1's FP32 runs."""
+    assert {(t.system, t.precision): t.batch for t in check.TABLES
+            if t.framework == "PyTorch"} == {
+        ("DGX A100 80GB", "tf32"): 256, ("DGX A100 80GB", "amp"): 256,
+        ("DGX-1 16GB", "fp32"): 112, ("DGX-1 16GB", "amp"): 256,
+        ("DGX-1 32GB", "fp32"): 112, ("DGX-1 32GB", "amp"): 256}
+
+
 def test_the_points_as_pinned(tmp_path, capsys):
     """18 of the 26 points within 3 points; the misses are the PyTorch mixed-precision
     points (the input pipeline as measured on a newer CPU floors none of them) and the DGX-2

@@ -89,16 +89,20 @@ class Table:
     source: str
 
 
+# The batch a GPU is the benchmark command's (``launch.py`` takes ``configs.yml``'s
+# ``models.resnet50.<platform>.<precision>`` at the tables' commit 7bdfc81d): 256 everywhere
+# but the DGX-1's FP32 runs, ``RN50_DGX1V: FP32: batch_size: 112`` (the 16 GB V100's memory
+# at fp32; the DGX1V-16G and -32G platforms take the same anchor).
 TABLES = (
     Table("PyTorch", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "tf32", 256,
           {1: 938, 8: 7248}, PYTORCH + ", NVIDIA DGX A100 (8x A100 80GB), TF32"),
     Table("PyTorch", "DGX A100 80GB", "dgx-a100", "A100 SXM4", "amp", 256,
           {1: 2470, 8: 16621}, PYTORCH + ", NVIDIA DGX A100 (8x A100 80GB), mixed precision"),
-    Table("PyTorch", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 256,
+    Table("PyTorch", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 112,
           {1: 367, 8: 2855}, PYTORCH + ", NVIDIA DGX-1 16GB (8x V100 16GB), FP32"),
     Table("PyTorch", "DGX-1 16GB", "dgx1-v100", "Tesla V100 SXM2", "amp", 256,
           {1: 1200, 8: 8322}, PYTORCH + ", NVIDIA DGX-1 16GB (8x V100 16GB), mixed precision"),
-    Table("PyTorch", "DGX-1 32GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 256,
+    Table("PyTorch", "DGX-1 32GB", "dgx1-v100", "Tesla V100 SXM2", "fp32", 112,
           {1: 356, 8: 2766}, PYTORCH + ", NVIDIA DGX-1 32GB (8x V100 32GB), FP32"),
     Table("PyTorch", "DGX-1 32GB", "dgx1-v100", "Tesla V100 SXM2", "amp", 256,
           {1: 1156, 8: 8056}, PYTORCH + ", NVIDIA DGX-1 32GB (8x V100 32GB), mixed precision"),
