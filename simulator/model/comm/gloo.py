@@ -116,7 +116,9 @@ def scatter(p2p, ranks, i, n_bytes, tag, root: int = 0):
     (``AsyncScatterWork`` -> ``gloo::scatter``): the root posts its sends in rank order and
     waits in ``waitSend``, which returns once each payload is written to its socket
     (``Pair::send`` sizes the send buffer to it, up to ``GLOO_SEND_BUFFER_MAX_BYTES``), not
-    once it is delivered: the root goes on (computes) while its port drains. The bytes
+    once it is delivered: the root goes on (computes) while its port drains (a message
+    above that size: here the root waits for the whole drain, where gloo returns once all
+    but the buffer's worth has left). The bytes
     leave its port in the order they were written, one message after another (the
     shaper's queue is one FIFO): rank 1's piece first, then rank 2's, ... (the records:
     the ranks reach the next gather one message apart). ``p2p.port_queues[root]`` keeps
