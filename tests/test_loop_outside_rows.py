@@ -95,3 +95,15 @@ def test_a_profile_keeps_the_loop_and_an_old_one_reads_as_zero(tmp_path):
     old = json.loads((tmp_path / "p.json").read_text())
     del old["loop_s_per_step"]
     assert profiles.from_dict(old).loop_s_per_step == 0.0
+
+
+def test_ddp_rows_are_no_step_samples(tmp_path):
+    """ddp's compute rows hold its bucket all-reduces (the reducer waits for them inside
+    backward), which the model charges as communication: the step fit takes none of them,
+    so a ddp run's longer rows do not raise every scheme's step."""
+    _write(tmp_path, "mpi_allreduce", 2)
+    _write(tmp_path, "ddp", 2)
+    runs = collect(tmp_path)
+    assert set(runs.steps["source"]) == {"mpi_allreduce-P2"}
+    assert runs.loop_s == pytest.approx((LOOP_S, LOOP_S))       # its loop still counts
+    assert "ddp-P2" in runs.runs_seen

@@ -5,7 +5,10 @@ per rank and iteration; its ``config`` the model and batch size; its
 ``environment`` the ranks on the host and torch threads per rank. Two uses:
 
 * no oversubscription (``ranks_per_host * threads <= cores``): the steps are
-  samples of ``t_step(batch)`` at that thread count, like the probe's;
+  samples of ``t_step(batch)`` at that thread count, like the probe's; not ddp's, whose
+  compute rows hold its bucket all-reduces (``real.schemes.Scheme.compute_row_holds_comm``:
+  the model charges those as communication, so as step samples they would be charged twice
+  and raise every scheme's step);
 * more single-thread ranks than cores, in a scheme where every rank computes
   all the time (``real.schemes.Scheme.waits_between_steps`` false: no rank sits
   waiting in a server loop or a per-step collective): the steps measure core sharing with ``k =
@@ -137,9 +140,11 @@ def collect(runs_dir: str | Path, max_workers: int | None = None) -> RunSamples:
         base = {"model": facts["model"], "source": facts["run_id"]}
         frame = pd.DataFrame({**base, "batch": it["batch_size"].to_numpy(int),
                               "step_s": it["compute_s"].to_numpy(float)})
-        if _unshared(facts):
+        scheme = SCHEMES.get(facts["algorithm"])
+        if scheme is not None and scheme.compute_row_holds_comm:
+            pass        # ddp: its compute rows hold its all-reduces, no step samples
+        elif _unshared(facts):
             steps.append(frame.assign(threads=facts["threads"]))
-            scheme = SCHEMES.get(facts["algorithm"])
             if scheme and scheme.allreduces_each_tensor and facts["workers"] >= 2 and "comm_s" in it:
                 comm.append(pd.DataFrame({"model": facts["model"], "workers": facts["workers"],
                                           "comm_s": it["comm_s"].to_numpy(float)}))

@@ -87,6 +87,15 @@ class Scheme:
         return self.exchange == "per_tensor"
 
     @property
+    def compute_row_holds_comm(self) -> bool:
+        """Its rows' ``compute_s`` holds communication: DDP's bucket all-reduces start in
+        backward's hooks, and the autograd engine's final callback waits for each before
+        ``backward()`` returns (``Reducer::finalize_backward``: ``bucket.future_work->wait()``,
+        ``torch/csrc/distributed/c10d/reducer.cpp``), so its rows are no samples of the step
+        alone (``calibrate.fits.runs``)."""
+        return self.exchange == "buckets"
+
+    @property
     def optimizer_per_worker(self) -> bool:
         """Each worker updates the shared weights with its own optimizer (its momentum
         buffer, its epochs): hogwild's processes on one model in memory."""
