@@ -10,7 +10,8 @@ target per scheme and P; ``--dry-run`` lists the training runs and trains none.
 ``python -m simulator.predict --target-accuracy`` hands its command line over to this one
 (the old path, kept for a release). Bad input: one line on stderr, exit code 2.
 
-Imports: cli, contracts (profile, units), pipelines.accuracy, simulator.predict.
+Imports: cli, contracts (profile, units), pipelines.accuracy, simulator (predict,
+output.predictions).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from contracts.units import format_duration
 from pipelines.accuracy import (REPLAY_START_S, ReplaySettings, eval_every_at, format_table,
                                 replay_plan, replay_point, summarize, with_target)
 from simulator import predict
+from simulator.output.predictions import baseline_of
 
 PROG = "python -m pipelines.predict"
 
@@ -39,7 +41,7 @@ def run(args) -> int:
         singles = [r["time_s"] for r in rows if r["workers"] == 1]
         print_time_to_accuracy(
             args, q.sweep, q.dataset,
-            min(singles) if singles else predict.baseline_of(rows, args.baseline)["time_s"]
+            min(singles) if singles else baseline_of(rows, args.baseline)["time_s"]
             * args.baseline)
     if args.trace:
         predict.write_trace(args, q)

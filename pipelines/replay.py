@@ -33,9 +33,10 @@ from contracts import profile as profile_mod
 from contracts.files import atomic_write_text
 from pipelines import accuracy
 from simulator import predict, question
-from simulator.engine.sweep import Sweep
+from simulator.engine.placement import runnable
+from simulator.engine.sweep import Sweep, check_request, points_of
 from simulator.model.schemes import SCHEMES
-from simulator.question import DATASETS
+from simulator.describe import DATASETS
 
 PROG = "python -m pipelines.replay"
 
@@ -112,16 +113,13 @@ def resolve(args) -> Sweep:
     replay: each scheme at each P asked on the cluster its ranks take, serial at P = 1
     alone, a scheme that needs one host only where its ranks fit on one; a sweep predict
     would refuse as too long (over all seeds) is refused here too."""
-    given = question.read_inputs(args)
-    profile = given.machine.profile
-    workload = question.workload_of(args, given.model, args.batch_size, args.dataset,
-                                    args.train_size, profile)
-    cfgs = question.runnable(question.configs(with_predict_defaults(args), args.schemes),
-                             given.setting, args.schemes != list(SCHEMES), max(args.workers))
-    job = Sweep(tuple(pt for cfg in cfgs for pt in question.points_of(given.setting, cfg,
-                                                                      args.workers)
+    given = question.read_inputs(args, args.train_size)
+    profile, workload = given.machine.profile, given.workload
+    cfgs = runnable(question.configs(with_predict_defaults(args), args.schemes),
+                    given.setting, args.schemes != list(SCHEMES), max(args.workers))
+    job = Sweep(tuple(pt for cfg in cfgs for pt in points_of(given.setting, cfg, args.workers)
                       if pt.workers in args.workers), workload, profile)
-    question.check_request(job, given.setting.at(max(args.workers)), len(args.seeds))
+    check_request(job, given.setting.at(max(args.workers)), len(args.seeds))
     return job
 
 

@@ -12,8 +12,10 @@ Shared by ``predict`` and ``compare``:
 * ``--backend``, ``--compression``, ``--fusion-mb``, ``--cycle-ms``: which
   library moves the gradients and how.
 
-``inputs(args, profile, origin, cluster)`` returns the ``Machine`` (the profile
-to simulate with and the provenance of its numbers) and the model's name.
+``resolve_cluster(args, profile, origin)`` returns the cluster (``Setting``);
+``inputs(args, profile, origin, cluster, samples)`` the ``Machine`` (the profile to
+simulate with and the provenance of its numbers) and the workload simulated (model,
+batch, training set, run length), the workload file read once for both.
 Imports: ``contracts``, ``engine.machine``, ``model.config`` (a tool).
 """
 from __future__ import annotations
@@ -30,10 +32,12 @@ from contracts.cluster import (
     load_preset,
     preset_names,
 )
-from contracts.workload import PRECISIONS, at_precision, load_workload
+from contracts.workload import PRECISIONS, Workload, at_precision, load_workload
 from simulator.engine.machine import Machine, machine
 from simulator.model.config import BACKENDS, COMPRESSIONS
 
+DATASETS = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000}
+DEFAULT_MODEL, DEFAULT_BATCH, DEFAULT_DATASET = "cnn", 64, "fashion-mnist"
 NEEDS_NCCL = ("--nccl-protocol needs accelerator hosts: a --preset, or a --cluster file with "
               "an [nccl] section")
 
@@ -263,10 +267,15 @@ def growing(base: Cluster) -> GrowingCluster:
     return GrowingCluster(base)
 
 
-def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | None, object]:
-    """The Machine for ``cluster`` (at one rank, where it grows), the model's name (None:
-    the caller's default) and the workload file (None where none is given). ``--model``
-    and ``--workload`` both naming the model is refused."""
+def inputs(args, profile, profile_origin: str, cluster, samples: int | None = None
+           ) -> tuple[Machine, Workload, object, tuple[str, ...]]:
+    """The Machine for ``cluster`` (at one rank, where it grows), the workload simulated,
+    the workload file (None where none is given) and the flag that won over the file's
+    batch. The workload: the file's model or ``--model`` (``DEFAULT_MODEL``), the file's
+    batch unless ``--batch-size`` (``DEFAULT_BATCH`` without either), a training set of
+    ``samples`` (None: ``--dataset``'s size, 60,000 for one not in ``DATASETS``),
+    ``--epochs`` (or ``--iterations``) and ``--threads``. ``--model`` and ``--workload``
+    both naming the model is refused, and so is a model the profile lacks."""
     path = getattr(args, "workload", None)            # pipelines.replay takes none
     if getattr(args, "precision", None) and not path:
         raise ConfigError("--precision needs a --workload file (its [measured.precisions] "
@@ -277,6 +286,19 @@ def inputs(args, profile, profile_origin: str, cluster) -> tuple[Machine, str | 
     w = load_workload(path) if path else None
     if w is not None and getattr(args, "precision", None):
         w = at_precision(w, args.precision)
-    workloads = [(w, path)] if w is not None else []
-    return (machine(profile, profile_origin, cluster.at(1), workloads),
-            args.model if w is None else w.name, w)
+    if w is None:
+        model = DEFAULT_MODEL if args.model is None else args.model
+        batch, workloads, over = args.batch_size or DEFAULT_BATCH, [], ()
+    else:
+        model, batch, workloads = w.name, args.batch_size or w.batch_size, [(w, path)]
+        over = () if args.batch_size in (None, w.batch_size) else (
+            f"--batch-size {args.batch_size} (workload file {path}: {w.batch_size}; its step "
+            "time scaled)",)
+    workload = Workload(model=model, batch_per_worker=batch,
+                        dataset_samples=samples or DATASETS.get(args.dataset or DEFAULT_DATASET,
+                                                                60000),
+                        epochs=args.epochs, iterations=getattr(args, "iterations", None),
+                        threads_per_worker=args.threads)
+    mach = machine(profile, profile_origin, cluster.at(1), workloads)
+    mach.profile.model(workload.model)                # a model it lacks is refused here
+    return mach, workload, w, over

@@ -1,38 +1,36 @@
-"""What a prediction is asked, resolved once, before any engine runs.
+"""What a prediction is asked, resolved once and in one direction, before any engine runs.
 
-``resolve(args) -> Question`` reads ``simulator.predict``'s flags and files in one pass:
-the profile (``--profile``, else the one shipped), the cluster and where each of its
-numbers came from (``describe.resolve_cluster``), the profile on the cluster's hardware
-and the workload file (``describe.inputs``), the workload (model, batch, epoch, run
-length), the schemes that can run on the cluster, and every point of the sweep
-(``engine.sweep.Point``: a scheme, P, and the cluster its ranks take). What cannot be
-meant or would not finish is refused here, before any simulation (``check_request``).
-The engines then take ``Question.sweep`` and nothing else; the output takes the words.
-``pipelines.replay`` resolves its own sweep with the same steps (``read_inputs``,
-``workload_of``, ``runnable``, ``points_of``).
+``resolve(args) -> Question`` reads ``simulator.predict``'s flags and files in one pass,
+each step handing on to the next and none coming back to an earlier one: the flags alone
+first (what they refuse on their own, the heterogeneity, each scheme's knobs:
+``configs``), then the files (``read_inputs``: the profile, ``--profile`` else the one
+shipped; the cluster and where each of its numbers came from, ``describe.resolve_cluster``;
+the profile on the cluster's hardware and the workload, ``describe.inputs``), then the
+schemes the placement admits on that cluster (``engine.placement.runnable``) and every
+point of the sweep (``engine.sweep.points_of``: a scheme, P and the cluster its ranks
+take). What cannot be meant or would not finish is refused there, before any simulation
+(``engine.sweep.check_request``). The engines then take ``Question.sweep`` and nothing
+else; the output takes the words. ``pipelines.replay`` resolves its own sweep with the
+same steps (``read_inputs``, ``configs``, ``runnable``, ``points_of``, ``check_request``).
 
 Imports: contracts, simulator.describe, simulator.engine (machine, placement, sweep),
 simulator.model (config, schemes).
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from contracts import profile as profile_mod
-from contracts.checks import ConfigError, fits_in_memory
+from contracts.checks import ConfigError
 from contracts.cluster import Cluster
 from contracts.profile import Profile
 from contracts.workload import Workload
 from simulator import describe
 from simulator.engine.machine import Machine
-from simulator.engine.placement import check, resolve_backend
-from simulator.engine.sweep import Point, Sweep
+from simulator.engine.placement import runnable
+from simulator.engine.sweep import Point, Sweep, check_request, point, points_of
 from simulator.model.config import ALGORITHMS, Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
-
-DATASETS = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000}
-DEFAULT_MODEL, DEFAULT_BATCH, DEFAULT_DATASET = "cnn", 64, "fashion-mnist"
 
 
 @dataclass(frozen=True)
@@ -74,28 +72,26 @@ def resolve(args) -> Question:
     if args.dry_run and args.target_accuracy is None:
         raise ConfigError("--dry-run lists the training runs of --target-accuracy: give it too "
                           "(a prediction alone trains nothing)")
-    given = read_inputs(args)
-    setting, mach, wfile = given.setting, given.machine, given.workload_file
-    batch, overrides = batch_size(args, wfile)
-    dataset = args.dataset or DEFAULT_DATASET
-    workload = workload_of(args, given.model, batch, dataset, args.dataset_size, mach.profile)
-    het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
-                        straggler_slowdown=args.straggler_slowdown)
-    largest = setting.at(max(args.workers))
-    names = scheme_names(args, largest.device is not None)
-    cfgs = configs(args, names)
-    cfgs = runnable(cfgs, setting, args.schemes != ["all"], max(args.workers))
-    job = Sweep(tuple(p for cfg in cfgs for p in points_of(setting, cfg, args.workers,
-                                                          args.baseline)),
-                workload, mach.profile, args.seed, het, args.baseline)
     if args.stragglers > max(args.workers):
         raise ConfigError(f"--stragglers {args.stragglers} is more than the "
                           f"{max(args.workers)} workers of the largest P")
+    het = Heterogeneity(speed_cv=args.heterogeneity, stragglers=args.stragglers,
+                        straggler_slowdown=args.straggler_slowdown)
+    cfgs = configs(args, scheme_names(args))
+    given = read_inputs(args, args.dataset_size)
+    setting, mach, wfile = given.setting, given.machine, given.workload_file
+    largest, explicit = setting.at(max(args.workers)), args.schemes != ["all"]
+    cfgs = [c for c in cfgs if explicit or SCHEMES[c.name].in_all or largest.device]
+    cfgs = runnable(cfgs, setting, explicit, max(args.workers))
+    job = Sweep(tuple(p for cfg in cfgs for p in points_of(setting, cfg, args.workers,
+                                                          args.baseline)),
+                given.workload, mach.profile, args.seed, het, args.baseline)
     check_request(job, largest)
     return Question(job, setting, largest, given.measured, given.origin, mach.provenance,
-                    tuple(cfgs), tuple(args.workers), dataset, args.dataset_size is not None,
+                    tuple(cfgs), tuple(args.workers), args.dataset or describe.DEFAULT_DATASET,
+                    args.dataset_size is not None,
                     bool(wfile) and not (args.dataset or args.dataset_size),
-                    tuple(overrides) + setting.overrides,
+                    given.overrides + setting.overrides,
                     bool(args.workload or args.preset or args.cluster))
 
 
@@ -103,58 +99,35 @@ def resolve(args) -> Question:
 class Inputs:
     """The files a prediction reads, each once: the profile as loaded (``measured``, from
     ``origin``: its file, or ``embedded``), the cluster (``setting``), the profile on the
-    cluster's hardware with the workload file's model (``machine``), the model's name (None:
-    ``DEFAULT_MODEL``) and the workload file (None where none is given)."""
+    cluster's hardware with the workload file's model (``machine``), the workload simulated,
+    the workload file (None where none is given) and the flag that won over its batch."""
     measured: Profile
     origin: str
     setting: describe.Setting
     machine: Machine
-    model: str | None
+    workload: Workload
     workload_file: object | None
+    overrides: tuple[str, ...]
 
 
-def read_inputs(args) -> Inputs:
+def read_inputs(args, samples: int | None = None) -> Inputs:
     """The profile (``--profile``, else the one shipped), the cluster its flags and files
-    describe (``describe.resolve_cluster``) and the profile on its hardware
-    (``describe.inputs``): the first steps of ``resolve`` and of ``pipelines.replay``."""
+    describe (``describe.resolve_cluster``), the profile on its hardware and the workload
+    with a training set of ``samples`` (``describe.inputs``): the first steps of
+    ``resolve`` and of ``pipelines.replay``."""
     measured = profile_mod.load(args.profile) if args.profile else profile_mod.load_default()
     origin = args.profile or "embedded"
     setting = describe.resolve_cluster(args, measured, origin)
     return Inputs(measured, origin, setting,
-                  *describe.inputs(args, measured, origin, setting.cluster))
+                  *describe.inputs(args, measured, origin, setting.cluster, samples))
 
 
-def workload_of(args, model: str | None, batch: int, dataset: str, samples: int | None,
-                profile: Profile) -> Workload:
-    """The run simulated: ``model`` (None: ``DEFAULT_MODEL``), ``batch`` samples per step per
-    worker, a training set of ``samples`` (None: ``dataset``'s size, 60,000 for one not in
-    ``DATASETS``), ``--epochs`` (or ``--iterations``) and ``--threads``; a model the profile
-    lacks is refused here."""
-    workload = Workload(model=DEFAULT_MODEL if model is None else model, batch_per_worker=batch,
-                        dataset_samples=samples or DATASETS.get(dataset, 60000),
-                        epochs=args.epochs, iterations=getattr(args, "iterations", None),
-                        threads_per_worker=args.threads)
-    profile.model(workload.model)
-    return workload
-
-
-def batch_size(args, wfile) -> tuple[int, list[str]]:
-    """Samples per step per worker: ``--batch-size``, else the workload file's own, else
-    the default; the flag over the file's value is said."""
-    if wfile is None:
-        return args.batch_size or DEFAULT_BATCH, []
-    if args.batch_size is None or args.batch_size == wfile.batch_size:
-        return wfile.batch_size, []
-    return args.batch_size, [(f"--batch-size {args.batch_size} (workload file "
-                              f"{args.workload}: {wfile.batch_size}; its step time scaled)")]
-
-
-def scheme_names(args, accelerators: bool = False) -> list[str]:
-    """The schemes asked for; ``all`` is the exercise sheets' schemes, and horovod on
-    accelerator hosts."""
+def scheme_names(args) -> list[str]:
+    """The schemes asked for; ``all`` is every scheme, of which ``resolve`` keeps the
+    exercise sheets' and, on accelerator hosts, horovod."""
     names = [n.strip() for item in args.schemes for n in item.split(",") if n.strip()]
     if names == ["all"]:
-        return [n for n, s in SCHEMES.items() if s.in_all or accelerators]
+        return list(SCHEMES)
     if not names:
         raise ConfigError(f"--schemes names no scheme (choose from all, {', '.join(SCHEMES)})")
     for n in names:
@@ -185,90 +158,3 @@ def configs(args, names) -> list[SchemeConfig]:
                          compression=args.compression, fusion_bytes=int(args.fusion_mb * 2**20),
                          cycle_s=args.cycle_ms / 1e3, negotiation_s=args.negotiation_us / 1e6,
                          requests_ahead=args.requests_ahead) for n in names]
-
-
-def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
-    """The schemes that can run on the cluster: one that needs a single host where one P
-    fits on one (the sweep leaves out its larger P), every other at the largest P ``top``;
-    a scheme the user named that cannot is an error, one that ``all`` brought in is skipped
-    with a note."""
-    keep = []
-    for cfg in cfgs:
-        spec = SCHEMES[cfg.name]
-        on = cluster.at(1 if spec.single_host else spec.ranks(top))
-        try:
-            check(spec, 1, on)
-            resolve_backend(spec, cfg, on)
-        except ConfigError:
-            if explicit:
-                raise
-            print(f"predict: note: {cfg.name} skipped (cannot run on this cluster)",
-                  file=sys.stderr)
-            continue
-        keep.append(cfg)
-    return keep
-
-
-def point(cluster, cfg: SchemeConfig, workers: int) -> Point:
-    """``cfg`` at ``workers`` workers on the cluster (``at(ranks)``) its ranks take."""
-    return Point(cfg, workers, cluster.at(SCHEMES[cfg.name].ranks(workers)))
-
-
-def points_of(cluster, cfg: SchemeConfig, workers: list[int], baseline: int = 1) -> list[Point]:
-    """Every prediction of one scheme: at each P of ``workers`` and the baseline's P0, at
-    P = 1 alone for serial, and for a scheme that needs one host only where its ranks fit
-    on one."""
-    spec = SCHEMES[cfg.name]
-    counts = [1] if spec.single_worker else sorted(set(workers) | {baseline})
-    points = [point(cluster, cfg, p) for p in counts]
-    return [pt for pt in points if not (spec.single_host and pt.cluster.hosts > 1)]
-
-
-# What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
-# the SimPy engine steps about this many worker-iterations per second, divided by how many
-# ranks share a pool of cores (each one's time slices are events); the vectorised fast path
-# is far quicker, so this overestimates synchronous schemes.
-WORKER_ITERATIONS_PER_S = 50_000
-SECONDS_PER_SIMULATION = 0.005
-REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a question
-NOTE_ABOVE_S = 30.0
-
-
-def check_request(job: Sweep, largest: Cluster, runs_each: int = 1) -> None:
-    """Refuse what cannot be meant or would not finish (``predict`` and ``pipelines.replay``,
-    which simulates every point ``runs_each`` times, once a seed): a batch larger than the
-    training set, more threads than a host has cores, and sweeps whose estimated simulation
-    time or memory is out of reach (the estimate is named)."""
-    workload, threads = job.workload, job.workload.threads_per_worker
-    if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
-        raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
-                          f"{workload.dataset_samples} samples of the training set")
-    if threads is not None and threads > largest.cores_per_host:
-        raise ConfigError(f"--threads {threads} is more than the {largest.cores_per_host} "
-                          "cores of a host (oversubscribed threads are not modelled)")
-    work, biggest = 0.0, 0
-    for pt in job.points:
-        spec, p, on = SCHEMES[pt.scheme.name], pt.workers, pt.cluster
-        if on.device is not None and spec.ranks(p) > on.hosts * (on.ranks_per_host
-                                                                 or on.cores_per_host):
-            raise ConfigError(f"{pt.scheme.name} at P = {p} needs {spec.ranks(p)} accelerators, "
-                              f"more than the {on.hosts} hosts x {on.cores_per_host} of the "
-                              "cluster (leave hosts out of the file to let them grow with "
-                              "P, or give --hosts)")
-        iterations = workload.iterations_per_worker(p)
-        per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
-        work += p * iterations * max(1.0, per_pool / on.cores_per_host)
-        biggest = max(biggest, p * iterations)
-    points, work = runs_each * len(job.points), runs_each * work
-    fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
-    seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
-    if seconds > REFUSE_ABOVE_S:
-        raise ConfigError(f"this prediction would run {points} simulations of {work:.3g} "
-                          f"worker-iterations in all, about {_minutes(seconds)}: ask for fewer "
-                          "--workers, --epochs or --iterations")
-    if seconds > NOTE_ABOVE_S:
-        print(f"predict: note: {points} simulations, about {_minutes(seconds)}", file=sys.stderr)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} minutes" if seconds >= 90 else f"{seconds:.0f} s"

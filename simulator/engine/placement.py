@@ -7,7 +7,8 @@ before either engine runs, in this one file: the library the scheme runs on ther
 rank for its turn on a core, the routes between them (``model.fabric``) and the threads
 a worker computes with where the workload leaves them open. The SimPy model builds its
 hosts and network from it, the fast path prices its collectives on it, ``run`` picks
-the engine and fidelity from it: nothing is derived twice.
+the engine and fidelity from it: nothing is derived twice. ``runnable`` admits the
+schemes that can run on a prediction's cluster before its sweep is made.
 
 A profile holds what ``calibrate`` measured on one machine: its cores' step times, how
 they share, its shared-memory transports, its scheduler. A cluster with accelerators
@@ -28,6 +29,7 @@ hardware.timeslice, fabric, schemes).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -184,3 +186,25 @@ def default_threads(spec: Scheme, cluster: Cluster, workers: int) -> int:
     ranks = spec.ranks(workers)                      # the parameter server is a rank too
     per_host = ranks if cluster.shared_cores else max(np.bincount(cluster.placement_of(ranks)))
     return max(1, cluster.cores_per_host // int(per_host))
+
+
+def runnable(cfgs: list[SchemeConfig], cluster, explicit: bool, top: int) -> list[SchemeConfig]:
+    """The schemes that can run on the cluster: one that needs a single host where one P
+    fits on one (the sweep leaves out its larger P), every other at the largest P ``top``;
+    a scheme the user named that cannot is an error, one that ``all`` brought in is skipped
+    with a note."""
+    keep = []
+    for cfg in cfgs:
+        spec = SCHEMES[cfg.name]
+        on = cluster.at(1 if spec.single_host else spec.ranks(top))
+        try:
+            check(spec, 1, on)
+            resolve_backend(spec, cfg, on)
+        except ConfigError:
+            if explicit:
+                raise
+            print(f"predict: note: {cfg.name} skipped (cannot run on this cluster)",
+                  file=sys.stderr)
+            continue
+        keep.append(cfg)
+    return keep

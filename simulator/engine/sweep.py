@@ -1,29 +1,33 @@
 """Predictions over worker counts, with one speedup baseline for every scheme.
 
 ``sweep(Sweep)`` runs ``simulate`` for every ``Point`` (a scheme, P and the cluster its
-ranks take) of a sweep resolved beforehand (``simulator.question`` decides which points:
-``serial`` at P = 1 only, a scheme that needs one host where its ranks fit on one) and
+ranks take) of a sweep resolved beforehand (``points_of`` decides which points for
+``simulator.question``: ``serial`` at P = 1 only, a scheme that needs one host where its
+ranks fit on one; ``check_request`` refuses a sweep that cannot be meant or would not
+finish, by what a simulation costs) and
 returns plain rows (one dict per point) that ``output.tables`` prints and ``output.plots``
 draws. Speedup has one definition for the whole table: against the fastest scheme at the
 baseline's worker count P0 (by default 1: the fastest single worker),
 ``speedup = epoch_s(baseline) / epoch_s``; efficiency is ``speedup * P0 / P`` (1 when P
 workers are P / P0 times as fast as the baseline).
 
-Imports: contracts, simulator.model.config, engine (result, run).
+Imports: contracts, simulator.model (config, schemes), engine (result, run).
 """
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from contracts.checks import ConfigError
+from contracts.checks import ConfigError, fits_in_memory
 from contracts.cluster import Cluster
 from contracts.profile import Profile
 from contracts.workload import Workload
 from simulator.engine.result import Result
 from simulator.engine.run import simulate
 from simulator.model.config import Heterogeneity, SchemeConfig
+from simulator.model.schemes import SCHEMES
 
 COLUMNS = ("scheme", "workers", "hosts", "epoch_s", "speedup", "efficiency", "time_s",
            "iterations_per_worker", "compute_s", "comm_s", "wait_s", "mean_staleness",
@@ -130,3 +134,68 @@ def _predict_forked(index: int) -> Result:
 def _predict(job: Sweep, point: Point) -> Result:
     return simulate(point.scheme, point.workers, job.workload, point.cluster, job.profile,
                     job.seed, job.heterogeneity)
+
+
+def point(cluster, cfg: SchemeConfig, workers: int) -> Point:
+    """``cfg`` at ``workers`` workers on the cluster (``at(ranks)``) its ranks take."""
+    return Point(cfg, workers, cluster.at(SCHEMES[cfg.name].ranks(workers)))
+
+
+def points_of(cluster, cfg: SchemeConfig, workers: list[int], baseline: int = 1) -> list[Point]:
+    """Every prediction of one scheme: at each P of ``workers`` and the baseline's P0, at
+    P = 1 alone for serial, and for a scheme that needs one host only where its ranks fit
+    on one."""
+    spec = SCHEMES[cfg.name]
+    counts = [1] if spec.single_worker else sorted(set(workers) | {baseline})
+    points = [point(cluster, cfg, p) for p in counts]
+    return [pt for pt in points if not (spec.single_host and pt.cluster.hosts > 1)]
+
+
+# What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
+# the SimPy engine steps about this many worker-iterations per second, divided by how many
+# ranks share a pool of cores (each one's time slices are events); the vectorised fast path
+# is far quicker, so this overestimates synchronous schemes.
+WORKER_ITERATIONS_PER_S = 50_000
+SECONDS_PER_SIMULATION = 0.005
+REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a question
+NOTE_ABOVE_S = 30.0
+
+
+def check_request(job: Sweep, largest: Cluster, runs_each: int = 1) -> None:
+    """Refuse what cannot be meant or would not finish (``predict`` and ``pipelines.replay``,
+    which simulates every point ``runs_each`` times, once a seed): a batch larger than the
+    training set, more threads than a host has cores, and sweeps whose estimated simulation
+    time or memory is out of reach (the estimate is named)."""
+    workload, threads = job.workload, job.workload.threads_per_worker
+    if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
+        raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
+                          f"{workload.dataset_samples} samples of the training set")
+    if threads is not None and threads > largest.cores_per_host:
+        raise ConfigError(f"--threads {threads} is more than the {largest.cores_per_host} "
+                          "cores of a host (oversubscribed threads are not modelled)")
+    work, biggest = 0.0, 0
+    for pt in job.points:
+        spec, p, on = SCHEMES[pt.scheme.name], pt.workers, pt.cluster
+        if on.device is not None and spec.ranks(p) > on.hosts * (on.ranks_per_host
+                                                                 or on.cores_per_host):
+            raise ConfigError(f"{pt.scheme.name} at P = {p} needs {spec.ranks(p)} accelerators, "
+                              f"more than the {on.hosts} hosts x {on.cores_per_host} of the "
+                              "cluster (leave hosts out of the file to let them grow with "
+                              "P, or give --hosts)")
+        iterations = workload.iterations_per_worker(p)
+        per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
+        work += p * iterations * max(1.0, per_pool / on.cores_per_host)
+        biggest = max(biggest, p * iterations)
+    points, work = runs_each * len(job.points), runs_each * work
+    fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
+    seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
+    if seconds > REFUSE_ABOVE_S:
+        raise ConfigError(f"this prediction would run {points} simulations of {work:.3g} "
+                          f"worker-iterations in all, about {_minutes(seconds)}: ask for fewer "
+                          "--workers, --epochs or --iterations")
+    if seconds > NOTE_ABOVE_S:
+        print(f"predict: note: {points} simulations, about {_minutes(seconds)}", file=sys.stderr)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 90 else f"{seconds:.0f} s"
