@@ -38,8 +38,8 @@ Intel Xeon, Emerald Rapids, Pillow 13.0.0 with libjpeg-turbo 3.2.0; 3.50 ms an i
 older Pillow: no source publishes their cost an image, and an older core is slower, so the
 measured curve is a floor there, and a floor only binds where it is longer than the step:
 applied as measured, it moves no point (the output says by how much it stays under each
-step, and what time an image would set the published step). MXNet's runs decode with DALI:
-not applied.
+step, and what time an image would set the published step). MXNet's runs decode with DALI
+(``data.py`` at 134510b4b7ff: ``--data-backend`` default ``dali-gpu``): not applied.
 
 DDP's own calls (``simulator.model.hardware.ddp_calls``: each buffer broadcast before each
 forward at the presets' measured 18.4 us, each gradient into its bucket and back at 6.64 us,
