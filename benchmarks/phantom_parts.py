@@ -30,7 +30,9 @@ share of its window a rank's thread waited for a core); and a rank's *core waits
 every thread's time runnable without a core (``testbed.checks.cpu.thread_waits``, the short
 wake-up waits the bar does not count included), summed over its threads, mean over the
 ranks, over the steps (``benchmarks.core_waits``' *all waits*, a step): what the two shared
-cores could have added to a step that the hosts the point stands for would not.
+cores could have added to a step that the hosts the point stands for would not; and, in
+records that keep it (``timings.rank_starts_s``, which older records lack), the
+*start spread*: the last rank's start of training after the first's.
 
 *where*: the part that holds most of the gap: ``outside`` (start-up and the uneven start,
 outside any step), ``sleeps`` (the compute rows beyond the model's compute) or ``comm``
@@ -76,7 +78,9 @@ def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
     bar = max(m["max_wait_share"] for m in cpu["machines"])
     waits = [sum(w for w, _ in r) for r in cpu.get("thread_waits") or () if r is not None]
     core_wait = statistics.fmean(waits) / parts["steps"] if waits else float("nan")
-    return {**parts, **step_figures(it, server), "bar_share": bar, "core_wait_s": core_wait}
+    starts = rec["timings"].get("rank_starts_s")
+    return {**parts, **step_figures(it, server), "bar_share": bar, "core_wait_s": core_wait,
+            "start_spread_s": max(starts) if starts else float("nan")}
 
 
 def point_row(recs: list[dict], pred: dict, slept_step_s: float,
@@ -108,6 +112,7 @@ def point_row(recs: list[dict], pred: dict, slept_step_s: float,
                                             + pred["predicted_wait_s"]) / n * 1e3,
             "first_spread_ms": m["first_spread_s"] * 1e3, "bar_share": m["bar_share"],
             "core_wait_step_ms": m["core_wait_s"] * 1e3,
+            "start_spread_ms": m["start_spread_s"] * 1e3,
             "where": max(gap, key=lambda k: abs(gap[k])),
             **{f"gap_{k}_ms": v * 1e3 for k, v in gap.items()}, "steps": n, "runs": len(recs)}
 
@@ -164,6 +169,7 @@ COLUMNS = {"folder": "folder", "scheme": "scheme", "model": "model", "workers": 
            "compute_step_ms": "compute a step", "predicted_compute_step_ms": "predicted",
            "sleeps_overrun": "sleeps' overrun", "comm_wait_step_ms": "comm+wait a step",
            "predicted_comm_wait_step_ms": "predicted ", "first_spread_ms": "first spread (ms)",
+           "start_spread_ms": "start spread (ms)",
            "bar_share": "CPU bar", "core_wait_step_ms": "core waits a step (ms)",
            "where": "where"}
 

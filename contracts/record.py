@@ -11,7 +11,9 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``config`` (every flag of ``real.train``), ``environment`` (host, cores,
     ranks, ranks per host, threads per rank, launcher, library versions),
     ``timings`` (``startup_s``, ``data_load_s``, ``train_wall_s`` apart from
-    both, ``epoch_s`` list, ``eval_s``), ``results`` (``final_loss``,
+    both, ``epoch_s`` list, ``eval_s``; ``rank_starts_s``, where written: each rank's start
+    of training less the first rank's, the ranks' uneven start inside ``train_wall_s``,
+    which no row holds), ``results`` (``final_loss``,
     ``test_accuracy``, ``test_loss``, ``loss_curve`` as [iteration, loss]
     pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``, and
     ``tcp``: per host, the TCP retransmission timeouts, loss probes, retransmitted and sent

@@ -62,6 +62,10 @@ def test_gap_parts_sum_to_predicted_less_the_split_epoch():
     assert row["sleeps_overrun"] == pytest.approx(32 / 30 - 1)
     assert row["where"] == "comm"
     assert row["core_wait_step_ms"] == pytest.approx((4 + 8) / 2 / n)
+    assert row["start_spread_ms"] != row["start_spread_ms"]          # not in this record
+    rec = _record(0.150, 0.135)
+    rec["timings"]["rank_starts_s"] = [0.0, 0.009]
+    assert record_parts(rec, _iterations(), server=False)["start_spread_s"] == 0.009
 
 
 def test_ddp_compute_row_is_not_set_against_the_sleeps():

@@ -60,6 +60,9 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     assert [h["ranks"] for h in tcp] == [[0, 1]] and tcp[0]["timeouts"] >= 0
     assert rec["results"]["data_source"].startswith(str(FASHION))
     assert len(rec["resources"]["cpu_util_percent_per_rank"]) == 2
+    starts = rec["timings"]["rank_starts_s"]           # the uneven start, the first rank's 0
+    assert len(starts) == 2 and min(starts) == 0.0
+    assert max(starts) < rec["timings"]["train_wall_s"]
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -334,7 +334,9 @@ def _train(ctx, rec, data) -> None:
     first = schemes.first_worker_rank(ctx.cfg.algorithm)   # the server has no loss
     root_rows = [r for r in rows if r["rank"] == first and r["loss"] is not None]
     rec.iterations = rows
-    rec.timings.update(train_wall_s=max(e[1] for e in ends) - min(e[0] for e in ends),
+    starts = [e[0] for e in ends]
+    rec.timings.update(train_wall_s=max(e[1] for e in ends) - min(starts),
+                       rank_starts_s=[t - min(starts) for t in starts],
                        epoch_s=epoch_s, eval_s=time.monotonic() - t_eval)
     rec.results = {"final_loss": root_rows[-1]["loss"] if root_rows else None,
                    "test_loss": test_loss, "test_accuracy": test_acc,
