@@ -9,9 +9,11 @@ the profile on the cluster's hardware and the workload, ``describe.inputs``), th
 schemes the placement admits on that cluster (``engine.placement.runnable``) and every
 point of the sweep (``engine.sweep.points_of``: a scheme, P and the cluster its ranks
 take). What cannot be meant or would not finish is refused there, before any simulation
-(``engine.sweep.check_request``). The engines then take ``Question.sweep`` and nothing
-else; the output takes the words. ``pipelines.replay`` resolves its own sweep with the
-same steps (``read_inputs``, ``configs``, ``runnable``, ``points_of``, ``check_request``).
+(``engine.sweep.check_request``), and each point's cluster is resolved once
+(``engine.sweep.laid_out``: ``placement.layout``). The engines then take
+``Question.sweep`` and nothing else; the output takes the words. ``pipelines.replay``
+resolves its own sweep with the same steps (``read_inputs``, ``configs``, ``runnable``,
+``points_of``, ``check_request``; its replays simulate each point on its cluster).
 
 Imports: contracts, simulator.describe, simulator.engine (machine, placement, sweep),
 simulator.model (config, schemes).
@@ -28,7 +30,7 @@ from contracts.workload import Workload
 from simulator import describe
 from simulator.engine.machine import Machine
 from simulator.engine.placement import runnable
-from simulator.engine.sweep import Point, Sweep, check_request, point, points_of
+from simulator.engine.sweep import Point, Sweep, check_request, laid_out, point, points_of
 from simulator.model.config import ALGORITHMS, Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 
@@ -87,6 +89,7 @@ def resolve(args) -> Question:
                                                           args.baseline)),
                 given.workload, mach.profile, args.seed, het, args.baseline)
     check_request(job, largest)
+    job = laid_out(job)
     return Question(job, setting, largest, given.measured, given.origin, mach.provenance,
                     tuple(cfgs), tuple(args.workers), args.dataset or describe.DEFAULT_DATASET,
                     args.dataset_size is not None,

@@ -215,7 +215,9 @@ def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path,
                                                                         monkeypatch):
     """``question.resolve`` reads the cluster once and decides every point before any
     engine runs: serial at P = 1 alone, hogwild only where its ranks fit on one host, the
-    parameter server one more rank; the rows are those points, in order, on their hosts."""
+    parameter server one more rank; each point's cluster is laid out once, there
+    (``placement.layout``), and the engine lays out none again; the rows are those points,
+    in order, on their hosts."""
     from simulator import describe, question
     calls = []
     monkeypatch.setattr(describe, "resolve_cluster",
@@ -228,8 +230,13 @@ def test_a_prediction_resolves_once_and_the_engine_predicts_its_points(tmp_path,
         [("serial", 1, 1)] + [("hogwild", p, 1) for p in (1, 2, 8) if hosts(p) == 1]
         + [("ps_sync", p, hosts(p + 1)) for p in (1, 2, 8)])
     calls.clear()
+    from simulator.engine import run, sweep
+    laid = []
+    monkeypatch.setattr(sweep, "layout", lambda *a, _f=sweep.layout: laid.append(a[2]) or _f(*a))
+    monkeypatch.setattr(run, "layout", lambda *a: pytest.fail("the engine laid out a point"))
     _, doc = predicted(tmp_path, capsys, *argv)
     assert calls == [1]
+    assert laid == [pt.workers for pt in q.sweep.points]
     assert [(r["scheme"], r["workers"], r["hosts"]) for r in doc["predictions"]] == [
         (pt.scheme.name, pt.workers, pt.cluster.hosts) for pt in q.sweep.points]
 

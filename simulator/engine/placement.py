@@ -54,6 +54,7 @@ class Layout:
     placement: tuple[int, ...]    # host of each rank (a server is rank 0)
     pools: tuple[int, ...]        # pool of cores each rank computes on
     routes: Routes
+    threads: int                  # of each worker where the workload leaves them open
 
     @property
     def transport(self) -> Transport:
@@ -75,10 +76,6 @@ class Layout:
         """Ranks on the pool of cores with the most (the server too)."""
         return int(np.bincount(self.pools).max())
 
-    def default_threads(self) -> int:
-        """Threads of each worker where the workload does not say (``default_threads``)."""
-        return default_threads(self.spec, self.cluster, self.workers)
-
 
 def layout(spec: Scheme, cfg: SchemeConfig, workers: int, cluster: Cluster,
            profile: Profile) -> Layout:
@@ -89,7 +86,8 @@ def layout(spec: Scheme, cfg: SchemeConfig, workers: int, cluster: Cluster,
     pools = tuple(cluster.core_pool_of(h) for h in placement)
     waits = handoffs(spec, cluster, placement, workers, profile)
     routes = make_routes(placement, cluster, profile.transport(spec.backend), waits, pools)
-    return Layout(spec, cluster, profile, workers, placement, pools, routes)
+    return Layout(spec, cluster, profile, workers, placement, pools, routes,
+                  default_threads(spec, cluster, workers))
 
 
 def resolve_backend(spec, cfg: SchemeConfig, cluster: Cluster | None):

@@ -2,7 +2,8 @@
 
 ``simulate(...) -> Result`` is the whole public entry point. It checks the
 inputs (``ConfigError`` names the bad value), resolves the cluster once
-(``placement.layout``: backend, hardware, placement, routes), derives the ``Plan``, and runs
+(``placement.layout``: backend, hardware, placement, routes; ``simulate_on`` takes a
+cluster resolved beforehand, as a sweep's points carry it), derives the ``Plan``, and runs
 either the SimPy model (``engine="des"``: hosts, workers, network, server as
 simulated resources) or, for synchronous schemes with analytic communication,
 the vectorised fast path (``engine="fast"``, see ``engine.fast``) which computes
@@ -105,10 +106,18 @@ def simulate(scheme: str | SchemeConfig, workers: int, workload: Workload, clust
         from contracts.profile import load_default
         profile = load_default()
     spec, cfg = resolve_scheme(scheme)
-    run = layout(spec, cfg, workers, cluster, profile)
-    spec, profile = run.spec, run.profile
+    return simulate_on(layout(spec, cfg, workers, cluster, profile), cfg, workload, seed,
+                       heterogeneity, trace, schedule, eval_every)
+
+
+def simulate_on(run: Layout, cfg: SchemeConfig, workload: Workload, seed: int = 0,
+                heterogeneity: Heterogeneity = Heterogeneity(), trace: bool = False,
+                schedule: bool = False, eval_every: int = 0) -> Result:
+    """``simulate`` on a cluster resolved beforehand for this scheme and P (``run``:
+    ``placement.layout``, as every point of a resolved sweep carries it)."""
+    spec, profile, workers = run.spec, run.profile, run.workers
     if workload.threads_per_worker is None:
-        workload = replace(workload, threads_per_worker=run.default_threads())
+        workload = replace(workload, threads_per_worker=run.threads)
     plan = make_plan(spec, cfg, workers, workload, profile)
     if cfg.fidelity == "auto":        # (the fast engine, asked for, is analytic)
         cfg = replace(cfg, fidelity="analytic" if cfg.engine == "fast"

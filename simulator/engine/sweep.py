@@ -1,17 +1,18 @@
 """Predictions over worker counts, with one speedup baseline for every scheme.
 
-``sweep(Sweep)`` runs ``simulate`` for every ``Point`` (a scheme, P and the cluster its
+``sweep(Sweep)`` runs ``simulate_on`` for every ``Point`` (a scheme, P and the cluster its
 ranks take) of a sweep resolved beforehand (``points_of`` decides which points for
 ``simulator.question``: ``serial`` at P = 1 only, a scheme that needs one host where its
 ranks fit on one; ``check_request`` refuses a sweep that cannot be meant or would not
-finish, by what a simulation costs) and
+finish, by what a simulation costs; ``laid_out`` then resolves each point's cluster once,
+``placement.layout``, and the engines take it) and
 returns plain rows (one dict per point) that ``output.tables`` prints and ``output.plots``
 draws. Speedup has one definition for the whole table: against the fastest scheme at the
 baseline's worker count P0 (by default 1: the fastest single worker),
 ``speedup = epoch_s(baseline) / epoch_s``; efficiency is ``speedup * P0 / P`` (1 when P
 workers are P / P0 times as fast as the baseline).
 
-Imports: contracts, simulator.model (config, schemes), engine (result, run).
+Imports: contracts, simulator.model (config, schemes), engine (placement, result, run).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from contracts.checks import ConfigError, fits_in_memory
 from contracts.cluster import Cluster
 from contracts.profile import Profile
 from contracts.workload import Workload
+from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
-from simulator.engine.run import simulate
+from simulator.engine.run import simulate_on
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 
@@ -61,14 +63,25 @@ class Point:
 @dataclass(frozen=True)
 class Sweep:
     """Everything a sweep predicts, resolved before it runs: every point, one workload,
-    the profile on the cluster's hardware, one seed and heterogeneity, and the baseline's
-    P0 (every point of P0 is a candidate for the baseline)."""
+    the profile on the cluster's hardware, one seed and heterogeneity, the baseline's
+    P0 (every point of P0 is a candidate for the baseline) and, once ``laid_out``, each
+    point's cluster resolved (``placement.layout``), in the order of ``points``."""
     points: tuple[Point, ...]
     workload: Workload
     profile: Profile
     seed: int = 0
     heterogeneity: Heterogeneity = Heterogeneity()
     baseline: int = 1
+    layouts: tuple[Layout, ...] = ()
+
+
+def laid_out(job: Sweep) -> Sweep:
+    """``job`` with every point's layout, each made once (``simulator.question`` lays out
+    the sweep it resolves, after ``check_request``: the engines then derive none)."""
+    layouts = tuple(layout(SCHEMES[pt.scheme.name], pt.scheme, pt.workers, pt.cluster,
+                           job.profile) for pt in job.points)
+    return Sweep(job.points, job.workload, job.profile, job.seed, job.heterogeneity,
+                 job.baseline, layouts)
 
 
 def sweep(job: Sweep, progress=None, jobs: int = 1,
@@ -89,14 +102,16 @@ def sweep(job: Sweep, progress=None, jobs: int = 1,
 
 def _predict_all(job: Sweep, jobs: int, progress, meanwhile=None) -> list[Result]:
     """``simulate`` for every point, in ``jobs`` forked processes when there are several."""
+    if len(job.layouts) != len(job.points):
+        raise ValueError("the sweep is not laid out (engine.sweep.laid_out)")
     points = job.points
     jobs = min(jobs, os.cpu_count() or 1, len(points))       # never more than the cores
     if jobs <= 1 or len(points) < 4:
         if meanwhile:
             meanwhile()
         out = []
-        for point in points:
-            out.append(_predict(job, point))
+        for index in range(len(points)):
+            out.append(_predict(job, index))
             if progress:
                 progress(1)
         return out
@@ -128,12 +143,12 @@ _FORKED_SWEEP: Sweep | None = None
 
 
 def _predict_forked(index: int) -> Result:
-    return _predict(_FORKED_SWEEP, _FORKED_SWEEP.points[index])
+    return _predict(_FORKED_SWEEP, index)
 
 
-def _predict(job: Sweep, point: Point) -> Result:
-    return simulate(point.scheme, point.workers, job.workload, point.cluster, job.profile,
-                    job.seed, job.heterogeneity)
+def _predict(job: Sweep, index: int) -> Result:
+    return simulate_on(job.layouts[index], job.points[index].scheme, job.workload, job.seed,
+                       job.heterogeneity)
 
 
 def point(cluster, cfg: SchemeConfig, workers: int) -> Point:
