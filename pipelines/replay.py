@@ -38,7 +38,8 @@ from simulator.engine.sweep import Sweep, check_request, points_of
 from simulator.model.schemes import SCHEMES
 from simulator.describe import DATASETS
 
-PROG = "python -m pipelines.replay"
+# python -m simulator.replay where that old path handed over (the program typed)
+PROG = cli.program("python -m pipelines.replay")
 
 
 def build_parser() -> cli.Parser:

@@ -38,7 +38,8 @@ from pathlib import Path
 import cli
 from cli import Parser, choice_list, positive_int, print_out, usage_error
 
-PROG = "python -m pipelines.validate"
+# python -m simulator.validate where that old path handed over (the program typed)
+PROG = cli.program("python -m pipelines.validate")
 MAIN_SCHEMES = ("serial", "psgd", "gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync",
                 "ps_async", "async_avg", "hogwild")
 

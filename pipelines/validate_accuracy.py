@@ -82,7 +82,8 @@ from real.records.accuracy_report import completed_runs
 from simulator.pool_accuracy import GOAL_POINTS, GOAL_RELATIVE
 from pipelines.validate_cluster import cluster_tools_missing, cluster_up, tc_rate
 
-PROG = "python -m pipelines.validate_accuracy"
+# python -m simulator.validate_accuracy where that old path handed over (the program typed)
+PROG = cli.program("python -m pipelines.validate_accuracy")
 
 
 def build_parser() -> Parser:

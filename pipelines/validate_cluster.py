@@ -47,7 +47,8 @@ import cli
 from contracts.files import atomic_write_text
 from contracts.units import parse_bandwidth
 
-PROG = "python -m pipelines.validate_cluster"
+# python -m simulator.validate_cluster where that old path handed over (the program typed)
+PROG = cli.program("python -m pipelines.validate_cluster")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -59,7 +59,8 @@ import cli
 from contracts.files import atomic_write_text
 from pipelines import validate_cluster as vc
 
-PROG = "python -m pipelines.validate_phantom"
+# python -m simulator.validate_phantom where that old path handed over (the program typed)
+PROG = cli.program("python -m pipelines.validate_phantom")
 SCHEMES = ("psgd", "async_avg", "gather_scatter", "allreduce", "ddp", "mpi_allreduce",
            "ps_sync", "ps_async")
 BUILT_IN = {"cnn": "1,28,28", "ps_cnn": "1,28,28", "mlp": "1,28,28", "linear": "1,28,28",

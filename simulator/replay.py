@@ -2,11 +2,14 @@
 the real model along predicted schedules (``real.replay``) and so moved above the stages
 (issue 42); kept for a release.
 
-Imports: nothing (runpy runs pipelines.replay as the program).
+Imports: cli (``hand_over``: runpy runs pipelines.replay as the program, and its usage
+and error lines name ``python -m simulator.replay``, the program typed).
 """
 from __future__ import annotations
 
-import runpy
+import sys
+
+import cli
 
 if __name__ == "__main__":
-    runpy.run_module("pipelines.replay", run_name="__main__", alter_sys=True)
+    sys.exit(cli.hand_over("pipelines.replay", typed="python -m simulator.replay"))

@@ -212,15 +212,25 @@ def test_every_module_says_what_it_holds_and_may_import(module):
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
-def test_an_old_path_runs_its_pipeline(alias, monkeypatch, capsys):
-    """``python -m simulator.validate`` runs ``pipelines.validate`` (here: its --help)."""
+def test_an_old_path_runs_its_pipeline_named_as_typed(alias, monkeypatch, capsys):
+    """``python -m simulator.validate`` runs ``pipelines.validate`` (here: its --help and a
+    flag it refuses, nothing run), whose usage and error lines name the program typed."""
     import runpy
     import sys
-    monkeypatch.setattr(sys, "argv", [alias, "--help"])
-    monkeypatch.delitem(sys.modules, ALIASES[alias], raising=False)   # as a fresh program
-    with pytest.raises(SystemExit) as e:
-        runpy.run_module(alias, run_name="__main__", alter_sys=True)
-    assert e.value.code == 0 and ALIASES[alias] in capsys.readouterr().out
+
+    def run(*argv):
+        monkeypatch.setattr(sys, "argv", [alias, *argv])
+        monkeypatch.delitem(sys.modules, ALIASES[alias], raising=False)  # as a fresh program
+        with pytest.raises(SystemExit) as e:
+            runpy.run_module(alias, run_name="__main__", alter_sys=True)
+        return e.value.code, capsys.readouterr()
+
+    code, said = run("--help")
+    assert code == 0 and said.out.startswith(f"usage: python -m {alias} ")
+    code, said = run("--no-such-flag")
+    assert code == 2 and said.err.splitlines()[-1].startswith(
+        f"python -m {alias}: error: unrecognized arguments: --no-such-flag")
+    assert ALIASES[alias] not in said.err
 
 
 def test_the_old_path_of_the_contracts_is_the_moved_module():
