@@ -18,21 +18,24 @@ What the source says (MPICH 5.0.x, github:pmodels/mpich):
   so the network is polled in the same call. A request the network completes in one poll is
   therefore seen by the schedule in the rank's next poll.
 * A send completes only when the receiver has taken it: over libfabric's tcp provider the
-  receiver's ack (``simulator/model/comm/polls.py`` cites it), on one host the CMA copy's
-  completion for messages of 8192 bytes or more (``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD``).
+  receiver's ack (``simulator/model/comm/polls.py`` cites it); on one host from 8192 bytes
+  the CMA copy's ack (``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD``), smaller sends go eager and
+  complete at once, and a poll takes one message (``MPIDI_POSIX_progress_recv``,
+  ``src/mpid/ch4/shm/posix/posix_progress.h``, reads one cell).
 * The project's wait (``real.launch.dist.wait``): ``Test``, then sleeps of 50 us doubling up
   to ``PSGD_WAIT_SLEEP_S`` (1 ms in phantom runs).
 
-The chain: rank 0 enters ``--late-ms`` after the others (who posted their first round then
-and have backed off to ``--poll-ms``, at independent phases), polls at 0, 50, 150, ... us;
-a poll runs the schedule (a round whose receive and send are complete advances, posting the
-next round's send, which reaches the partner at once), then the network (every message that
-reached the rank is taken and acknowledged, every ack that reached it completes its send).
-Prints rank 0's time in the call (median and mean over ``--trials`` phase draws, ms) a P,
-and the 1-poll-a-round form (rounds advance in the poll that takes their messages, sends
-complete at once) beside it:
+The chain: rank 0 enters ``--late-ms`` after the others, who posted their first round then;
+rank 0 polls at 0, 50, 150, ... us (``simulator.model.comm.polls.checks_s``), the others
+poll on the same back-off from their own start (one host: the probe's fixed phases) or
+``--poll-ms`` apart at a drawn phase (the emulated cluster, whose ranks arrive at any time).
+A poll runs the schedule first (a round whose receive and send are complete advances and
+posts the next round's send, which reaches the partner at once), then the network. Prints
+rank 0's time in the call (ms) a P for one host, for tcp, and for the first guess (one poll
+a round: a round advances in the poll that takes its message, sends complete at once);
+``benchmarks/iallreduce_polls.py`` measures it (docs/results/phantom.md, psgd's part):
 
-    python -m benchmarks.iallreduce_rounds --late-ms 13
+    python -m benchmarks.iallreduce_rounds --late-ms 13 --poll-ms 1
 """
 from __future__ import annotations
 
@@ -61,47 +64,68 @@ def late_checks(poll_ms: float, until_ms: float) -> list[float]:
     return [c * 1e3 for c in polls.checks_s(poll_ms / 1e3, until_ms / 1e3)]
 
 
-def call_ms(P: int, late_ms: float, poll_ms: float, rng: random.Random,
-            acked: bool = True, next_poll: bool = True) -> float:
-    """Rank 0's time in the call for one draw of the others' phases."""
-    masks, horizon = partners(P), 8 * len(partners(P)) * poll_ms + 10
+CMA_BYTES = 8192                 # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD: from here a send is acked
+
+
+def call_ms(P: int, late_ms: float, poll_ms: float, rng: random.Random | None,
+            transport: str = "tcp", nbytes: int = 39360, one_poll: bool = False) -> float:
+    """Rank 0's time in the call. ``rng`` draws the others' phases (None: their polls follow
+    the back-off from ``-late_ms``, as in ``benchmarks/iallreduce_polls.py``). ``transport``
+    "tcp": a poll takes every message that arrived, every send is acked; "shm": a poll takes
+    one message (``MPIDI_POSIX_progress_recv`` reads one cell), sends of ``CMA_BYTES`` or
+    more are acked. ``one_poll``: a round advances in the poll that takes its message and
+    sends complete at once."""
+    masks = partners(P)
+    horizon = 12 * len(masks) * poll_ms + 10
     ticks = [(t, 0) for t in late_checks(poll_ms, horizon)]
     for r in range(1, P):
-        phase = rng.random() * poll_ms - late_ms
-        ticks += [(phase + k * poll_ms, r) for k in range(int((horizon + late_ms) / poll_ms) + 2)]
+        if rng is None:
+            ticks += [(c - late_ms, r) for c in late_checks(poll_ms, horizon + late_ms)]
+        else:
+            phase = rng.random() * poll_ms - late_ms
+            ticks += [(phase + k * poll_ms, r) for k in range(int((horizon + late_ms) / poll_ms) + 2)]
     ticks.sort()
+    sizes = [nbytes // (2 * m) for m in masks]       # recursive halving, then doubling
+    acked = [not one_poll and (transport == "tcp" or b >= CMA_BYTES) for b in sizes]
     rnd = {r: 0 for r in range(P)}
-    sent = {(r, r ^ masks[0], 0): (0.0 if r == 0 else -late_ms) for r in range(P)}
-    acks: dict = {}
-    recv_done, send_done = set(), set()
+    inbox: dict[int, list] = {r: [] for r in range(P)}   # (arrival, kind, (src, dst, round))
+    done: set = set()
+
+    def post(r: int, k: int, t: float) -> None:
+        inbox[r ^ masks[k]].append((t, "data", (r, r ^ masks[k], k)))
+        if not acked[k]:
+            done.add(("send", r, k))
 
     def advance(r: int, t: float) -> bool:
         """Post rank r's next round if its round is complete; True when r has finished."""
         k = rnd[r]
-        if (r ^ masks[k], r, k) not in recv_done or (acked and (r, r ^ masks[k], k) not in send_done):
+        if ("recv", r, k) not in done or ("send", r, k) not in done:
             return False
         rnd[r] = k + 1
-        if k + 1 == len(masks):
-            return True
-        sent[(r, r ^ masks[k + 1], k + 1)] = t
-        return False
+        if k + 1 < len(masks):
+            post(r, k + 1, t)
+        return k + 1 == len(masks)
 
+    for r in range(P):
+        post(r, 0, 0.0 if r == 0 else -late_ms)
     for t, r in ticks:
         if rnd[r] == len(masks):
             continue
-        if advance(r, t) and r == 0:              # the schedule's hook, first in a poll
+        if advance(r, t) and r == 0:                 # the schedule's hook, first in a poll
             return t
         if rnd[r] == len(masks):
             continue
-        for key, posted in sent.items():          # then the network
-            if key[1] == r and posted <= t and key not in acks:
-                acks[key] = t
-        for key, at in acks.items():
-            if key[1] == r:
-                recv_done.add(key)
-            if key[0] == r and at <= t:
-                send_done.add(key)
-        if not next_poll and advance(r, t) and r == 0:
+        arrived = sorted(m for m in inbox[r] if m[0] <= t)   # then the network
+        for m in arrived[:1] if transport == "shm" else arrived:
+            inbox[r].remove(m)
+            src, dst, k = m[2]
+            if m[1] == "data":
+                done.add(("recv", dst, k))
+                if acked[k]:
+                    inbox[src].append((t, "ack", m[2]))
+            else:
+                done.add(("send", src, k))
+        if one_poll and advance(r, t) and r == 0:
             return t
     raise RuntimeError("horizon too short")
 
@@ -114,22 +138,27 @@ def main(argv=None) -> int:
     ap.add_argument("--poll-ms", type=float, default=1.0, help="longest sleep between polls "
                     "(default: 1, PSGD_WAIT_SLEEP_S of phantom runs)")
     ap.add_argument("--workers", default="2,4,8,16", help="powers of two (default: 2,4,8,16)")
+    ap.add_argument("--bytes", type=int, default=39360, help="allreduce size (default: "
+                    "the phantom validations' CNN, 39360)")
     ap.add_argument("--trials", type=int, default=400, help="phase draws (default: 400)")
     a = ap.parse_args(argv)
     sizes = [int(p) for p in a.workers.split(",")]
     if any(p < 2 or p & (p - 1) for p in sizes):
         print("error: --workers takes powers of two from 2 (e.g. 2,4,8)", file=sys.stderr)
         return 2
-    print(f"rank 0 in {a.late_ms:g} ms late, polls backing off to {a.poll_ms:g} ms; "
-          f"its time in the call, ms (median / mean over {a.trials} draws):")
-    for label, kw in (("rounds seen a poll late, sends acked", {}),
-                      ("one poll a round", {"acked": False, "next_poll": False})):
+    print(f"rank 0 in {a.late_ms:g} ms late, polls backing off to {a.poll_ms:g} ms, "
+          f"{a.bytes} bytes; its time in the call, ms (mean over {a.trials} phase draws):")
+    rows = (("one host (shm), the probe's phases", {"transport": "shm"}, False),
+            ("emulated cluster (tcp), any phase", {"transport": "tcp"}, True),
+            ("one poll a round (tcp), any phase", {"transport": "tcp", "one_poll": True}, True))
+    for label, kw, drawn in rows:
         rng = random.Random(1)
         cells = []
         for P in sizes:
-            v = [call_ms(P, a.late_ms, a.poll_ms, rng, **kw) for _ in range(a.trials)]
-            cells.append(f"P={P} {statistics.median(v):5.2f} / {statistics.mean(v):5.2f}")
-        print(f"  {label:<38}" + "   ".join(cells))
+            v = [call_ms(P, a.late_ms, a.poll_ms, rng if drawn else None, nbytes=a.bytes, **kw)
+                 for _ in range(a.trials if drawn else 1)]
+            cells.append(f"P={P} {statistics.mean(v):6.2f}")
+        print(f"  {label:<38}" + "  ".join(cells))
     return 0
 
 
