@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from contracts.checks import ConfigError, fits_in_memory
@@ -78,10 +78,8 @@ class Sweep:
 def laid_out(job: Sweep) -> Sweep:
     """``job`` with every point's layout, each made once (``simulator.question`` lays out
     the sweep it resolves, after ``check_request``: the engines then derive none)."""
-    layouts = tuple(layout(SCHEMES[pt.scheme.name], pt.scheme, pt.workers, pt.cluster,
-                           job.profile) for pt in job.points)
-    return Sweep(job.points, job.workload, job.profile, job.seed, job.heterogeneity,
-                 job.baseline, layouts)
+    return replace(job, layouts=tuple(layout(SCHEMES[pt.scheme.name], pt.scheme, pt.workers,
+                                             pt.cluster, job.profile) for pt in job.points))
 
 
 def sweep(job: Sweep, progress=None, jobs: int = 1,
