@@ -126,7 +126,7 @@ def folder_parts(folder: Path, schemes: set[str] | None, rates: set[int] | None,
     from contracts.workload import load_workload, slept
     from pipelines.validate_phantom import compared
     from real.schemes import SCHEMES
-    from simulator.compare import _iterations, usable_records
+    from simulator.compare import iterations_of, usable_records
     from simulator.model.schemes import SCHEMES as MODEL_SCHEMES
     if not (folder / "profile.json").is_file() or not (folder / "compare.csv").is_file():
         raise ValueError(f"{folder}: not a shipped phantom validation (profile.json, "
@@ -151,7 +151,7 @@ def folder_parts(folder: Path, schemes: set[str] | None, rates: set[int] | None,
                 p = pred.iloc[0]
                 c = recs[0]["compute"]
                 step = slept(load_workload(p["workload"]), c["time_scale"]).step_s
-                parts = [record_parts(r, _iterations(r), SCHEMES[scheme.name].server)
+                parts = [record_parts(r, iterations_of(r), SCHEMES[scheme.name].server)
                          for r in recs]
                 overlaps = MODEL_SCHEMES[scheme.name].overlaps_backward
                 out.append({"folder": folder.name, "scheme": scheme.name, "model": wl.model,

@@ -341,7 +341,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
         rows.append({"scheme": scheme.name, "workers": workers, "runs": len(recs),
                      "disturbed_runs": sum(record.is_disturbed(r) for r in recs),
                      **measured_breakdown(recs, scheme.name, workload.epochs),
-                     **stall_figures(recs, scheme.name, workload.epochs, _iterations),
+                     **stall_figures(recs, scheme.name, workload.epochs, iterations_of),
                      "model": workload.model, "batch_per_worker": workload.batch_per_worker,
                      "threads": workload.threads_per_worker, "hosts": hosts or 1,
                      "bandwidth_bits_per_s": bw, "measured_s": mean, "measured_ci_s": ci,
@@ -363,9 +363,10 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     return df
 
 
-def _iterations(rec: dict):
-    """A record's iterations table, read once (kept in the record's dict), or None where it
-    cannot be read."""
+def iterations_of(rec: dict):
+    """A usable record's iterations table (``usable_records``' dicts), read once and kept in
+    the record's dict, or None where it cannot be read. Public for the benchmarks that
+    take the same records apart (``benchmarks.phantom_parts``)."""
     if "_iterations" not in rec:
         try:
             rec["_iterations"] = record.read_iterations(rec["_folder"])
@@ -381,7 +382,7 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     iteration. The whole time per epoch where the iterations cannot be read or a worker
     made fewer than 3."""
     wall_s = rec["timings"]["train_wall_s"]
-    it = _iterations(rec)
+    it = iterations_of(rec)
     if it is None:
         return wall_s / epochs
     workers = it[it["rank"] > 0] if SCHEMES[scheme].server else it
@@ -402,7 +403,7 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
     skip_rank0 = SCHEMES[scheme].server
     sums = []
     for r in recs:
-        it = _iterations(r)
+        it = iterations_of(r)
         if it is None:
             continue
         workers = it[it["rank"] > 0] if skip_rank0 else it
