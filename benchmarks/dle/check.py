@@ -47,12 +47,26 @@ forward at the presets' measured 18.4 us, each gradient into its bucket and back
 DDP only then (``ConvNets/main.py``: ``executor.distributed`` if ``args.distributed``,
 ``WORLD_SIZE > 1``), so their one-GPU step, the model's step, has none.
 
+The optimizer's step (``simulator.model.hardware.optimizer_step``): the PyTorch benchmark
+command accumulates gradients up to ``optimizer_batch_size`` (``configs.yml`` at 7bdfc81d:
+2048 images, 896 for the DGX-1's FP32 runs; ``main.py``: ``batch_size_multiplier =
+optimizer_batch_size / (world_size x batch_size)``), so the one-GPU runs step the optimizer
+every 8th iteration (12 of the ``--prof 100``) and the eight-GPU runs every iteration. The
+step is ``torch.optim.SGD`` per tensor and ``zero_grad`` (707 calls for ResNet-50); under
+amp ``GradScaler.step`` first reads ``found_inf.item()``, which drains the GPU, so the calls
+go out one by one on an idle GPU at the host's time a call (``HOST_CALL``: 7.74 us measured
+on the lent H200 machine's host, a floor for the tables' older hosts and torch); without amp
+they queue behind the backward and cost their kernels' bytes at the GPU's memory bandwidth
+(``MEMORY_BANDWIDTH``, datasheets). The one-GPU step the model takes is the published rate
+with the update's share taken out (the examples average per-iteration rates).
+
 Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``--out``.
 """
 from __future__ import annotations
 
 import json
 import sys
+from functools import lru_cache
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -67,6 +81,9 @@ from simulator.engine.machine import machine
 from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.config import SchemeConfig
 from simulator.model.hardware.input_pipeline import busy_processes, image_s, input_step_s
+from simulator.model.hardware.optimizer_step import (chain_s, mean_rate_step_s, queued_s,
+                                                     sgd_ops_bytes, step_without_update_s,
+                                                     update_share, zero_ops_bytes)
 
 PROG = "python -m benchmarks.dle.check"
 
@@ -143,6 +160,82 @@ LOADER_WORKERS = {"DGX A100 80GB": 16, "DGX-1 16GB": 8, "DGX-1 32GB": 8}
 INPUT_PROBE = HERE.parent / "gpu" / "results" / "h200-host-2026-11-27-input.json"
 
 
+# The optimizer's batch of the PyTorch benchmark command (``configs.yml`` at 7bdfc81d:
+# ``resnet_params_2k: optimizer_batch_size: 2048`` for DGXA100 TF32 and AMP and DGX1V AMP,
+# ``resnet_params_896: 896`` for DGX1V FP32) and its iterations (the README's ``--prof 100``).
+OPTIMIZER_BATCH = {("DGX A100 80GB", "tf32"): 2048, ("DGX A100 80GB", "amp"): 2048,
+                   ("DGX-1 16GB", "fp32"): 896, ("DGX-1 16GB", "amp"): 2048,
+                   ("DGX-1 32GB", "fp32"): 896, ("DGX-1 32GB", "amp"): 2048}
+PROF_ITERATIONS = 100
+# Memory bandwidth of each table's GPU: NVIDIA A100 Tensor Core GPU datasheet (2021):
+# A100 80GB SXM 2,039 GB/s; NVIDIA Tesla V100 datasheet (2017): V100 SXM2 900 GB/s (16 and
+# 32 GB alike).
+MEMORY_BANDWIDTH = {"A100 SXM4": 2039e9, "Tesla V100 SXM2": 900e9}
+# The host's time a Python call of one small CUDA kernel (``x.add_(1)`` back to back, 2000
+# calls: ``launch.kernel_1_element.host_s_per_call``), measured on the lent H200 machine's
+# host (16-core Intel Xeon, Emerald Rapids; torch 2.11.0; 2026-11-27;
+# ``python -m benchmarks.gpu.step_probe``): no figure is published for the tables' hosts and
+# torch 1.9, whose calls are at least as slow.
+STEP_PROBE = HERE.parent / "gpu" / "results" / "h200-2026-11-27-step.json"
+
+
+@lru_cache(maxsize=1)
+def resnet50() -> ModelWorkload:
+    """ResNet-50 v1.5's workload file, read once."""
+    return load_workload(HERE / "resnet50-cpu.toml")
+
+
+def host_call_s() -> float:
+    return json.loads(STEP_PROBE.read_text())["launch"]["kernel_1_element"]["host_s_per_call"]
+
+
+def weight_decayed(name: str) -> bool:
+    """Whether the example's SGD decays a tensor: ``get_sgd_optimizer`` exempts names with
+    "bn" (``bn_weight_decay`` off). In the example's ResNet the stem's and the blocks'
+    BatchNorms are ``bn1``.. ``bn3`` and the shortcut's ``downsample.1``; this workload file
+    names them ``stem.1``, ``stages.N.bnK`` and ``stages.N.down.1``."""
+    return not (".bn" in name or name.startswith("stem.1."))
+
+
+def update_calls_bytes(t: Table) -> tuple[list[int], list[int]]:
+    """Bytes of each call of the example's SGD step, then of its ``zero_grad``."""
+    tensors = [x for layer in resnet50().layers
+               for x in layer.tensors]
+    decayed = [x.params for x in tensors if weight_decayed(x.name)]
+    plain = [x.params for x in tensors if not weight_decayed(x.name)]
+    return sgd_ops_bytes(decayed, plain), zero_ops_bytes([x.params for x in tensors])
+
+
+def update_s(t: Table) -> float:
+    """What one optimizer step adds to an iteration (``optimizer_step``): under amp the
+    gradients' unscale (read and written once) queued, then after ``found_inf.item()`` the
+    SGD calls, the scale's update and ``zero_grad`` one by one from an idle GPU
+    (``chain_s``); without amp every call queued behind the backward (``queued_s``)."""
+    sgd, zero = update_calls_bytes(t)
+    bw = MEMORY_BANDWIDTH[t.device]
+    if t.precision != "amp":
+        return queued_s(sgd + zero, bw)
+    grads = sum(zero)                     # zero_ writes each gradient once: its bytes
+    return queued_s([2 * grads], bw) + chain_s(sgd + [0] + zero, host_call_s(), bw)
+
+
+def share_of_updates(t: Table, gpus: int) -> float:
+    """The share of the benchmark's iterations that step the optimizer at ``gpus`` GPUs."""
+    every = int(OPTIMIZER_BATCH[(t.system, t.precision)] / (gpus * t.batch))
+    return update_share(PROF_ITERATIONS, every)
+
+
+def update_lines() -> list[str]:
+    lines = ["| system | precision | calls | one update | share of iterations, 1 / 8 GPUs "
+             "| added at 8 GPUs |", "|---|---|---:|---:|---:|---:|"]
+    for t in (t for t in TABLES if t.framework == "PyTorch"):
+        sgd, zero = update_calls_bytes(t)
+        c, f1, f8 = update_s(t), share_of_updates(t, 1), share_of_updates(t, 8)
+        lines.append(f"| {t.system} | {t.precision} | {len(sgd) + len(zero)} | "
+                     f"{1e3 * c:.2f} ms | {f1:.2f} / {f8:.2f} | {1e3 * c * (f8 - f1):.2f} ms |")
+    return lines
+
+
 def input_curve() -> tuple[float, tuple[tuple[int, float], ...]]:
     """The probe's seconds an image with one loader process, and (processes at once,
     seconds an image) above one: each the median over its windows."""
@@ -194,13 +287,20 @@ def input_lines() -> list[str]:
     return lines
 
 
-def workload(t: Table, input_pipeline: bool = True) -> ModelWorkload:
-    """ResNet-50's tensors, buffers and FLOPs per layer at one GPU's published throughput;
-    a PyTorch run's loader workers and the measured time an image (``input_curve``) unless
-    ``input_pipeline`` is off."""
-    cpu = load_workload(HERE / "resnet50-cpu.toml")
+def updates(t: Table) -> bool:
+    return t.framework == "PyTorch"
+
+
+def workload(t: Table, input_pipeline: bool = True, update: bool = True) -> ModelWorkload:
+    """ResNet-50's tensors, buffers and FLOPs per layer at one GPU's published throughput
+    (a PyTorch run's with the optimizer's share taken out unless ``update`` is off: the
+    step the model computes has no update); a PyTorch run's loader workers and the measured
+    time an image (``input_curve``) unless ``input_pipeline`` is off."""
+    cpu = resnet50()
     layers = tuple(replace(layer, forward_s=0.0, backward_s=0.0) for layer in cpu.layers)
     step_s = t.batch / t.throughput[1]
+    if update and updates(t):
+        step_s = step_without_update_s(step_s, update_s(t), share_of_updates(t, 1))
     return ModelWorkload(
         name="resnet50", layers=layers, device=t.device, batch_size=t.batch, step_s=step_s,
         backward_s=step_s * 2 / 3, forward_s=step_s / 3, flops_per_sample=cpu.flops_per_sample,
@@ -224,28 +324,32 @@ def scheme(t: Table) -> SchemeConfig:
                         cycle_s=MXNET_CYCLE_S)
 
 
-def predict(t: Table, ddp_calls: bool = True,
-            input_pipeline: bool = True) -> dict[int, tuple[float, float]]:
+def predict(t: Table, ddp_calls: bool = True, input_pipeline: bool = True,
+            update: bool = True) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration). An iteration once
     the run is under way (``steady_iteration_s``), as the published throughputs leave out
     DDP's construction and Horovod's first broadcast; ``ddp_calls=False``: without DDP's
     calls (the model before they were modelled); ``input_pipeline=False``: without the input
-    pipeline."""
-    times = {p: iteration_s(t, p, ddp_calls, input_pipeline) for p in t.throughput}
+    pipeline; ``update=False``: without the optimizer's step (``update_s``)."""
+    times = {p: iteration_s(t, p, ddp_calls, input_pipeline, update) for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 
 
 def iteration_s(t: Table, gpus: int, ddp_calls: bool = True,
-                input_pipeline: bool = True) -> float:
-    """The predicted seconds of an iteration at ``gpus`` GPUs; one GPU runs without DDP,
-    as the examples do."""
+                input_pipeline: bool = True, update: bool = True) -> float:
+    """The predicted seconds of an iteration at ``gpus`` GPUs, as the examples report it;
+    one GPU runs without DDP, as the examples do. A PyTorch run's optimizer step follows
+    the gradients' allreduce in the share of iterations that step (``mean_rate_step_s``)."""
     preset = load_preset(t.preset)
     if gpus == 1 or not ddp_calls:
         preset = preset.without_ddp_calls()
     cluster = growing(preset)
     profile = machine(load_default(), "embedded", cluster.at(1),
-                      [(workload(t, input_pipeline), "resnet50")]).profile
-    return steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
+                      [(workload(t, input_pipeline, update), "resnet50")]).profile
+    step = steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
+    if not (update and updates(t)):
+        return step
+    return mean_rate_step_s(step, update_s(t), share_of_updates(t, gpus))
 
 
 def work(t: Table) -> Workload:
@@ -260,10 +364,11 @@ def plan(t: Table, gpus: int):
     return make_plan(spec, cfg, gpus, work(t), profile)
 
 
-def rows(ddp_calls: bool = True, input_pipeline: bool = True) -> list[dict]:
+def rows(ddp_calls: bool = True, input_pipeline: bool = True,
+         update: bool = True) -> list[dict]:
     out = []
     for t in TABLES:
-        pred = predict(t, ddp_calls, input_pipeline)
+        pred = predict(t, ddp_calls, input_pipeline, update)
         for p, ips in t.throughput.items():
             if p == 1:
                 continue
@@ -298,6 +403,9 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--without-input", action="store_true",
                     help="leave the PyTorch runs' input pipeline out (the check before it "
                          "was applied), to compare")
+    ap.add_argument("--without-update", action="store_true",
+                    help="leave the PyTorch runs' optimizer step out (the check before it "
+                         "was applied), to compare")
     ap.add_argument("--without-ddp-calls", action="store_true",
                     help="leave DDP's per-tensor calls out (the model before they were "
                          "modelled), to compare")
@@ -305,7 +413,7 @@ def build_parser() -> cli.Parser:
 
 
 def run(args) -> int:
-    points = rows(not args.without_ddp_calls, not args.without_input)
+    points = rows(not args.without_ddp_calls, not args.without_input, not args.without_update)
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
     csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"
@@ -319,6 +427,9 @@ def run(args) -> int:
     print("\nPyTorch's input pipeline at the tables' settings (applied"
           + (", here left out" if args.without_input else "") + f"; measured: {INPUT_PROBE.name}"
           "):\n" + "\n".join(input_lines()))
+    print("\nPyTorch's optimizer step, once an optimizer batch (applied"
+          + (", here left out" if args.without_update else "") + "):\n"
+          + "\n".join(update_lines()))
     print(f"\nwrote {out / 'dle.csv'}, {out / 'dle.md'}", file=sys.stderr)
     return 0
 
