@@ -111,7 +111,7 @@ SECTION_KEYS = {
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
              "ll_thread_threshold", "ll_max_bandwidth", "ll128_call_latency",
              "ll128_intra_latency", "ll128_link_latency", "ll128_bandwidth_share",
-             "ll128_max_bandwidth", "release", "ring_plateau", "ring_plateau_bytes_per_rank",
+             "ll128_max_bandwidth", "release", "kernel_channels", "ring_plateau", "ring_plateau_bytes_per_rank",
              "compute_slowdown", "compute_slowdown_fp32",
              "compute_slowdown_tf32", "compute_slowdown_amp"),
     "fit": None,                  # calibrate.link's provenance: not read
@@ -249,7 +249,9 @@ class Hardware:
       and ``protocol``: which one a ring allreduce runs (``auto``: the fastest, as
       NCCL 2.5 and later's tuner picks; ``nccl-2.2`` and ``nccl-2.3``: the size rules
       of those releases, ``ll_by_size``); ``release``: the NCCL release the costs are
-      read from (said in the provenance);
+      read from (said in the provenance); ``kernel_channels``: the channels its kernels
+      run on one host, where the LL and LL128 rings are priced by the kernel's chunks
+      (``libraries.nccl``; 0: by the tuner's even spread);
     * ``host_link``: a device's copy to or from pinned host memory (PCIe), which a
       collective staged through the host pays each way (gloo on accelerator hosts,
       Horovod's hierarchical allreduce); None: not described.
@@ -269,6 +271,8 @@ class Hardware:
     ll_thread_bytes: float = 0.0      # "nccl-2.3": NCCL's threadThreshold (0: not given)
     ll128: LowLatency | None = None   # NCCL's LL128 protocol (None: not run)
     release: str = ""                 # the NCCL release whose costs these are
+    kernel_channels: int = 0          # the channels NCCL's kernels run on one host (its
+                                      # chunks priced, libraries.nccl); 0: not modelled
     ring_plateau: float = 1.0         # a Simple ring allreduce across hosts of at least
     ring_plateau_bytes: float = 0.0   # this many bytes per rank: its step latencies times
                                       # ring_plateau (NCCL's "plateau effect of ring")
@@ -636,6 +640,8 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         ll=_low_latency(r, "ll"),
         ll128=_low_latency(r, "ll128"),
         release=str(r.get("nccl", "release", "")) if r.section("nccl") is not None else "",
+        kernel_channels=(r.integer("nccl", "kernel_channels")
+                         if "kernel_channels" in (r.section("nccl") or {}) else 0),
         ring_plateau=r.number("nccl", "ring_plateau", 1.0) if r.section("nccl") is not None
         else 1.0,
         ring_plateau_bytes=(r.parsed("nccl", "ring_plateau_bytes_per_rank", parse_bytes, "0B")

@@ -1,7 +1,7 @@
 """Which allreduce a library runs on the model's routes: MPICH's choice
 (``libraries.mpich``), gloo's ring, NCCL's tuner.
 
-Imports: contracts.profile, libraries.mpich, simulator.model.comm.closed_forms,
+Imports: contracts.profile, libraries (mpich, nccl), simulator.model.comm.closed_forms,
 ``model.network`` (routes, host groups).
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from libraries.mpich import choose_allreduce
+from libraries.nccl import ring_kernel_bytes
 from simulator.model.comm.closed_forms import ring_allreduce_s, tree_allreduce_s
 from contracts.profile import Transport
 from simulator.model.network import Routes, host_groups
@@ -60,6 +61,19 @@ def protocol_share(routes: Routes, ranks: tuple[int, ...], algorithm: str) -> fl
     ll, _ = low_latency(routes, algorithm)
     _, b = routes.group_params(ranks)
     return ll.share_at(1.0 / b if b else 0.0)
+
+
+def kernel_bytes(routes: Routes, ranks: tuple[int, ...], n_bytes: float,
+                 algorithm: str) -> float:
+    """The bytes a ``ring_ll``/``ring_ll128`` allreduce is priced at: ``n_bytes``, or on
+    one host of a preset that gives NCCL's ``kernel_channels`` the bytes the kernel's
+    channels and chunks move as long as (``libraries.nccl.ring_kernel_bytes``). The
+    tuner's choice (``_nccl_protocol``) still compares its own closed forms."""
+    hw = routes.hardware
+    if hw is None or hw.kernel_channels <= 0 or not routes.one_host(ranks):
+        return n_bytes
+    return ring_kernel_bytes(n_bytes, len(ranks), LOW_LATENCY[algorithm], hw.kernel_channels,
+                             hw.release)
 
 
 def _nccl_protocol(algorithm: str, ranks: tuple[int, ...], n: float, routes: Routes) -> str:

@@ -20,7 +20,9 @@ the sum of its steps (``ring``: 2(P-1) identical ones; recursive doubling and
 Rabenseifner: a fold, log2 rounds, an unfold; release/gather: tree levels;
 gather/scatter: one step through the root's port; binomial broadcast: log2
 rounds; NCCL's LL and LL128 protocols, ``ring_ll`` and ``ring_ll128``: the ring of
-``n / share`` bytes at the protocol's latencies, ``fabric.FabricRoutes.ll_routes``). With
+``n / share`` bytes at the protocol's latencies, ``fabric.FabricRoutes.ll_routes``; on one
+host where the preset gives NCCL's kernel channels, the bytes its chunks move,
+``choice.kernel_bytes``). With
 every rank on its own host and one path this is exactly the
 contention-free closed form; ``collectives`` sends the same messages one by
 one, and the tests check that both agree.
@@ -39,7 +41,13 @@ from libraries.mpich import (
     choose_allreduce,
     mpir_allreduce_choice,
 )
-from simulator.model.comm.choice import LOW_LATENCY, low_latency, plateau_factor, protocol_share
+from simulator.model.comm.choice import (
+    LOW_LATENCY,
+    kernel_bytes,
+    low_latency,
+    plateau_factor,
+    protocol_share,
+)
 from simulator.model.comm.gloo import message_cpu_s
 from simulator.model.comm.gloo_schedule import ring_alone_s
 from simulator.model.network import LINK_KEYS, Routes, host_groups, host_index_groups
@@ -55,7 +63,8 @@ def collective_time_s(kind: str, ranks: tuple[int, ...], n_bytes: float, routes:
         routes = routes.in_call(ranks)
     if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128 protocol
         share = protocol_share(routes, ranks, algorithm)
-        return _ring_s(ranks, n_bytes / share, low_latency(routes, algorithm)[1],
+        n_kernel = kernel_bytes(routes, ranks, n_bytes, algorithm)
+        return _ring_s(ranks, n_kernel / share, low_latency(routes, algorithm)[1],
                        gamma_s_per_byte * share)
     if kind == "allreduce":
         algorithm = choose_allreduce(algorithm, n_bytes, len(ranks), routes.hosts(ranks))

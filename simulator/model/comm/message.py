@@ -14,7 +14,7 @@ import simpy
 
 from simulator.model.comm import collectives, gloo
 from simulator.model.comm.base import Comm
-from simulator.model.comm.choice import LOW_LATENCY, low_latency, protocol_share
+from simulator.model.comm.choice import LOW_LATENCY, kernel_bytes, low_latency, protocol_share
 from simulator.model.network import Network
 
 
@@ -142,8 +142,9 @@ class MessageComm(Comm):
         tag = key
         if kind == "allreduce" and algorithm in LOW_LATENCY:    # NCCL's LL or LL128
             share = protocol_share(self.routes, ranks, algorithm)
+            n_kernel = kernel_bytes(self.routes, ranks, n_bytes, algorithm)
             yield from collectives.ALLREDUCE["ring"](self._ll_view(algorithm, share), ranks, i,
-                                                     n_bytes / share, tag)
+                                                     n_kernel / share, tag)
         elif kind == "allreduce":
             yield from collectives.ALLREDUCE[algorithm](self._in_call(ranks), ranks, i,
                                                         n_bytes, tag)

@@ -1,0 +1,87 @@
+"""How NCCL's ring allreduce kernel cuts a call into chunks: facts read from its source.
+
+NCCL prices a call with its tuner's closed form (``src/graph/tuning.cc``), which spreads
+``n`` bytes evenly over every channel and every ring step. The kernel does not always:
+
+* **Channels.** ``getAlgoInfo`` (``src/enqueue.cc``, 2.9.6 to 2.18.5; ``topoGetAlgoInfo``
+  from 2.19) launches fewer channels than the communicator has while
+  ``n < channels * threads * threadThreshold`` (``NCCL_LL_THREAD_THRESHOLD`` 8 times the
+  ranks for a ring's LL, ``NCCL_LL128_THREAD_THRESHOLD`` 8, ``src/include/comm.h`` /
+  ``src/graph/tuning.cc``), down to one channel, then halves the threads of that one.
+* **Chunks, releases before 2.20.** The LL and LL128 ring kernels
+  (``src/collectives/device/all_reduce.h``, ``runRing``) cut each loop into
+  ``channels * ranks`` chunks of one size, rounded *up* to a multiple of
+  ``minChunkSize`` (``threads * 8`` bytes for LL; ``threads * 60 / 2`` for LL128, whose
+  grain is ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` 8 lines of 120 data bytes in 128,
+  halved: "it makes performance much, much smoother"), at most one step of the fifo
+  (``calcBytePerStep``: 32 KiB of data for LL, 576,000 bytes for LL128). Chunks past the
+  end are empty, but a ring's step ``k`` on rank ``r`` waits for step ``k - 1`` of the
+  same chunk on rank ``r - 1``: a channel with one full chunk takes its ``2 (P - 1)``
+  full steps, so every channel's ring moves ``2 (P - 1)`` chunks of that size whatever
+  the others hold. From 2.20 the host splits the call into per-channel counts
+  (``ncclCollCbdPart``) and the last loop's chunk is ``divUp(rest, ranks)``: no padding.
+
+``ring_kernel_bytes`` gives the bytes NCCL's tuner would have to be told for its closed
+form to take the time the kernel takes, each channel moving at its share of the
+protocol's bus bandwidth (the tuner's own rule for fewer channels, ``bw / nChannels *
+info->nChannels``, ``ncclTopoGetAlgoTime``). The model prices that many bytes
+(``simulator.model.comm.choice.kernel_bytes``).
+
+Imports: the standard library only.
+"""
+from __future__ import annotations
+
+import math
+
+# src/include/devcomm.h (2.9.6 to 2.18.5; device.h later) and src/include/comm.h
+LL_MAX_THREADS = 512                 # NCCL_LL_MAX_NTHREADS
+LL128_MAX_THREADS = 640              # NCCL_LL128_MAX_NTHREADS
+LL_THREAD_THRESHOLD = 8              # NCCL_LL_THREAD_THRESHOLD (times the ranks for a ring)
+LL128_THREAD_THRESHOLD = 8           # NCCL_LL128_THREAD_THRESHOLD
+LL_STEP_BYTES = 8 * 512 * 16 // 2    # NCCL_LL_LINES_PER_THREAD x threads x 16-byte lines, half data
+LL128_STEP_BYTES = 120 * 640 * 8 * 15 // 16   # NCCL_LL128_ELEMS_PER_THREAD x threads x 8 B, 120/128
+LL_GRAIN_BYTES = 8                   # ProtoLL::calcBytePerGrain
+LL128_GRAIN_BYTES = 8 * 8 * 15 // 16    # ProtoLL128::calcBytePerGrain: 8 lines' data per thread
+PER_CHANNEL_SPLIT = (2, 20)          # the first release that splits a call per channel
+
+
+def release_tuple(release: str) -> tuple[int, ...]:
+    """``"2.18.5"`` -> (2, 18, 5); () where no release is given."""
+    return tuple(int(p) for p in release.split(".") if p.isdigit()) if release else ()
+
+
+def launched(n_bytes: float, ranks: int, protocol: str, channels: int) -> tuple[int, int]:
+    """(channels, threads a channel) NCCL launches for a ring allreduce of ``n_bytes``
+    with ``protocol`` ("ll" or "ll128") on a communicator of ``channels`` channels."""
+    threads, threshold = ((LL_MAX_THREADS, LL_THREAD_THRESHOLD * ranks) if protocol == "ll"
+                          else (LL128_MAX_THREADS, LL128_THREAD_THRESHOLD))
+    nc = channels
+    while n_bytes < nc * threads * threshold:
+        if nc >= 2:
+            nc -= 1
+        elif threads % 128 == 0:
+            threads //= 2
+        else:
+            break
+    return nc, threads
+
+
+def ring_kernel_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
+                      release: str) -> float:
+    """The bytes whose even spread over ``channels`` channels and ``2 (P - 1)`` steps
+    takes as long as the kernel's chunks of a ring allreduce of ``n_bytes`` (see the
+    module): ``P * channels * sum of each loop's chunk`` before 2.20, ``n * channels /
+    launched`` from 2.20 (and where no release is given)."""
+    if n_bytes <= 0 or channels <= 0:
+        return n_bytes
+    nc, threads = launched(n_bytes, ranks, protocol, channels)
+    if not release or release_tuple(release) >= PER_CHANNEL_SPLIT:
+        return n_bytes * channels / nc
+    if protocol == "ll":
+        step, min_chunk = LL_STEP_BYTES, threads * LL_GRAIN_BYTES
+    else:
+        step, min_chunk = LL128_STEP_BYTES, threads * LL128_GRAIN_BYTES // 2
+    full_loops = math.floor(n_bytes / (nc * ranks * step))
+    rest = n_bytes - full_loops * nc * ranks * step
+    last = min(math.ceil(rest / (nc * ranks * min_chunk)) * min_chunk, step) if rest > 0 else 0
+    return ranks * channels * (full_loops * step + last)

@@ -1,0 +1,49 @@
+"""libraries.nccl: the channels and chunks NCCL's ring allreduce kernel runs, against the
+numbers of its source (src/enqueue.cc getAlgoInfo, src/collectives/device/all_reduce.h)."""
+import pytest
+
+from libraries.nccl import (
+    LL128_STEP_BYTES,
+    LL_STEP_BYTES,
+    launched,
+    release_tuple,
+    ring_kernel_bytes,
+)
+
+MIB = 2**20
+
+
+def test_the_fifo_steps_are_the_sources():
+    assert LL_STEP_BYTES == 32768               # 8 lines x 512 threads x 16 B / 8 steps, half data
+    assert LL128_STEP_BYTES == 576000           # 120 x 640 x 8 B x 15/16
+
+
+def test_fewer_channels_below_the_thread_threshold():
+    """LL on 8 ranks: threshold 64 B a thread, 512 threads: 32 KiB a channel."""
+    assert launched(MIB, 8, "ll", 24) == (24, 512)
+    assert launched(512 * 1024, 8, "ll", 24) == (16, 512)
+    assert launched(1024, 8, "ll", 24) == (1, 64)       # then the one channel's threads halve
+    assert launched(2 * MIB, 8, "ll128", 24) == (24, 640)
+
+
+@pytest.mark.parametrize("n,chunk", [(2 * MIB, 19200), (4 * MIB, 38400), (8 * MIB, 57600),
+                                     (16 * MIB, 96000)])
+def test_ll128_chunks_round_up_to_min_chunk_before_2_20(n, chunk):
+    assert ring_kernel_bytes(n, 8, "ll128", 24, "2.18.5") == 8 * 24 * chunk
+
+
+def test_full_loops_move_whole_steps():
+    loop = 24 * 8 * LL128_STEP_BYTES
+    assert ring_kernel_bytes(3 * loop, 8, "ll128", 24, "2.9.6") == pytest.approx(3 * loop)
+
+
+def test_from_2_20_a_call_is_split_exactly_but_fewer_channels_still_cost():
+    assert release_tuple("2.20.3") >= (2, 20) > release_tuple("2.18.5")
+    assert ring_kernel_bytes(4 * MIB, 8, "ll128", 24, "2.26.2") == 4 * MIB
+    assert ring_kernel_bytes(512 * 1024, 8, "ll", 24, "2.26.2") == pytest.approx(512 * 1024 * 24 / 16)
+
+
+@pytest.mark.parametrize("n", [1024, 65536, 3 * MIB + 17, 100 * MIB])
+def test_the_kernel_never_moves_less_than_an_even_spread(n):
+    for proto in ("ll", "ll128"):
+        assert ring_kernel_bytes(n, 8, proto, 24, "2.18.5") >= n
