@@ -207,3 +207,15 @@ def test_the_optimizer_step_once_an_optimizer_batch():
         c = check.update_s(t)
         moved = check.iteration_s(t, 8) - check.iteration_s(t, 8, update=False)
         assert moved == pytest.approx(0.88 * c, rel=0.01)
+
+
+def test_dalis_cpu_stage_by_its_closed_form():
+    """MXNet's dali-gpu: 4 DALI threads a GPU (dali.py at 134510b4b7ff) Huffman-decode on the
+    server's cores. DGX-2 mixed precision: the one-GPU run stays GPU-bound below 4 / 1492 s
+    an image; at 16 GPUs 64 threads share 48 cores, and the published 190.7 ms step needs
+    190.7 ms x 4 x 0.75 / 256 = 2.23 ms; at 8 GPUs 2.81 ms, above the one-GPU bound."""
+    t = next(t for t in AMP if t.system == "DGX-2")
+    assert check.dali_ms_per_image(t, 1) == pytest.approx(1e3 * 4 / 1492)
+    assert check.dali_ms_per_image(t, 16) == pytest.approx(1e3 * 256 * 16 / 21484 * 3 / 256)
+    assert check.dali_ms_per_image(t, 8) > check.dali_ms_per_image(t, 1)
+    assert len(check.dali_lines()) == 2 + 4               # DGX-1 and DGX-2, two precisions

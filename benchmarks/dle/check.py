@@ -39,7 +39,9 @@ older Pillow: no source publishes their cost an image, and an older core is slow
 measured curve is a floor there, and a floor only binds where it is longer than the step:
 applied as measured, it moves no point (the output says by how much it stays under each
 step, and what time an image would set the published step). MXNet's runs decode with DALI
-(``data.py`` at 134510b4b7ff: ``--data-backend`` default ``dali-gpu``): not applied.
+(``data.py`` at 134510b4b7ff: ``--data-backend`` default ``dali-gpu``): not applied; its GPU
+part is each GPU's own and sits in the one-GPU step, and the output says what time an image
+its CPU threads (``DALI_THREADS``) would need to set each V100 point (``dali_lines``).
 
 DDP's own calls (``simulator.model.hardware.ddp_calls``: each buffer broadcast before each
 forward at the presets' measured 18.4 us, each gradient into its bucket and back at 6.64 us,
@@ -236,6 +238,44 @@ def update_lines() -> list[str]:
     return lines
 
 
+# DALI's CPU threads a GPU in the MXNet runs: ``dali.py`` at 134510b4b7ff, ``--dali-threads``
+# default 4 (the README's help text says 3; the runner passes none). With ``--data-backend
+# dali-gpu`` the decoder is "mixed" (nvJPEG): for images under ``hybrid_huffman_threshold``
+# pixels (DALI's default 1,000,000; ImageNet's mean is about 181,000) the Huffman decoding
+# runs on these threads, the rest (IDCT, crop, resize, normalize) on the training GPU.
+DALI_THREADS = 4
+
+
+def dali_ms_per_image(t: Table, gpus: int) -> float:
+    """The CPU time an image of DALI's CPU stage that would set the published step at
+    ``gpus`` GPUs (``ms_per_image_setting`` with ``DALI_THREADS`` threads a GPU)."""
+    return ms_per_image_setting(t, gpus, DALI_THREADS)
+
+
+def ms_per_image_setting(t: Table, gpus: int, processes: int) -> float:
+    """The CPU time an image that would set the published step at ``gpus`` GPUs when each
+    GPU's ``processes`` prepare its batch on their share of the server's cores:
+    step = batch x time / (processes x min(1, cpu_cores / (gpus x processes)))."""
+    step_s = t.batch * gpus / t.throughput[gpus]
+    return 1e3 * step_s * processes * worker_cores(t, gpus, processes) / t.batch
+
+
+def dali_lines() -> list[str]:
+    """For the MXNet runs on V100 servers (no hardware JPEG decoder): the time an image of
+    DALI's CPU stage that keeps the one-GPU run bound by its GPU (at most), and the time
+    that would set each published multi-GPU step. A constant cost sets a point only where
+    the second is below the first."""
+    lines = ["| system | precision | threads a GPU | one GPU stays GPU-bound at most | "
+             "sets the published step at 2 / 4 / 8 (/ 16) GPUs |", "|---|---|---:|---:|---|"]
+    for t in TABLES:
+        if t.framework != "MXNet" or t.device != "Tesla V100 SXM2":
+            continue
+        need = " / ".join(f"{dali_ms_per_image(t, g):.2f}" for g in t.throughput if g > 1)
+        lines.append(f"| {t.system} | {t.precision} | {DALI_THREADS} | "
+                     f"{dali_ms_per_image(t, 1):.2f} ms | {need} ms |")
+    return lines
+
+
 def input_curve() -> tuple[float, tuple[tuple[int, float], ...]]:
     """The probe's seconds an image with one loader process, and (processes at once,
     seconds an image) above one: each the median over its windows."""
@@ -245,19 +285,19 @@ def input_curve() -> tuple[float, tuple[tuple[int, float], ...]]:
                       if lv["processes"] > 1)
 
 
-def worker_cores(t: Table, gpus: int) -> float:
-    """Cores a DataLoader worker has when ``gpus`` GPUs' workers share the server's
-    ``cpu_cores`` (the preset's physical cores; hyperthreads and the training processes left
-    out) unpinned: one each while they fit, fewer after."""
-    return min(1.0, load_preset(t.preset).cpu_cores / (gpus * LOADER_WORKERS[t.system]))
+def worker_cores(t: Table, gpus: int, processes: int | None = None) -> float:
+    """Cores a DataLoader worker (or each of ``processes`` a GPU) has when ``gpus`` GPUs'
+    workers share the server's ``cpu_cores`` (the preset's physical cores; hyperthreads and
+    the training processes left out) unpinned: one each while they fit, fewer after."""
+    n = LOADER_WORKERS[t.system] if processes is None else processes
+    return min(1.0, load_preset(t.preset).cpu_cores / (gpus * n))
 
 
 def input_ms_per_image(t: Table, gpus: int) -> float:
     """The CPU time an image would take on one core for the input pipeline to set the
     published step at ``gpus`` GPUs: each GPU's workers (``LOADER_WORKERS``) prepare its
     batch on ``worker_cores`` each, so step = batch x time / (workers x cores a worker)."""
-    step_s = t.batch * gpus / t.throughput[gpus]
-    return 1e3 * step_s * LOADER_WORKERS[t.system] * worker_cores(t, gpus) / t.batch
+    return ms_per_image_setting(t, gpus, LOADER_WORKERS[t.system])
 
 
 def input_lines() -> list[str]:
@@ -427,6 +467,8 @@ def run(args) -> int:
     print("\nPyTorch's input pipeline at the tables' settings (applied"
           + (", here left out" if args.without_input else "") + f"; measured: {INPUT_PROBE.name}"
           "):\n" + "\n".join(input_lines()))
+    print("\nMXNet's DALI CPU stage, the time an image that would bind (not applied: no "
+          "published cost):\n" + "\n".join(dali_lines()))
     print("\nPyTorch's optimizer step, once an optimizer batch (applied"
           + (", here left out" if args.without_update else "") + "):\n"
           + "\n".join(update_lines()))
