@@ -106,8 +106,8 @@ def _sched() -> tuple[float, float]:
     return int(run_ns) / 1e9, int(wait_ns) / 1e9
 
 
-def rank_rows(n_bytes: int, repeats: int) -> list[dict]:
-    """Every operation ``repeats`` times after a warm-up; this rank's rows."""
+def rank_rows(n_bytes: int, repeats: int, names=OPS) -> list[dict]:
+    """Every operation of ``names`` ``repeats`` times after a warm-up; this rank's rows."""
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -186,7 +186,7 @@ def rank_rows(n_bytes: int, repeats: int) -> list[dict]:
            "gloo_scatter": lambda: dist.scatter(t, scatter_list=t_parts if r == 0 else None,
                                                 src=0)}
     rows = []
-    for name in OPS:
+    for name in names:
         for rep in range(repeats + 1):
             comm.Barrier()
             busy0, (run0, wait0), re0 = _busy_s(), _sched(), _retrans()
@@ -224,10 +224,10 @@ def _tcp_ring(comm, r: int, p: int):
     return out, inc
 
 
-def ranks_main(out_csv: Path, n_bytes: int, repeats: int) -> None:
+def ranks_main(out_csv: Path, n_bytes: int, repeats: int, names=OPS) -> None:
     import pandas as pd
     from mpi4py import MPI
-    rows = MPI.COMM_WORLD.gather(rank_rows(n_bytes, repeats), 0)
+    rows = MPI.COMM_WORLD.gather(rank_rows(n_bytes, repeats, names), 0)
     if MPI.COMM_WORLD.Get_rank() == 0:
         pd.DataFrame([x for part in rows for x in part]).to_csv(out_csv, index=False)
 
@@ -283,6 +283,7 @@ def build_parser() -> cli.Parser:
     p.add_argument("--workers", default="2,4", help="ranks (one a host), comma-separated, 2-4")
     p.add_argument("--payload", type=float, default=0.96,
                    help="TCP's payload share of the shaped rate (calibrate.link's)")
+    p.add_argument("--ops", default=",".join(OPS), help="operations, comma-separated")
     p.add_argument("--out", help="CSV of every rank's rows (default: none)")
     p.add_argument("--ranks", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--raw", help=argparse.SUPPRESS)
@@ -291,7 +292,7 @@ def build_parser() -> cli.Parser:
 
 def run(args) -> int:
     if args.ranks:
-        ranks_main(Path(args.raw), args.bytes, args.repeats)
+        ranks_main(Path(args.raw), args.bytes, args.repeats, args.ops.split(","))
         return 0
     import pandas as pd
 
@@ -302,6 +303,10 @@ def run(args) -> int:
     workers = [int(w) for w in str(args.workers).split(",")]
     if any(not 2 <= w <= 4 for w in workers):
         return cli.usage_error(PROG, f"--workers {args.workers}: each from 2 to 4")
+    unknown = set(args.ops.split(",")) - set(OPS)
+    if unknown:
+        return cli.usage_error(PROG, f"--ops: no operation {', '.join(sorted(unknown))} "
+                                     f"(choose from {', '.join(OPS)})")
     frames = []
     with tempfile.TemporaryDirectory(prefix="large-") as tmp, \
             emulated_cluster(4, args.bandwidth, prefix=PREFIX, queue_bytes=2**20,
@@ -309,7 +314,8 @@ def run(args) -> int:
         for p in workers:
             raw = Path(tmp) / f"rows-{p}.csv"
             argv = [sys.executable, "-m", "benchmarks.large_messages", "--ranks", "--raw",
-                    str(raw), "--bytes", str(args.bytes), "--repeats", str(args.repeats)]
+                    str(raw), "--bytes", str(args.bytes), "--repeats", str(args.repeats),
+                    "--ops", args.ops]
             env = os.environ | mpi_env(cluster) | SLEEPING_WAITS | {
                 "MASTER_ADDR": cluster.addresses[0], "GLOO_SOCKET_IFNAME": cluster.interface,
                 "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1",

@@ -30,7 +30,10 @@ model from a server probe's ``server_update.csv`` (``python -m calibrate.probe -
 server``), where the profile has none, with its curve against the idle time before it
 where the probe timed one: the shipped profiles predate that probe, and their folders
 keep no probe tables to refit from. (On one host the ranks spin: the server is never
-idle, and the curve charges its back-to-back median.)
+idle, and the curve charges its back-to-back median.) ``--copy-probe CSV`` gives each profile
+without them the host's copies of a flat vector (``python -m calibrate.copy_probe``: into
+kept memory and into a new tensor, ``Profile.copy_s``), which the schemes that average one
+flat vector pay around their calls.
 
 A phantom validation's folder (``docs/results/phantom-N``: its ``workloads`` and
 ``link.toml``) is predicted again from its run records (``records.tar.xz``) with the profile
@@ -91,9 +94,10 @@ def cluster_of(folder: Path, row, prof):
 
 
 def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
-              loop_s: float = 0.0) -> pd.DataFrame:
+              loop_s: float = 0.0, copy_rows: list[dict] = ()) -> pd.DataFrame:
     """One row per row of the folder's ``compare.csv``, predicted again (``loop_s``: the
-    training loop's Python a step for a profile without it)."""
+    training loop's Python a step for a profile without it; ``copy_rows``: a copy probe's
+    rows for a profile without the host's copies)."""
     emulated = (folder / "link.toml").exists()
     prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
     if loop_s and not prof.loop_s_per_step:
@@ -102,6 +106,9 @@ def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
     if server_rows:
         from calibrate.fits.fit_compute import with_server_probe
         prof = with_server_probe(prof, list(server_rows))
+    if copy_rows and not prof.copy_s_per_byte:
+        from calibrate.probes.copy_probe import with_copy_probe
+        prof = with_copy_probe(prof, list(copy_rows))
     rows = []
     for _, r in pd.read_csv(folder / "compare.csv").iterrows():
         work = Workload(model=r["model"], batch_per_worker=int(r["batch_per_worker"]),
@@ -130,7 +137,8 @@ def calibrate_workers_of(shipped: pd.DataFrame) -> int:
     return int(kept.max()) if len(kept) else int(shipped["workers"].min()) - 1
 
 
-def repredict_phantom(folder: Path, server_rows: list[dict] = ()) -> tuple[pd.DataFrame, str]:
+def repredict_phantom(folder: Path, server_rows: list[dict] = (),
+                      copy_rows: list[dict] = ()) -> tuple[pd.DataFrame, str]:
     """One row per row of a phantom folder's ``compare.csv``, predicted again from its
     records, and the folder's error table (``table.md``'s first) of the new predictions;
     ``ValueError`` with one line where the folder lacks what that needs."""
@@ -143,7 +151,8 @@ def repredict_phantom(folder: Path, server_rows: list[dict] = ()) -> tuple[pd.Da
     try:
         with record_archive.unpacked(folder) as runs:
             df, why = compared(folder, folder / "profile.json", calibrate_workers_of(shipped),
-                               server_rows=tuple(server_rows), runs=runs)
+                               server_rows=tuple(server_rows), runs=runs,
+                               copy_rows=tuple(copy_rows))
     except record_archive.ArchiveError as e:
         raise ValueError(str(e)) from None
     if df is None:
@@ -271,6 +280,9 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
                     help="a server probe's workdir (server_update.csv): the real server's "
                          "update per model, for profiles that have none")
+    ap.add_argument("--copy-probe", type=cli.input_file, metavar="CSV",
+                    help="a copy probe's CSV (python -m calibrate.copy_probe): the host's "
+                         "copies of a flat vector, for profiles that have none")
     ap.add_argument("--pool", action="store_true",
                     help="print the held-out rows of all the folders pooled per scheme: "
                          "median and worst |error|, points, folders, goal met")
@@ -297,14 +309,22 @@ def run(a) -> int:
             return cli.usage_error(PROG, f"{a.server_probe} has no server_update.csv: run "
                                          "python -m calibrate.probe --part server there")
         server_rows = pd.read_csv(table).to_dict("records")
+    copy_rows = []
+    if a.copy_probe:
+        from calibrate.probes.copy_probe import fit, read_rows
+        try:
+            copy_rows = read_rows(a.copy_probe)
+            fit(copy_rows)
+        except ValueError as e:
+            return cli.usage_error(PROG, f"--copy-probe {e}")
     frames, tables = [], []
     for f in folders:
         if not is_phantom(f):
             frames.append(repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows,
-                                     a.loop_ms / 1e3))
+                                     a.loop_ms / 1e3, copy_rows))
             continue
         try:
-            rows, table = repredict_phantom(f, server_rows)
+            rows, table = repredict_phantom(f, server_rows, copy_rows)
         except ValueError as e:
             return cli.usage_error(PROG, f"{e}")
         frames.append(rows)

@@ -58,6 +58,12 @@ Cost models and the parameters they use (units in the names):
   curve's bookkeeping: a run's ``epoch_s`` less its iteration rows,
   ``real.records.timing.loop_s_per_step``), fitted from the calibration's own runs; the
   model charges it once a step on the worker's core, with its step (0: not measured).
+* host copies (optional): ``copy_s_per_byte``, a copy of a flat vector into memory the
+  process already has, and ``fresh_copy_s_per_byte``, the same into memory the allocator
+  maps afresh, its pages faulted in on first touch (glibc maps every allocation above
+  32 MiB and unmaps it when freed: ``calibrate.probes.copy_probe``); the schemes' own
+  copies of the flat gradient or weights (``model.schemes``) are charged at them (0: not
+  measured).
 * network (optional): the link between two such hosts, ``t_msg(n) = latency_s +
   n / bandwidth_bytes_per_s``, from ``calibrate.link`` (``calibrate.fit --link``).
 
@@ -77,6 +83,12 @@ from contracts.checks import non_finite_field
 from contracts.files import atomic_write_text
 
 SCHEMA_VERSION = 1
+
+
+# glibc maps every allocation above its mmap threshold afresh and unmaps it when freed; the
+# threshold follows the largest chunk freed up to DEFAULT_MMAP_THRESHOLD_MAX, 4 MiB *
+# sizeof(long) = 32 MiB on 64-bit hosts (malloc/malloc.c): a tensor above it is new memory
+FRESH_MIN_BYTES = 32 * 2**20
 
 
 class ProfileError(ValueError):
@@ -266,6 +278,8 @@ class Profile:
     balance_delays_s: tuple[float, ...] = ()    # the balance delay's measured spread (seconds)
     network: NetworkLink | None = None          # between two such hosts (None: not measured)
     loop_s_per_step: float = 0.0                # a worker's loop outside its rows (0: not measured)
+    copy_s_per_byte: float = 0.0                # a copy into memory already mapped (0: not measured)
+    fresh_copy_s_per_byte: float = 0.0          # ... into memory mapped afresh (first touch)
     schema_version: int = SCHEMA_VERSION
 
     def model(self, name: str) -> ModelCost:
@@ -281,6 +295,13 @@ class Profile:
                 return t
         known = ", ".join(t.backend for t in self.transports)
         raise ProfileError(f"profile has no transport {backend!r} (it has: {known})")
+
+    def copy_s(self, n_bytes: float, new: bool) -> float:
+        """One copy of a flat vector of ``n_bytes`` on the host: into a new tensor (``new``)
+        above ``FRESH_MIN_BYTES`` at ``fresh_copy_s_per_byte`` (where measured), any other
+        at ``copy_s_per_byte``; 0 where neither is measured."""
+        fresh = new and n_bytes > FRESH_MIN_BYTES and self.fresh_copy_s_per_byte > 0
+        return n_bytes * (self.fresh_copy_s_per_byte if fresh else self.copy_s_per_byte)
 
     def sharing_efficiency(self, k: int) -> float:
         """Measured speed relative to ideal processor sharing for k single-thread processes."""
@@ -475,6 +496,11 @@ def _from_checked_dict(raw: dict) -> Profile:
     delay = (_get(raw, "balance_delay_s", float, "") if "balance_delay_s" in raw else 0.0)
     wake = _get(raw, "wake_wait_s", float, "") if "wake_wait_s" in raw else 0.0
     loop = _get(raw, "loop_s_per_step", float, "") if "loop_s_per_step" in raw else 0.0
+    copies = tuple(_get(raw, k, float, "") if k in raw else 0.0
+                   for k in ("copy_s_per_byte", "fresh_copy_s_per_byte"))
+    if any(not c >= 0 for c in copies):
+        raise ProfileError(f"fields copy_s_per_byte and fresh_copy_s_per_byte must be seconds "
+                           f">= 0 (got {copies[0]!r}, {copies[1]!r})")
     delays = raw.get("balance_delays_s", [])
     if not isinstance(delays, (list, tuple)) or any(
             isinstance(d, bool) or not isinstance(d, (int, float)) or not d >= 0 for d in delays):
@@ -495,5 +521,7 @@ def _from_checked_dict(raw: dict) -> Profile:
         network=(_build(NetworkLink, raw["network"], "network") if raw.get("network") is not None
                  else None),
         loop_s_per_step=loop,
+        copy_s_per_byte=copies[0],
+        fresh_copy_s_per_byte=copies[1],
         schema_version=version,
     )

@@ -327,14 +327,16 @@ def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
 
 
 def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
-             server_rows: tuple = (), runs: Path | None = None):
+             server_rows: tuple = (), runs: Path | None = None, copy_rows: tuple = ()):
     """Every phantom record under ``runs`` (default ``OUT/runs``) predicted on its cluster
     (``simulator.compare`` with the calibrated link, less the mechanism ``without`` names:
     ``WITHOUT``), with the held-out flags; the profile's models without a server update take
     ``server_rows``' (a server probe's ``server_update.csv``), a profile without the training
     loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
-    none, what it moves); (rows, the link) or a usage line."""
+    none, what it moves), a profile without the host's copies takes ``copy_rows``' (a copy
+    probe's CSV, ``calibrate.copy_probe``); (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
+    from calibrate.probes.copy_probe import with_copy_probe
     from simulator.compare import compare
     from contracts import profile as profiles
     from contracts.checks import ConfigError
@@ -342,6 +344,8 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     from simulator.output.cluster_report import with_flags
     try:
         prof = with_server_probe(profiles.load(profile_path), list(server_rows))
+        if copy_rows and not prof.copy_s_per_byte:
+            prof = with_copy_probe(prof, list(copy_rows))
         link = load_link_calibration(out / "link.toml")
         if not prof.loop_s_per_step and without != LOOP:
             prof = replace(prof, loop_s_per_step=held_in_loop_s(runs or out / "runs", link,

@@ -117,15 +117,17 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
         parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
     else:
-        per_iter = {  # (only the scheme's own is priced)
-            "gather_scatter": lambda: coll("gather", ranks, grads) + coll("scatter", ranks, grads),
+        per_iter = {  # (only the scheme's own is priced; the flat vector's copies with it)
+            "gather_scatter": lambda: (coll("gather", ranks, grads) + coll("scatter", ranks, grads)
+                                       + plan.new_copy_s + plan.kept_copy_s),
             "per_tensor": lambda: sum(coll("allreduce", ranks, tb, alg)
                                       for tb in plan.tensor_bytes),
-            "flat": lambda: coll("allreduce", ranks, grads, plan.algorithm),
+            "flat": lambda: (coll("allreduce", ranks, grads, plan.algorithm)
+                             + plan.new_copy_s + 2 * plan.kept_copy_s),
         }[spec.exchange]()
         parts = _segments(finish(steps.T), per_iter)
-        if spec.exchange == "gather_scatter" and p > 1:
-            average_s = g * (p - 1) * grads * plan.iterations
+        if spec.exchange == "gather_scatter" and p > 1:   # the root's sum, stack, / size
+            average_s = (g * (p - 1) * grads + (p + 2) * plan.new_copy_s) * plan.iterations
             parts = _root_average(parts, average_s)
     time_s, compute, comm, wait = parts
     return build_result(spec, cfg, plan, workload, seed, "fast", time_s, compute, comm, wait,

@@ -54,6 +54,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
     model = _model(profile, workload.model)
     shm = profile.transport(spec.backend)
     grad = 2.0 if cfg.compression == "fp16" else model.bytes_per_param
+    flat = model.param_count * model.bytes_per_param     # the schemes' flat float32 vector
     return Plan(
         workers=workers,
         iterations=workload.iterations_per_worker(workers),
@@ -70,7 +71,14 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         server_rank=spec.server_rank(workers),
         server_update_s=model.server_s(profile.server),
         server_idle_curve=model.server_idle_curve,
-        mix_s=profile.server.update_s(model.param_count),   # v <- (1 - a) v + a w: one update
+        # v <- (1 - a) v + a w (real.schemes.async_avg.Holder.mix): v *= in place, a * w into
+        # a new numpy array (numpy asks for huge pages from 4 MiB on: madvise in its
+        # alloc.c, so not a fresh tensor's page faults), v += in place: three passes over
+        # the vector; by the parameter line where the host's copies are not measured
+        mix_s=(3 * profile.copy_s(flat, False) if profile.copy_s_per_byte
+               else profile.server.update_s(model.param_count)),
+        new_copy_s=profile.copy_s(flat, True),
+        kept_copy_s=profile.copy_s(flat, False),
         bytes_per_param=model.bytes_per_param,
         grad_bytes_per_param=grad,
         gradient_algorithm="ring" if spec.backend == "gloo" else cfg.algorithm,

@@ -44,6 +44,8 @@ class Plan:
     server_idle_curve: tuple[tuple[float, float], ...] = ()  # (idle s, update s): the update
                                            # after the server slept that long (() = flat)
     mix_s: float = 0.0                     # async_avg: rank 0 mixes one set of weights in
+    new_copy_s: float = 0.0                # the flat vector copied into a new tensor (flat_grads)
+    kept_copy_s: float = 0.0               # ... into one kept (load_flat_grads, an in-place op)
     bytes_per_param: float = 4.0           # of the weights (float32)
     grad_bytes_per_param: float = 4.0      # of a gradient as sent (2 with fp16 compression)
     gradient_algorithm: str = "ring"       # allreduce of gradients (allreduce, ddp, horovod)

@@ -27,6 +27,13 @@ class Setup:
     extra: dict = field(default_factory=dict)
 
 
+def host_copy(worker: Worker, copy_s: float):
+    """A scheme's own copy of its flat vector on the rank's core (``Plan.new_copy_s``,
+    ``kept_copy_s``); nothing where the host's copies are not measured."""
+    if copy_s > 0:
+        yield worker.compute(copy_s)
+
+
 def train_step(env, worker: Worker, recorder: Recorder, i: int, extra_s: float = 0.0):
     """One forward + backward + update on the worker's host, accounted as compute."""
     t0 = env.now

@@ -2,6 +2,15 @@
 
 * ``gather_scatter`` (gloo): rank 0 gathers the gradients, adds them up
   (``gamma * (P-1) * grad_bytes``) and scatters the mean back.
+
+The schemes that average one flat vector copy it on the host around the library's call,
+inside the run's communication row (``real.schemes``): the gradients into a new tensor
+(``flat_grads``, ``Plan.new_copy_s``: above 32 MiB new memory, its pages faulted in), the
+mean back into ``.grad`` (``load_flat_grads``, ``Plan.kept_copy_s``); mpi_allreduce also
+divides the sum in place (``buf /= P``), gather_scatter's root stacks the P parts into one
+new tensor, sums them into another and divides into a third (``torch.stack(parts).sum(0)
+/ size``). Each is charged in the rank's communication (``_copy``); the per-tensor
+schemes (allreduce, ddp) hand the gradients to the library where they lie.
 * ``allreduce`` (gloo or nccl): one allreduce per parameter tensor, as the loop
   over ``model.parameters()`` in ``real/schemes/allreduce.py`` (``tensor_param_counts``).
 * ``mpi_allreduce`` (MPI): one allreduce of the flat gradient buffer with the
@@ -51,15 +60,30 @@ def start_ddp(env, setup):
 
 def gather_scatter_rank(env, worker, comm, recorder, plan):
     ranks, n = plan.worker_ranks, plan.grad_bytes
+    p = len(ranks)
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
+        yield from _copy(env, worker, recorder, plan.new_copy_s, "flat_grads")
         yield from comm.gather(worker.rank, ranks, n, root=0)
         if worker.rank == ranks[0]:
             t0 = env.now
-            yield comm.reduce((len(ranks) - 1) * n)
+            yield comm.reduce((p - 1) * n)
+            yield env.timeout((p + 2) * plan.new_copy_s)   # stack, sum, / size: new tensors
             recorder.add(worker.rank, "compute", t0, env.now, "average")
         yield from comm.scatter(worker.rank, ranks, n, root=0)
+        yield from _copy(env, worker, recorder, plan.kept_copy_s, "load_flat_grads")
         _stepped(env, worker.rank, recorder, i)
+
+
+def _copy(env, worker, recorder, copy_s: float, what: str):
+    """The rank's own copy of its flat vector, in its communication row as the runs log it
+    (nothing where the host's copies are not measured). Its time, like the collective's,
+    is not shared with other jobs of the rank's cores, so the fast engine's segments
+    (``engine.fast``) price it alike."""
+    if copy_s > 0:
+        t0 = env.now
+        yield env.timeout(copy_s)
+        recorder.add(worker.rank, "comm", t0, env.now, what)
 
 
 def allreduce_rank(env, worker, comm, recorder, plan):
@@ -74,8 +98,10 @@ def allreduce_rank(env, worker, comm, recorder, plan):
 def mpi_allreduce_rank(env, worker, comm, recorder, plan):
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
+        yield from _copy(env, worker, recorder, plan.new_copy_s, "flat_grads")
         yield from comm.allreduce(worker.rank, plan.worker_ranks, plan.grad_bytes,
                                   plan.algorithm)
+        yield from _copy(env, worker, recorder, 2 * plan.kept_copy_s, "/= P, load_flat_grads")
         _stepped(env, worker.rank, recorder, i)
 
 

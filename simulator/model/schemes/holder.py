@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import simpy
 
-from simulator.model.schemes.base import Setup, train_step
+from simulator.model.schemes.base import Setup, host_copy, train_step
 
 DEFAULT_K = 10        # real/schemes/async_avg.py: DEFAULT_K when --average-every is 0
 
@@ -109,9 +109,13 @@ class Holder:
         self.progressed_at = env.now
 
     def mix_own(self):
-        """Rank 0 mixes its own weights in and continues from the mix."""
-        t0 = self.env.now
+        """Rank 0 mixes its own weights in and continues from the mix: its weights copied
+        out into a new tensor (``flat_params``), mixed, and the mix copied back
+        (``load_flat_params``; ``Plan.new_copy_s``, ``kept_copy_s``)."""
+        t0, plan = self.env.now, self.setup.plan
+        yield from host_copy(self.rank0, plan.new_copy_s)
         yield from self.mix()
+        yield from host_copy(self.rank0, plan.kept_copy_s)
         self.setup.recorder.add(0, "comm", t0, self.env.now, "mix own weights")
         self.setup.recorder.mix(self.env.now, 0, 1 / self.setup.plan.workers, reply=True)
 
@@ -146,13 +150,16 @@ def _worker(env, worker, holder: Holder, setup: Setup):
         rec.update(env.now, me, i, i, i)
         if (i + 1) % holder.every == 0:
             t0 = env.now
+            yield from host_copy(worker, plan.new_copy_s)   # flat_params: a new tensor
             reply = env.event()
             yield holder.inbox.put((me, reply, False, env.now, holder.push(me)))
             mixed_on = yield reply
+            yield from host_copy(worker, plan.kept_copy_s)  # load_flat_params
             rec.add(me, "comm", t0, env.now, "exchange")   # rank 0's step, then the exchange
             rec.add_staleness(mixed_on - read_version)
             read_version = mixed_on + 1
     t0 = env.now
+    yield from host_copy(worker, plan.new_copy_s)           # flat_params of the last weights
     received, crossed = env.event(), holder.push(me)
     yield holder.inbox.put((me, received, True, env.now, crossed))
     yield crossed if crossed is not None else received    # its send is done once it crossed
