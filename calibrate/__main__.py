@@ -88,6 +88,8 @@ def probe_steps(plan: planmod.ProbePlan, workdir: Path, plan_argv: list[str]) ->
     probe = ["python", "-m", "calibrate.probe", "--workdir", str(workdir)]
     steps = [(f"{part} probe", probe + ["--part", part] + plan_argv)
              for part in ("compute", "sharing", "server", "scheduler")]
+    steps.append(("copy probe", ["python", "-m", "calibrate.copy_probe",
+                                 "--out", str(workdir / "copies.csv")]))
     for workers in plan.comm_workers:
         for alg in plan.comm_algorithms:
             extra = [] if alg == "auto" else ["--allreduce-only", "--no-gloo"]

@@ -106,3 +106,20 @@ def test_gather_scatter_pays_the_roots_stack_sum_and_division_in_new_memory(p):
     with_ = simulate("gather_scatter", p, wl, fast, copies(prof))
     step = ((p + 3) * FRESH + KEPT) * n
     assert with_.time_s - without.time_s == pytest.approx(steps * step, rel=1e-6)
+
+
+def test_calibration_runs_the_copy_probe_and_its_fit_reads_what_it_wrote(tmp_path):
+    """python -m calibrate runs calibrate.copy_probe into its workdir; the fit gives the
+    profile its numbers, and none (0: not measured) where the workdir has no copies.csv."""
+    from calibrate.__main__ import probe_steps
+    from calibrate.fits import fit as fitmod
+    from calibrate.probes import plan
+    steps = dict(probe_steps(plan.full_plan(2), tmp_path, []))
+    assert steps["copy probe"][:3] == ["python", "-m", "calibrate.copy_probe"]
+    assert steps["copy probe"][-1] == str(tmp_path / "copies.csv")
+    assert fitmod._copies(fitmod._rows_if_probed(tmp_path, "copies.csv")) == {}
+    rows = [{"kind": k, "bytes": 40_000_000, "rep": 0, "time_s": 0.004 if k == "kept" else 0.02}
+            for k in ("kept", "fresh")]
+    pd.DataFrame(rows).to_csv(tmp_path / "copies.csv", index=False)
+    got = fitmod._copies(fitmod._rows_if_probed(tmp_path, "copies.csv"))
+    assert got == pytest.approx({"copy_s_per_byte": 1e-10, "fresh_copy_s_per_byte": 5e-10})

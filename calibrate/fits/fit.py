@@ -150,6 +150,13 @@ def _rows_if_probed(workdir: Path, name: str) -> list[dict]:
     return read_rows(path).to_dict("records") if path.exists() else []
 
 
+def _copies(rows: list[dict]) -> dict[str, float]:
+    """The host's copies of a flat vector (``calibrate.copy_probe``'s ``copies.csv``), kept
+    and fresh, per byte; none if not probed (the profile's 0: not measured)."""
+    from calibrate.probes.copy_probe import fit
+    return fit(rows) if rows else {}
+
+
 def _allreduce_alpha_from_runs(transports, runs, costs) -> tuple[tuple, str]:
     """gloo's allreduce latency per step from per-tensor ``allreduce`` runs, where there are
     any (``fit_comm.run_allreduce_alpha``): training's calls, not the probe's tight loop."""
@@ -229,7 +236,8 @@ def build(workdir: str | Path, runs_dir: str | Path | None = None, max_workers: 
         balance_delay_s=sched_probe.balance_delay_s(balance),
         wake_wait_s=sched_probe.wake_wait_s(_rows_if_probed(workdir, "wake.csv")),
         balance_delays_s=sched_probe.balance_delays_s(balance),
-        loop_s_per_step=runsmod.loop_per_step_s(runs.loop_s) if runs else 0.0)
+        loop_s_per_step=runsmod.loop_per_step_s(runs.loop_s) if runs else 0.0,
+        **_copies(_rows_if_probed(workdir, "copies.csv")))
     compute_table = pd.concat([fit_compute.step_errors(c, steps) for c in costs], ignore_index=True)
     return FitResult(profile, points, {(f.backend, f.op, f.algorithm, f.workers): lines
                                        for f, lines in pairs},
