@@ -74,3 +74,31 @@ def test_ddp_compute_row_is_not_set_against_the_sleeps():
             "predicted_comm_s": 0.0, "predicted_wait_s": 0.0}
     row = point_row([parts], pred, slept_step_s=0.030, overlaps=True)
     assert row["gap_sleeps_ms"] == 0.0 and row["where"] == "comm"
+
+
+def test_onehost_gap_sets_the_rows_and_the_loop_against_the_models_compute():
+    # benchmarks/onehost_parts: the same split, the loop's Python a step (rank 0's 3 ms over
+    # 4 steps, scaled by 4/3 as epoch_parts scales it) beside the compute rows
+    from benchmarks.onehost_parts import point_parts, step_count
+    it = _iterations()
+    parts = {**record_parts(_record(0.150, 0.135), it, server=False),
+             "workers_steps": step_count(it, server=False)}
+    n = 4
+    pred = {"measured_s": 0.160, "predicted_s": 0.140, "predicted_compute_s": 0.034 * n,
+            "predicted_comm_s": 0.001 * n, "predicted_wait_s": 0.0}
+    row = point_parts([parts], pred, loop_s=0.001, overlaps=False)
+    scale = n / (n - 1)
+    assert row["loop_step_ms"] == pytest.approx(3 * scale / n)
+    assert row["gap_compute_ms"] == pytest.approx((34 - 32 - 3 * scale / n) * n)
+    total = row["gap_outside_ms"] + row["gap_compute_ms"] + row["gap_comm_ms"]
+    assert total == pytest.approx(140 - (3 + 3 + 99) * scale)
+    assert row["predicted_loop_ms"] == 1.0
+    assert point_parts([parts], pred, 0.001, overlaps=True)["gap_compute_ms"] == 0.0
+
+
+def test_onehost_steps_are_a_workers_not_the_servers_pushes():
+    from benchmarks.onehost_parts import step_count
+    it = _iterations()
+    server = pd.concat([it, it[it["rank"] == 0].assign(iteration=lambda d: d["iteration"] + 4)])
+    assert step_count(server, server=True) == 4
+    assert step_count(server, server=False) == 8
