@@ -46,7 +46,7 @@ from collections import deque
 import simpy
 
 from simulator.model.comm import polls
-from simulator.model.schemes.base import Setup, train_step
+from simulator.model.schemes.base import Setup, host_copy, train_step
 
 
 def start_ps_sync(env, setup: Setup):
@@ -66,10 +66,12 @@ def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since):
     for i in range(plan.iterations + 1):
         t0 = since[plan.worker_of(worker.rank)] = env.now
         yield inbox.get()
+        yield from host_copy(worker, plan.kept_copy_s)      # load_flat_params
         recorder.add(worker.rank, "comm", t0, env.now, "read w")
         if i == plan.iterations:            # the answer to its last push
             return
         yield from train_step(env, worker, recorder, i)
+        yield from host_copy(worker, plan.new_copy_s)       # flat_grads: a new tensor
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
 
@@ -183,10 +185,12 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle, first
         yield comm.transfer(server.rank, me, n)
     else:                                                # ... from ``first_w``
         yield first.get()
+    yield from host_copy(worker, plan.kept_copy_s)          # load_flat_params
     recorder.add(me, "comm", t0, env.now, "read w")
     read_version = 0
     for i in range(plan.iterations):
         yield from train_step(env, worker, recorder, i)
+        yield from host_copy(worker, plan.new_copy_s)       # flat_grads: a new tensor
         t0 = env.now
         # before the server's turn: between hosts the whole push, on one host its request
         ahead = comm.leg(me, server.rank, n if across else 0)
@@ -212,6 +216,7 @@ def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle, first
             loop.release(turn)
         recorder.add(me, "comm", t0, t1, "push")
         recorder.add(me, "wait", t1, t2, "server")
+        yield from host_copy(worker, plan.kept_copy_s)      # load_flat_params
         recorder.add(me, "comm", t2, env.now, "read w")
         recorder.add_staleness(applied_on - read_version)
         read_version = applied_on + 1
