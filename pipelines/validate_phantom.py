@@ -19,7 +19,9 @@ and the libraries, which is what this validates:
 3. for each rate of ``--bandwidths``, the rate ``--calibrate-at`` first: the cluster up
    (``real.cluster up``, one host more than the largest P); at ``--calibrate-at`` only,
    ``python -m calibrate.link`` (two hosts: latency, payload rate, socket buffer,
-   per-message CPU); then, for each workload and each P in turn, ``real.sweep
+   per-message CPU) and ``python -m calibrate.copy_probe`` (the host's copies of a flat
+   vector, ``OUT/copies.csv``, for a profile without them); then, for each workload and
+   each P in turn, ``real.sweep
    --cluster --compute phantom`` of the schemes still running there, ``--repeats``
    runs a point, testbed-bound runs retried once. A scheme stops at a workload and
    rate where its runs are testbed-bound (the machine, not the network, set the pace:
@@ -260,6 +262,9 @@ def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profi
         if rate == (args.calibrate_at or args.bandwidths[0]) and not link_toml.exists():
             vc._run([sys.executable, "-m", "calibrate.link", "--out", str(link_toml),
                      "--workdir", str(out / "link")], out / "logs" / "link.log", 600, PROG)
+            if not (out / COPIES).exists():         # the host's copies (calibrate.copy_probe)
+                vc._run([sys.executable, "-m", "calibrate.copy_probe", "--out", str(out / COPIES)],
+                        out / "logs" / "copies.log", 120, PROG)
         link = load_link_calibration(link_toml)
         for wl in loads:
             for p in args.workers:
@@ -334,9 +339,10 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     ``server_rows``' (a server probe's ``server_update.csv``), a profile without the training
     loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
     none, what it moves), a profile without the host's copies takes ``copy_rows``' (a copy
-    probe's CSV, ``calibrate.copy_probe``); (rows, the link) or a usage line."""
+    probe's rows, ``calibrate.copy_probe``), or else ``OUT/copies.csv``'s where the
+    validation made one; (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
-    from calibrate.probes.copy_probe import with_copy_probe
+    from calibrate.probes.copy_probe import read_rows, with_copy_probe
     from simulator.compare import compare
     from contracts import profile as profiles
     from contracts.checks import ConfigError
@@ -344,6 +350,11 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     from simulator.output.cluster_report import with_flags
     try:
         prof = with_server_probe(profiles.load(profile_path), list(server_rows))
+        if not copy_rows and (out / COPIES).exists():
+            try:
+                copy_rows = tuple(read_rows(out / COPIES))
+            except ValueError as e:
+                return None, str(e)
         if copy_rows and not prof.copy_s_per_byte:
             prof = with_copy_probe(prof, list(copy_rows))
         link = load_link_calibration(out / "link.toml")
@@ -364,6 +375,8 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     df["held_out"] = df["workers"] > calibrate_workers
     return with_flags(df, link.shaped_bits_per_s), link
 
+
+COPIES = "copies.csv"        # the validation's copy probe (calibrate.copy_probe), beside link.toml
 
 # the link calibration's mechanisms (calibrate.link), each one taken out for --mechanisms
 WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
