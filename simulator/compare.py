@@ -70,6 +70,7 @@ from contracts.cluster import (
     load_link_calibration,
 )
 from contracts.workload import Workload
+from simulator.model.comm import polls
 from simulator.model.config import SchemeConfig
 from simulator.model.schemes import SCHEMES
 from simulator.stalls import stall_figures
@@ -162,17 +163,6 @@ def phantom_workloads(groups: dict, given) -> dict:
 WAIT_SLEEP_ENV = "PSGD_WAIT_SLEEP_S"     # real.launch.dist.WAIT_SLEEP_ENV (simulator imports no real)
 
 
-def poll_delay_s(poll_s: float) -> float:
-    """How late a rank that waits in sleeping polls (``real.launch.dist.wait``: ``Test``, then
-    sleeps doubling from 50 us up to ``poll_s``) sees a step of its collective end, on
-    average: once its wait has backed off, it polls every ``poll_s`` and the step ends
-    anywhere between two polls, so ``poll_s / 2``. Paid once per step of an MPI
-    collective: MPICH advances a non-blocking collective only inside the progress poll of
-    ``MPI_Test`` (``MPIR_Test_impl``, src/mpi/request/request_impl.c, calls
-    ``MPID_Progress_test``), so each step's next send waits for the rank's next poll."""
-    return poll_s / 2
-
-
 def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
     """``profile`` for a record whose ranks waited in sleeping polls (its environment's
     ``sleeping_waits``, phantom runs on the emulated cluster): MPI's collectives cost
@@ -188,7 +178,7 @@ def polled_profile(profile: profiles.Profile, rec: dict) -> profiles.Profile:
                           f"{waits.get(WAIT_SLEEP_ENV)!r}, not a number of seconds") from None
     if poll_s <= 0:
         return profile
-    delay = poll_delay_s(poll_s)
+    delay = polls.step_delay_s(poll_s)
     transports = tuple(
         replace(t, collective_alpha_s={op: t.alpha_s + t.step_extra_s(op) + delay
                                        for op in ("allreduce", "bcast", "gather", "scatter")},

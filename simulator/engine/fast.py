@@ -19,6 +19,10 @@ The cores are a fluid here: with a profile's ``balance_delay_s`` (per-core run
 queues, ``model.hardware.cores``) ``engine="auto"`` takes the SimPy model for an
 oversubscribed host, and a forced ``engine="fast"`` ignores the delay.
 
+psgd's average where its MPI ranks sleep between polls is played out poll by poll
+(``comm.iallreduce``), each rank leaving at its own poll: exact for one average at the
+end; ``engine.run`` sends averages every K steps to the SimPy model.
+
 Imports: numpy, simulator.model.comm.closed_forms, simulator.model (comm, network), engine
 (placement, result).
 """
@@ -26,13 +30,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.model.comm.closed_forms import steps as step_count
 from simulator.engine.placement import Layout
 from simulator.engine.result import build_result
 from simulator.engine.slowed import ddp_slowed, horovod_slowed
 from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
+from simulator.model.comm.closed_forms import steps as step_count
 from simulator.model.comm.costs import collective_time_s
+from simulator.model.comm.iallreduce import RouteFlights, leave_s, polled
 from simulator.model.network import nccl_order
 from simulator.model.schemes.fusion import ahead, cycles, uncovered_s
 
@@ -115,7 +120,13 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         k = plan.avg_every or plan.iterations
         bounds = list(range(0, plan.iterations, k)) + [plan.iterations]
         work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
-        parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
+        if spec.exchange == "average" and p > 1 and polled(transport):   # one segment (run)
+            done = finish(work)[-1]
+            parts = _polled_end(done, leave_s(list(done), transport.poll_s, n,
+                                              RouteFlights(routes, ranks),
+                                              reduce_s_per_byte=g))
+        else:
+            parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
     else:
         per_iter = {  # (only the scheme's own is priced; the flat vector's copies with it)
             "gather_scatter": lambda: (coll("gather", ranks, grads) + coll("scatter", ranks, grads)
@@ -156,6 +167,13 @@ def _segments(finish: np.ndarray, comm_s: float):
     comm = np.full(finish.shape[1], comm_s * len(slowest)) if comm_s > 0 else np.zeros(finish.shape[1])
     wait = (slowest[:, None] - finish).sum(axis=0) if finish.shape[1] > 1 else np.zeros(1)
     return time_s, finish.sum(axis=0), comm, wait
+
+
+def _polled_end(arrive: np.ndarray, leave: list[float]):
+    """One segment ending in psgd's polled average (``comm.iallreduce``): each rank waits
+    for the last one in, then is in the call until it leaves at its own ``leave``."""
+    last, leave = arrive.max(), np.asarray(leave)
+    return float(leave.max()), arrive.copy(), leave - last, last - arrive
 
 
 def _started(parts, start_s: float):

@@ -10,7 +10,7 @@ the vectorised fast path (``engine="fast"``, see ``engine.fast``) which computes
 the same thing without one event per message. ``engine="auto"`` picks the
 fast path where it is exact (and for ``ddp`` only where no host is oversubscribed).
 
-Imports: numpy, contracts, simulator.model (config, schemes, workload), engine
+Imports: numpy, contracts, simulator.model (comm.iallreduce, config, schemes, workload), engine
 (des, fast, placement, result).
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from simulator.engine.fast import FAST_EXCHANGES, simulate_fast
 from simulator.engine.fidelity import auto_fidelity
 from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
+from simulator.model.comm.iallreduce import polled
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.hardware.ddp_calls import ddp_step_s
 from simulator.model.hardware.input_pipeline import input_step_s
@@ -215,6 +216,13 @@ def _use_fast(run: Layout, cfg: SchemeConfig, workload: Workload, trace: bool) -
     if cfg.engine == "des" or trace:
         return False
     ok = spec.synchronous and cfg.fidelity == "analytic" and spec.exchange in FAST_EXCHANGES
+    # psgd's polled averages leave each rank at its own poll: the next steps start apart
+    apart = bool(spec.exchange == "average" and polled(run.transport) and cfg.avg_every
+                 and run.workers > 1)
+    if cfg.engine == "fast" and apart:
+        raise ConfigError("psgd's averages every K steps, waited in sleeping polls, let its "
+                          "ranks go on apart: use engine des or auto")
+    ok = ok and not apart
     if cfg.engine == "fast" and not ok:
         raise ConfigError(f"the fast path runs synchronous schemes with analytic communication "
                           f"only, not {spec.name!r} with {cfg.fidelity!r}")

@@ -21,7 +21,8 @@ call stretches to ``max(its time, cpu / speed)``. Leaving the call, such a
 rank needs a core again: while every core of its host computes it waits for
 the scheduler (``CoreHost.wake``).
 
-Imports: SimPy, ``contracts``, ``libraries.gloo``, ``model.network``, ``model.recorder``.
+Imports: SimPy, ``contracts``, ``libraries.gloo``, ``model.comm.iallreduce``, ``model.network``,
+``model.recorder``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from libraries.gloo import gloo_ring_sent_segments
 from simulator.model.comm.closed_forms import collective_s, steps
 from contracts.profile import Transport
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
+from simulator.model.comm.iallreduce import RouteFlights, leave_s, polled, sent_bytes
 from simulator.model.network import Routes, nccl_order
 from simulator.model.recorder import Recorder
 
@@ -61,6 +63,19 @@ class _Call:
         self.left = 0                       # ranks that have left
         self.cpu_done = cpu_done            # the ranks' CPU for the call is done
         self.leaving: list[tuple] = []      # (together) (rank, event it waits on), in turn
+
+
+class _PolledCall:
+    """One ``iallreduce`` in sleeping polls while its ranks are in it."""
+    __slots__ = ("arrivals", "arrived", "done", "last_at", "leaves", "left")
+
+    def __init__(self, done: simpy.Event, p: int):
+        self.arrivals = [0.0] * p           # when each rank (by index) came in
+        self.arrived = 0
+        self.left = 0
+        self.last_at = 0.0
+        self.leaves: list[float] = []       # when each leaves (``leave_s``)
+        self.done = done                    # the last rank is in: ``leaves`` known
 
 
 class Comm:
@@ -93,6 +108,16 @@ class Comm:
             chosen = self._chosen[key] = resolve_algorithm(self.transport.backend, algorithm,
                                                            ranks, n_bytes, self.routes)
         return self._collective("allreduce", rank, ranks, n_bytes, 0, chosen, record)
+
+    def iallreduce(self, rank, ranks, n_bytes, algorithm="ring", record=True):
+        """psgd's average: ``MPI_Iallreduce`` waited in ``real.launch.dist.wait``. Where an
+        MPI rank sleeps between polls (``Transport.poll_s``) its rounds advance at the
+        ranks' polls (``comm.iallreduce``), each rank leaving at its own; else it costs
+        what ``allreduce`` does."""
+        if not polled(self.transport):
+            return self.allreduce(rank, ranks, n_bytes, algorithm, record)
+        return self._polled(rank, ranks if isinstance(ranks, tuple) else tuple(ranks), n_bytes,
+                            record)
 
     def gather(self, rank, ranks, n_bytes, root=0, record=True):
         return self._collective("gather", rank, ranks, n_bytes, root, "-", record)
@@ -151,17 +176,8 @@ class Comm:
         if p == 1:
             return
         env = self.env
-        # groups are long-lived tuples, known by their id (hashing them is O(P))
-        group = self._groups.get(id(ranks))
-        if group is None:
-            group = self._groups[id(ranks)] = _Group(ranks)
-        i = group.index[rank]
-        seq = group.seq[i]
-        group.seq[i] = seq + 1
-        call = group.calls.get(seq)
-        if call is None:
-            call = group.calls[seq] = _Call(env.event(), self._extra_s(kind, ranks, n_bytes,
-                                                                       algorithm))
+        group, i, seq, call = self._join(rank, ranks, lambda: _Call(
+            env.event(), self._extra_s(kind, ranks, n_bytes, algorithm)))
         arrived_at = env.now
         hosts = self.hosts
         if hosts:
@@ -196,6 +212,51 @@ class Comm:
             waited_until = min(last, now)
             self.recorder.add(rank, "wait", arrived_at, waited_until, kind)
             self.recorder.add(rank, "comm", waited_until, now, kind)
+
+    def _join(self, rank, ranks: tuple, new_call):
+        """(group, rank's index, call number, call) of ``rank``'s next call in ``ranks``'
+        group, the call made by ``new_call()`` if it is the first one in."""
+        # groups are long-lived tuples, known by their id (hashing them is O(P))
+        group = self._groups.get(id(ranks))
+        if group is None:
+            group = self._groups[id(ranks)] = _Group(ranks)
+        i = group.index[rank]
+        seq = group.seq[i]
+        group.seq[i] = seq + 1
+        call = group.calls.get(seq)
+        if call is None:
+            call = group.calls[seq] = new_call()
+        return group, i, seq, call
+
+    def _polled(self, rank, ranks, n_bytes, record):
+        """``iallreduce`` in sleeping polls: once the last rank is in, ``leave_s`` from every
+        rank's arrival (``RouteFlights``); a rank waits until the last is in, and the rest
+        of its time in the call is comm."""
+        if len(ranks) == 1:
+            return
+        env = self.env
+        group, i, seq, call = self._join(rank, ranks,
+                                         lambda: _PolledCall(env.event(), len(ranks)))
+        arrived_at = env.now
+        call.arrivals[i] = arrived_at
+        call.arrived += 1
+        if call.arrived == len(ranks):
+            call.last_at = arrived_at
+            call.leaves = leave_s(call.arrivals, self.transport.poll_s, n_bytes,
+                                  RouteFlights(self.routes, ranks),
+                                  reduce_s_per_byte=self.gamma_s_per_byte)
+            if hasattr(self, "network"):          # (the message fidelity counts bytes)
+                for r, sent in zip(ranks, sent_bytes(len(ranks), n_bytes)):
+                    self.network.bytes_sent[r] += sent
+            call.done.succeed()
+        yield call.done
+        yield env.timeout(call.leaves[i] - env.now)
+        call.left += 1
+        if call.left == len(ranks):
+            del group.calls[seq]
+        if record:
+            self.recorder.add(rank, "wait", arrived_at, call.last_at, "allreduce")
+            self.recorder.add(rank, "comm", call.last_at, env.now, "allreduce")
 
     def _leave_together(self, call, kind, ranks, root, event) -> None:
         """The ranks of a call leave it together (``event``: the end of its messages), in

@@ -44,6 +44,24 @@ def checks_s(poll_s: float, until_s: float) -> list[float]:
     return out
 
 
+def sleeps_s(poll_s: float):
+    """The sleeps between a waiting rank's polls, without end: 50 us doubling up to
+    ``poll_s`` (> 0), each after a poll that found nothing done."""
+    nap = FIRST_SLEEP_S
+    while True:
+        yield min(nap, poll_s)
+        nap *= 2
+
+
+def step_delay_s(poll_s: float) -> float:
+    """How late a rank that waits in sleeping polls sees a step of a collective end, on
+    average, once its wait has backed off: it polls every ``poll_s`` and the step ends
+    anywhere between two polls, so ``poll_s / 2``. ``simulator.compare.polled_profile``
+    charges it a step of every MPI collective; where the call's rounds are played out poll
+    by poll (``model.comm.iallreduce``) it is not charged again."""
+    return poll_s / 2
+
+
 def interval_s(waited_s: float, poll_s: float) -> float:
     """The sleep between the polls of a rank that has waited ``waited_s`` (the one it is
     in, or starts, at that moment)."""

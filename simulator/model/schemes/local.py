@@ -3,7 +3,9 @@
 * ``serial``: one process, plain mini-batch SGD.
 * ``psgd``: each rank trains on its 1/P shard; weights are averaged by an
   allreduce of ``param_bytes`` every ``avg_every`` steps and once at the end
-  (``avg_every = 0``: only at the end, the one-shot average of seed 000).
+  (``avg_every = 0``: only at the end, the one-shot average of seed 000): an
+  ``MPI_Iallreduce`` waited in ``real.launch.dist.wait`` (``Comm.iallreduce``: where
+  the ranks sleep between polls, its rounds advance at their polls).
 * ``async_avg``: see ``holder`` (the weight holder lives in rank 0).
 * ``hogwild``: P processes on one host update one model in shared memory
   without locks: compute only, plus a per-update memory cost; the cores are
@@ -52,8 +54,8 @@ def psgd_rank(env, worker, comm, recorder, plan):
         yield from train_step(env, worker, recorder, i)
         recorder.update(env.now, me, i, i, i)
         if k and (i + 1) % k == 0 and i + 1 < plan.iterations:
-            yield from comm.allreduce(me, plan.worker_ranks, plan.param_bytes, plan.algorithm)
+            yield from comm.iallreduce(me, plan.worker_ranks, plan.param_bytes, plan.algorithm)
             recorder.average(env.now, plan.worker_ranks, i)
         recorder.after_step(env.now, me, i + 1)     # every replica: the point is their mean
-    yield from comm.allreduce(me, plan.worker_ranks, plan.param_bytes, plan.algorithm)
+    yield from comm.iallreduce(me, plan.worker_ranks, plan.param_bytes, plan.algorithm)
     recorder.average(env.now, plan.worker_ranks, "final")
