@@ -22,7 +22,11 @@ left out):
   row holds its bucket all-reduces: there the whole gap is *comm*).
 
 The gap, predicted less measured (ms an epoch), is *outside* + *compute* + *comm*, *comm*
-the rest. *where*: the part that holds most of it. ``--loop-ms`` predicts with that loop
+the rest. Also a rank's *CPU a step* (all its threads, the mean over the ranks:
+``benchmarks.ddp_breakdown.cpu_per_step_s``) and, for gloo's per-tensor allreduce, the CPU
+the model gives a rank's calls a step (``simulator.model.comm.base.call_cpu_s`` over the
+model's tensors): beside a scheme without calls at the same P (psgd), what the calls cost
+the cores. *where*: the part that holds most of it. ``--loop-ms`` predicts with that loop
 instead of the profile's (0: none), to show what the loop moves. Reads records only; the
 records ``simulator.compare`` leaves out (disturbed) are left out here.
 
@@ -49,6 +53,18 @@ def step_count(it: pd.DataFrame, server: bool) -> int:
     return int(workers[workers["iteration"] >= 0].groupby("rank").size().max())
 
 
+def calls_cpu_s(prof, scheme: str, workers: int, model: str) -> float:
+    """The CPU the model gives one rank's collective calls a step where the scheme is
+    gloo's per-tensor allreduce (``call_cpu_s`` of each tensor's ring); NaN elsewhere."""
+    from simulator.model.comm.base import call_cpu_s
+    from simulator.model.schemes import SCHEMES as MODEL_SCHEMES
+    if MODEL_SCHEMES[scheme].exchange != "per_tensor" or workers < 2:
+        return float("nan")
+    t = prof.transport("gloo")
+    return sum(call_cpu_s(t, "allreduce", workers, 4.0 * c, "gloo_ring", False)
+               for c in prof.model(model).tensor_counts)
+
+
 def point_parts(parts: list[dict], pred: dict, loop_s: float, overlaps: bool) -> dict:
     """A point's parts (ms an epoch, ms a step), measured (the mean over its records'
     ``record_parts`` with ``workers_steps``, a worker's steps) against ``pred`` (its
@@ -71,6 +87,7 @@ def point_parts(parts: list[dict], pred: dict, loop_s: float, overlaps: bool) ->
             "comm_wait_step_ms": m["comm_wait_s"] * 1e3,
             "predicted_comm_wait_step_ms": (pred["predicted_comm_s"]
                                             + pred["predicted_wait_s"]) / n * 1e3,
+            "cpu_step_ms": m["cpu_s"] * 1e3,
             "where": max(gap, key=lambda k: abs(gap[k])),
             **{f"gap_{k}_ms": v * 1e3 for k, v in gap.items()}, "steps": n,
             "runs": len(parts)}
@@ -88,6 +105,7 @@ def profile_of(folder: Path):
 def folder_parts(folder: Path, schemes: set[str] | None, loop_ms: float | None) -> pd.DataFrame:
     """Every point of one one-host validation (of ``schemes``, all where None), a row each;
     ValueError with one line where the folder cannot be read."""
+    from benchmarks.ddp_breakdown import cpu_per_step_s
     from benchmarks.phantom_parts import record_parts
     from contracts import record_archive
     from real.schemes import SCHEMES
@@ -112,12 +130,15 @@ def folder_parts(folder: Path, schemes: set[str] | None, loop_ms: float | None) 
                 parts = []
                 for r in recs:
                     it = iterations_of(r)
-                    parts.append({**record_parts(r, it, server),
-                                  "workers_steps": step_count(it, server)})
+                    n = step_count(it, server)
+                    parts.append({**record_parts(r, it, server), "workers_steps": n,
+                                  "cpu_s": cpu_per_step_s(r, n)})
                 out.append({"folder": folder.name, "scheme": scheme.name, "workers": workers,
                             "held_out": bool(pred.iloc[0]["held_out"]),
                             **point_parts(parts, pred.iloc[0].to_dict(), prof.loop_s_per_step,
-                                          MODEL_SCHEMES[scheme.name].overlaps_backward)})
+                                          MODEL_SCHEMES[scheme.name].overlaps_backward),
+                            "predicted_calls_cpu_step_ms": 1e3 * calls_cpu_s(
+                                prof, scheme.name, workers, wl.model)})
     except record_archive.ArchiveError as e:
         raise ValueError(str(e)) from None
     return pd.DataFrame(out)
@@ -129,7 +150,8 @@ COLUMNS = {"scheme": "scheme", "workers": "P", "held_out": "held out", "error": 
            "compute_step_ms": "compute row a step", "loop_step_ms": "loop a step",
            "predicted_compute_step_ms": "predicted compute a step",
            "predicted_loop_ms": "of which loop", "comm_wait_step_ms": "comm+wait a step",
-           "predicted_comm_wait_step_ms": "predicted", "where": "where"}
+           "predicted_comm_wait_step_ms": "predicted", "cpu_step_ms": "CPU a step",
+           "predicted_calls_cpu_step_ms": "model's calls' CPU", "where": "where"}
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -139,8 +161,11 @@ def markdown(df: pd.DataFrame) -> str:
             return f"{100 * v:+.1f}%"
         if k == "held_out":
             return "yes" if v else ""
+        if isinstance(v, float) and v != v:
+            return "-"
         if k in ("compute_step_ms", "loop_step_ms", "predicted_compute_step_ms",
-                 "predicted_loop_ms", "comm_wait_step_ms", "predicted_comm_wait_step_ms"):
+                 "predicted_loop_ms", "comm_wait_step_ms", "predicted_comm_wait_step_ms",
+                 "cpu_step_ms", "predicted_calls_cpu_step_ms"):
             return f"{v:.2f}"
         return f"{v:.0f}" if isinstance(v, float) else str(v)
     lines = ["| " + " | ".join(COLUMNS.values()) + " |", "|" + "---|" * len(COLUMNS)]

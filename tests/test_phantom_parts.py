@@ -82,7 +82,7 @@ def test_onehost_gap_sets_the_rows_and_the_loop_against_the_models_compute():
     from benchmarks.onehost_parts import point_parts, step_count
     it = _iterations()
     parts = {**record_parts(_record(0.150, 0.135), it, server=False),
-             "workers_steps": step_count(it, server=False)}
+             "workers_steps": step_count(it, server=False), "cpu_s": 0.040}
     n = 4
     pred = {"measured_s": 0.160, "predicted_s": 0.140, "predicted_compute_s": 0.034 * n,
             "predicted_comm_s": 0.001 * n, "predicted_wait_s": 0.0}
@@ -92,7 +92,7 @@ def test_onehost_gap_sets_the_rows_and_the_loop_against_the_models_compute():
     assert row["gap_compute_ms"] == pytest.approx((34 - 32 - 3 * scale / n) * n)
     total = row["gap_outside_ms"] + row["gap_compute_ms"] + row["gap_comm_ms"]
     assert total == pytest.approx(140 - (3 + 3 + 99) * scale)
-    assert row["predicted_loop_ms"] == 1.0
+    assert row["predicted_loop_ms"] == 1.0 and row["cpu_step_ms"] == pytest.approx(40.0)
     assert point_parts([parts], pred, 0.001, overlaps=True)["gap_compute_ms"] == 0.0
 
 
@@ -102,3 +102,14 @@ def test_onehost_steps_are_a_workers_not_the_servers_pushes():
     server = pd.concat([it, it[it["rank"] == 0].assign(iteration=lambda d: d["iteration"] + 4)])
     assert step_count(server, server=True) == 4
     assert step_count(server, server=False) == 8
+
+
+def test_onehost_calls_cpu_is_the_models_share_of_every_ring_step():
+    # gloo's ring: 2 (P - 1) steps of alpha a call, cpu_fraction of them on a core, a call
+    # per tensor; bytes free here. None for a scheme without per-tensor calls.
+    from benchmarks.onehost_parts import calls_cpu_s
+    from simulator.testing import make_profile
+    prof = make_profile(layer_param_counts=(100, 10), alpha_s=1e-3, beta_s_per_byte=0.0,
+                        cpu_fraction=0.5)
+    assert calls_cpu_s(prof, "allreduce", 3, "toy") == pytest.approx(0.5 * 2 * 2 * 1e-3 * 2)
+    assert calls_cpu_s(prof, "psgd", 3, "toy") != calls_cpu_s(prof, "psgd", 3, "toy")
