@@ -69,6 +69,44 @@ def test_ps_sync_sends_of_w_wait_for_the_workers_acks(p):
     assert r.time_s == pytest.approx(3 * per_iteration + p * (m + POLL_S), rel=1e-9)
 
 
+def test_mpi_init_connects_rank_0_to_its_dissemination_partners_only():
+    """strace of ranks that only call MPI_Init (and ``benchmarks/first_contact.py``):
+    rank 0 connected to every peer at 4 ranks, and not to 3 at 6, nor to 3, 6, 7, 10 at 13."""
+    from simulator.model.comm.mpich import init_peers
+    assert init_peers(0, 4) == {1, 2, 3}
+    assert set(range(1, 6)) - init_peers(0, 6) == {3}
+    assert set(range(1, 13)) - init_peers(0, 13) == {3, 6, 7, 10}
+    assert len(init_peers(0, 17)) == 8 and len(init_peers(0, 9)) == 6
+
+
+def test_ps_sync_first_w_opens_the_connections_mpi_init_left_closed():
+    """P = 5 (six ranks): only worker 3 is not connected to the server by MPI_Init. The
+    first w goes to workers 1 and 2 in m + poll = 3 ms each (m = 2 ms, as above); worker 3's
+    waits for the connection (4 latencies, and one and a half of the worker's 1 ms polls),
+    then the worker, which answered at a poll and polls every 1 ms from there, sees the w
+    that arrived m + alpha (2.01 ms) after that answer 3 ms after it, and the server, whose
+    wait began when w left, sees the ack at its check of 3.55 ms; workers 4 and 5 take
+    3 ms each again. The later iterations' sends are as before."""
+    prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
+    n, alpha = prof.models[0].grad_bytes, 1e-5
+    beta = (2e-3 - alpha) / n
+    m = alpha + n * beta
+    polled = replace(prof, transports=tuple(replace(t, poll_s=POLL_S) for t in prof.transports))
+    cluster = Cluster(hosts=6, cores_per_host=1,
+                      link=Link(bandwidth_bytes_per_s=1 / beta, latency_s=alpha))
+    r = simulate(SchemeConfig("ps_sync", fidelity="message"), 5, Workload(model="toy",
+                                                                          iterations=2),
+                 cluster, polled, trace=True)
+    rows = sorted((e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6, e["tid"], e["name"])
+                  for e in r.trace["traceEvents"] if e.get("ph") == "X")
+    sends = [(t0, t1) for t0, t1, rank, name in rows if rank == 0 and name == "send w"]
+    got_w = [t1 for t0, t1, rank, name in rows if rank == 3 and name == "read w"]
+    opened = 4 * alpha + 1.5e-3 + 3.55e-3
+    assert sends[0][1] - sends[0][0] == pytest.approx(4 * (m + POLL_S) + opened, rel=1e-9)
+    assert sends[1][1] - sends[1][0] == pytest.approx(5 * (m + POLL_S), rel=1e-9)
+    assert got_w[0] == pytest.approx(2 * (m + POLL_S) + 3 * alpha + 1.5e-3 + 3e-3, rel=1e-9)
+
+
 def test_ps_async_answers_wait_for_the_workers_acks():
     """One worker, w and the push 2 ms each: the server, idle since its last answer, takes
     the push poll / 2 late; the worker, waiting since its push saw the ack, takes w poll / 2

@@ -31,6 +31,29 @@ def _pof2(p: int) -> int:
     return 1 << (p.bit_length() - 1)
 
 
+def init_peers(rank: int, n_ranks: int) -> frozenset[int]:
+    """The ranks whose connection to ``rank`` MPI_Init opens in the network module:
+    ``rank +- 2^k`` (mod ``n_ranks``) for every ``2^k < n_ranks``, a dissemination
+    exchange's partners. Every other pair opens its connection on its first message
+    (libfabric's tcp provider connects on demand: ``xnet_get_conn``). Measured, not read
+    from MPICH's source: ``strace`` of ranks that only call ``MPI_Init`` (ofi netmod, tcp
+    provider over loopback, ``MPIR_CVAR_NOLOCAL=1``) shows rank 0 connected to exactly
+    these 6 / 8 / 8 peers of 8 / 12 / 16 at 9 / 13 / 17 ranks and to every peer at 4, and
+    ``benchmarks/first_contact.py`` lists them in every run. Which of MPI_Init's own
+    collectives on the world (the ofi netmod's, ``ch4/netmod/ofi/ofi_addr_exchange.c``)
+    pairs them is not pinned down: the barrier, allreduce and allgather algorithm CVARs do
+    not change them. The runs' own collectives
+    before training (the runner's barriers, ``allgather`` and ``bcast``: dissemination,
+    Bruck's, recursive doubling or a binomial tree at these sizes) pair rank 0 with no
+    other rank: at 13 ranks rank 0's first sends after them open exactly 3, 6, 7 and 10."""
+    peers, step = set(), 1
+    while step < n_ranks:
+        peers.update({(rank + step) % n_ranks, (rank - step) % n_ranks})
+        step *= 2
+    peers.discard(rank)
+    return frozenset(peers)
+
+
 # ---------------------------------------------------------------- allreduce
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):

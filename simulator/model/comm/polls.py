@@ -30,6 +30,8 @@ Imports: nothing of the model.
 """
 from __future__ import annotations
 
+import math
+
 FIRST_SLEEP_S = 50e-6        # real.launch.dist.FIRST_SLEEP_S (the simulator imports no real)
 
 
@@ -96,3 +98,25 @@ def ack_seen_s(arrival_s: float, span_s: float, poll_s: float) -> float:
         if overlap > 0:
             total += overlap * check
     return total / span_s
+
+
+def connect_s(latency_s: float, span_s: float) -> float:
+    """How long the first send to a peer with no connection yet waits before its bytes
+    leave, and ``span_s`` the peer's interval between polls (0: it spins). libfabric's tcp
+    provider connects on that send (``xnet_get_conn`` -> ``xnet_rdm_connect``,
+    ``prov/tcp/src/xnet_rdm_cm.c``; -FI_EAGAIN until connected) and MPICH retries it,
+    progressing without a sleep (``MPIDI_OFI_CALL_RETRY``, ``ch4/netmod/ofi/ofi_impl.h``):
+    TCP's handshake and the provider's request reach the peer after three latencies; the
+    peer accepts at its next poll (``xnet_accept_sock``: half its interval on average),
+    reads the request and answers at the poll after (``xnet_handle_conn`` ->
+    ``xnet_process_connreq`` -> ``fi_accept``: one interval), and the answer takes one
+    latency back. strace of ``benchmarks/first_contact.py`` shows the three polls."""
+    return 4 * latency_s + 1.5 * span_s
+
+
+def polled_after_s(arrival_s: float, span_s: float) -> float:
+    """When a rank that polled at 0 and polls every ``span_s`` since sees what arrived at
+    ``arrival_s`` (its first poll at or after it; ``span_s`` 0: at once)."""
+    if span_s <= 0:
+        return arrival_s
+    return math.ceil(arrival_s / span_s - 1e-9) * span_s

@@ -36,6 +36,8 @@
   (``model.comm.polls``); the worker's wait for w began when its push's send
   completed, at its first check after the server took the push; the first w goes to the
   workers one after the other, as ps_sync's sends (``first_w``).
+* Both: the server's first w to a worker on another host that MPI_Init did not connect it
+  to opens the pair's connection first (``send_w``, ``unopened_peers``).
 
 Imports: SimPy, model.comm.polls, model.schemes.base.
 """
@@ -46,6 +48,7 @@ from collections import deque
 import simpy
 
 from simulator.model.comm import polls
+from simulator.model.comm.mpich import init_peers
 from simulator.model.schemes.base import Setup, host_copy, train_step
 
 
@@ -75,12 +78,28 @@ def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since):
         yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
 
 
-def send_w(env, comm, server, dst, n_bytes, inbox, since):
+def send_w(env, comm, server, dst, n_bytes, inbox, since, unopened=()):
     """Generator: the server's send of w to rank ``dst`` as ``Link.send`` waits for it: until
     it has arrived; where the ranks wait in sleeping polls (``Transport.poll_s``), the worker
     sees it half its interval between polls later and the server once it sees the worker's
-    ack (``polls.ack_seen_s``)."""
+    ack (``polls.ack_seen_s``). A first send to a worker in ``unopened`` (``unopened_peers``;
+    it is taken out) opens the pair's connection first (``polls.connect_s``), after which
+    the worker's polls fall one interval apart from its answer, so it sees w at the first
+    of them after w arrived (``polls.polled_after_s``)."""
     poll_s, t0 = comm.transport.poll_s, env.now
+    span = polls.interval_s(max(0.0, env.now - since), poll_s)
+    if dst in unopened:
+        unopened.discard(dst)
+        latency_s = comm.routes.link.latency_s
+        yield env.timeout(polls.connect_s(latency_s, span))
+        answered, t0 = env.now - latency_s, env.now
+        yield comm.transfer(server.rank, dst, n_bytes)
+        seen = answered + polls.polled_after_s(env.now - answered, span)
+        version = server.version
+        env.timeout(seen - env.now).callbacks.append(lambda _ev: inbox.put(version))
+        if poll_s > 0:
+            yield env.timeout(t0 + polls.ack_seen_s(seen - t0, 0.0, poll_s) - env.now)
+        return
     yield comm.transfer(server.rank, dst, n_bytes)
     if poll_s <= 0:
         inbox.put(server.version)
@@ -91,13 +110,27 @@ def send_w(env, comm, server, dst, n_bytes, inbox, since):
     yield env.timeout(t0 + polls.ack_seen_s(env.now - t0, span, poll_s) - env.now)
 
 
+def unopened_peers(comm, server_rank: int, workers) -> set[int]:
+    """The workers whose connection to the server its first w opens: on another host and not
+    among the peers MPI_Init connects it to (``mpich.init_peers``; a rank for the server
+    and each worker)."""
+    routes = comm.routes
+    if routes.link is None:
+        return set()
+    peers = init_peers(server_rank, len(workers) + 1)
+    return {w for w in workers
+            if routes.placement[w] != routes.placement[server_rank] and w not in peers}
+
+
 def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
     root = len(group) - 1
+    unopened = unopened_peers(comm, server.rank, plan.worker_ranks)
     for i in range(plan.iterations):
         t0 = env.now
         for w in plan.worker_ranks:                      # one after the other
             k = plan.worker_of(w)
-            yield from send_w(env, comm, server, w, plan.param_bytes, inbox[k], since[k])
+            yield from send_w(env, comm, server, w, plan.param_bytes, inbox[k], since[k],
+                              unopened)
         recorder.add(server.rank, "comm", t0, env.now, "send w")
         yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
         t0 = env.now
@@ -168,8 +201,10 @@ def first_w(env, server, comm, recorder, plan, loop, idle, first):
     turn = loop.request()
     yield turn
     t0 = env.now
+    unopened = unopened_peers(comm, server.rank, plan.worker_ranks)
     for w in plan.worker_ranks:
-        yield from send_w(env, comm, server, w, plan.param_bytes, first[plan.worker_of(w)], t0)
+        yield from send_w(env, comm, server, w, plan.param_bytes, first[plan.worker_of(w)], t0,
+                          unopened)
     recorder.add(server.rank, "comm", t0, env.now, "send w")
     _release(env, loop, turn, idle)
 
