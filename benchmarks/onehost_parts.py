@@ -189,7 +189,7 @@ def build_parser() -> cli.Parser:
 
 
 def run(a) -> int:
-    from contracts.files import atomic_write_text
+    from benchmarks.phantom_parts import print_parts
     if a.loop_ms is not None and a.loop_ms < 0:
         return cli.usage_error(PROG, f"--loop-ms {a.loop_ms}: give 0 or more")
     schemes = set(a.schemes.split(",")) if a.schemes else None
@@ -199,19 +199,12 @@ def run(a) -> int:
             frames.append(folder_parts(Path(f), schemes, a.loop_ms))
         except ValueError as e:
             return cli.usage_error(PROG, str(e))
-    df = pd.concat(frames, ignore_index=True)
-    if a.held_out and len(df):
-        df = df[df["held_out"]]
-    if df.empty:
-        return cli.usage_error(PROG, "no point of those schemes in the folders given")
-    df = df.sort_values(["scheme", "workers", "folder"]).reset_index(drop=True)
-    if a.out:
-        atomic_write_text(a.out, df.to_csv(index=False))
-    cli.print_out("gap = predicted - measured, ms an epoch; outside = before and after the "
-                  "steps (setup and first-row skew); steps only = the error against the "
-                  "steps; a step's parts in ms (compute: the workers' rows; loop: rank 0's)",
-                  markdown(df))
-    return 0
+    return print_parts(a, PROG, frames, ["scheme", "workers", "folder"],
+                       "no point of those schemes in the folders given",
+                       "gap = predicted - measured, ms an epoch; outside = before and after the "
+                       "steps (setup and first-row skew); steps only = the error against the "
+                       "steps; a step's parts in ms (compute: the workers' rows; loop: rank 0's)",
+                       markdown)
 
 
 def main(argv=None) -> int:

@@ -206,7 +206,6 @@ def build_parser() -> cli.Parser:
 
 
 def run(a) -> int:
-    from contracts.files import atomic_write_text
     schemes = set(a.schemes.split(",")) if a.schemes else None
     try:
         rates = {int(x) for x in a.bandwidths.split(",")} if a.bandwidths else None
@@ -225,17 +224,29 @@ def run(a) -> int:
             frames.append(folder_parts(Path(f), schemes, rates, server_rows))
         except ValueError as e:
             return cli.usage_error(PROG, str(e))
+    return print_parts(a, PROG, frames, ["scheme", "mbit", "workers", "folder"],
+                       "no point of those schemes and rates in the folders given",
+                       "gap = predicted - measured, ms an epoch; outside = before and after the "
+                       "steps (setup and first-row skew); steps only = the error against the "
+                       "steps", markdown)
+
+
+def print_parts(a, prog: str, frames: list[pd.DataFrame], order: list[str], none_msg: str,
+                legend: str, table) -> int:
+    """The parts tables' common end: the folders' rows pooled (held-out ones where asked),
+    sorted by ``order``, written to ``a.out`` and printed under ``legend`` by ``table``;
+    a usage error of ``prog`` with ``none_msg`` where no row is left. Shared with
+    ``benchmarks.onehost_parts``."""
+    from contracts.files import atomic_write_text
     df = pd.concat(frames, ignore_index=True)
     if a.held_out and len(df):
         df = df[df["held_out"]]
     if df.empty:
-        return cli.usage_error(PROG, "no point of those schemes and rates in the folders given")
-    df = df.sort_values(["scheme", "mbit", "workers", "folder"]).reset_index(drop=True)
+        return cli.usage_error(prog, none_msg)
+    df = df.sort_values(order).reset_index(drop=True)
     if a.out:
         atomic_write_text(a.out, df.to_csv(index=False))
-    cli.print_out("gap = predicted - measured, ms an epoch; outside = before and after the "
-                  "steps (setup and first-row skew); steps only = the error against the steps",
-                  markdown(df))
+    cli.print_out(legend, table(df))
     return 0
 
 
