@@ -278,7 +278,7 @@ def leave_s(arrivals_s: list[float], poll_s: float, n_bytes: float,
     clock: list = []                     # (when, rank, sleeps to it; -1: after a reduction)
 
     def sleep(j: int) -> float:
-        return min(polls.FIRST_SLEEP_S * 2 ** j, poll_s) if j < 64 else poll_s
+        return polls.sleep_s(j, poll_s)
 
     def wake(r: int, at: float | None) -> None:
         """Play rank r's first poll at or after ``at`` (None: its next one)."""

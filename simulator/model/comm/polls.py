@@ -46,13 +46,10 @@ def checks_s(poll_s: float, until_s: float) -> list[float]:
     return out
 
 
-def sleeps_s(poll_s: float):
-    """The sleeps between a waiting rank's polls, without end: 50 us doubling up to
-    ``poll_s`` (> 0), each after a poll that found nothing done."""
-    nap = FIRST_SLEEP_S
-    while True:
-        yield min(nap, poll_s)
-        nap *= 2
+def sleep_s(j: int, poll_s: float) -> float:
+    """The ``j``-th sleep (from 0) between a waiting rank's polls: 50 us doubling up to
+    ``poll_s`` (> 0), each after a poll that found nothing done (``checks_s``' steps)."""
+    return min(FIRST_SLEEP_S * 2 ** j, poll_s) if j < 64 else poll_s
 
 
 def step_delay_s(poll_s: float) -> float:
