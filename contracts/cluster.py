@@ -36,6 +36,9 @@ Accelerator hosts and the network between hosts (``Hardware``, all optional)::
     ddp_buffer = "18.4us"       # optional: what DDP's broadcast of one buffer adds to a step
     ddp_gradient = "6.64us"     # optional: what DDP's two copies of one gradient add to a step
                                 # (simulator.model.hardware.ddp_calls; 0: not modelled)
+    memory_bandwidth = "732GB/s"  # optional: the device memory's rate, and the host's time
+    host_call = "7.74us"        # a Python call of a small kernel: the optimizer's step
+                                # (simulator.model.hardware.optimizer_step; 0: not modelled)
     [intra]                     # between two devices of one host (NVLink, PCIe)
     bandwidth = "10GB/s"
     latency = "5.7us"
@@ -105,7 +108,7 @@ SECTION_KEYS = {
              "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
     "host_link": ("bandwidth", "latency"),
-    "device": ("name", "flops", "ddp_buffer", "ddp_gradient"),
+    "device": ("name", "flops", "ddp_buffer", "ddp_gradient", "memory_bandwidth", "host_call"),
     "topology": ("kind", "hosts_per_leaf", "oversubscription"),
     "nccl": ("call_latency", "channels", "channel_bandwidth", "protocol", "ll_call_latency",
              "ll_intra_latency", "ll_link_latency", "ll_bandwidth_share", "ll_threshold",
@@ -220,16 +223,22 @@ class Device:
     add to a step on it, its host's and framework's (0: not modelled;
     ``simulator.model.hardware.ddp_calls``): ``ddp_buffer_s`` a buffer broadcast before
     each forward, ``ddp_gradient_s`` a parameter tensor (its gradient into its bucket and
-    back)."""
+    back); and what its optimizer's step costs (``simulator.model.hardware.optimizer_step``;
+    0: not modelled): ``memory_bytes_per_s`` its memory's bandwidth, ``host_call_s`` the
+    host's time a Python call of one small kernel."""
     name: str
     flops_per_s: float
     ddp_buffer_s: float = 0.0
     ddp_gradient_s: float = 0.0
+    memory_bytes_per_s: float = 0.0
+    host_call_s: float = 0.0
 
     def __post_init__(self):
         positive("device flops", self.flops_per_s)
         nonnegative("ddp_buffer", self.ddp_buffer_s)
         nonnegative("ddp_gradient", self.ddp_gradient_s)
+        nonnegative("memory_bandwidth", self.memory_bytes_per_s)
+        nonnegative("host_call", self.host_call_s)
 
 
 @dataclass(frozen=True)
@@ -620,7 +629,10 @@ def _hardware(r: _Reader, devices: bool) -> Hardware | None:
         device = Device(str(r.get("device", "name")),
                         r.parsed("device", "flops", parse_flop_rate),
                         r.parsed("device", "ddp_buffer", parse_duration, "0s"),
-                        r.parsed("device", "ddp_gradient", parse_duration, "0s"))
+                        r.parsed("device", "ddp_gradient", parse_duration, "0s"),
+                        (r.parsed("device", "memory_bandwidth", parse_bandwidth)
+                         if "memory_bandwidth" in r.section("device") else 0.0),
+                        r.parsed("device", "host_call", parse_duration, "0s"))
     elif devices:
         raise ConfigError("section [device] is missing (name and flops of the accelerator)")
     topo = r.section("topology") or {}

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.model.hardware.optimizer_step import (chain_s, mean_rate_step_s, queued_s,
-                                                     sgd_ops_bytes, step_without_update_s,
-                                                     update_share, zero_ops_bytes)
+                                                     sgd_ops_bytes, sgd_step_s,
+                                                     step_without_update_s, update_share,
+                                                     zero_ops_bytes)
 
 
 def recurrence_s(ops_bytes, call_s, bandwidth):
@@ -86,3 +87,17 @@ def test_the_update_share_and_the_mean_of_rates():
 def test_the_step_without_the_update_inverts_the_reported_one(step, update, share):
     reported = mean_rate_step_s(step, update, share)
     assert step_without_update_s(reported, update, share) == pytest.approx(step, rel=1e-9)
+
+
+def test_one_step_by_precision_is_the_queue_or_the_chain():
+    """sgd_step_s: without amp every call queued (bytes at the bandwidth); under amp the
+    unscale's pass queued, then the SGD calls (no-decay group first), the scale's update
+    and zero_grad, in the model's order, chained from an idle GPU."""
+    tensors = [(10, True), (100, False), (7, True)]
+    sgd, zero = sgd_ops_bytes([10, 7], [100]), zero_ops_bytes([10, 100, 7])
+    assert sgd_step_s(tensors, "fp32", 1e9, 1e-5) == queued_s(sgd + zero, 1e9)
+    assert sgd_step_s(tensors, "tf32", 1e9, 1e-5) == queued_s(sgd + zero, 1e9)
+    assert sgd_step_s(tensors, "amp", 1e9, 1e-5) == pytest.approx(
+        2 * 4 * 117 / 1e9 + chain_s(sgd + [0] + zero, 1e-5, 1e9))
+    assert sgd_step_s(tensors, "amp", 1e15, 1e-5) == pytest.approx(
+        (len(sgd) + 1 + len(zero)) * 1e-5, rel=1e-6)

@@ -56,10 +56,11 @@ optimizer_batch_size / (world_size x batch_size)``), so the one-GPU runs step th
 every 8th iteration (12 of the ``--prof 100``) and the eight-GPU runs every iteration. The
 step is ``torch.optim.SGD`` per tensor and ``zero_grad`` (707 calls for ResNet-50); under
 amp ``GradScaler.step`` first reads ``found_inf.item()``, which drains the GPU, so the calls
-go out one by one on an idle GPU at the host's time a call (``HOST_CALL``: 7.74 us measured
-on the lent H200 machine's host, a floor for the tables' older hosts and torch); without amp
-they queue behind the backward and cost their kernels' bytes at the GPU's memory bandwidth
-(``MEMORY_BANDWIDTH``, datasheets). The one-GPU step the model takes is the published rate
+go out one by one on an idle GPU at the host's time a call (the preset's ``host_call``: 7.74
+us measured on the lent H200 machine's host, a floor for the tables' older hosts and torch);
+without amp they queue behind the backward and cost their kernels' bytes at the GPU's memory
+bandwidth (the preset's ``memory_bandwidth``, datasheets): ``optimizer_step.sgd_step_s``,
+the function ``simulator.predict`` charges. The one-GPU step the model takes is the published rate
 with the update's share taken out (the examples average per-iteration rates).
 
 Writes ``dle.csv`` and ``dle.md`` (the table of points and differences) into ``--out``.
@@ -83,8 +84,8 @@ from simulator.engine.machine import machine
 from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.config import SchemeConfig
 from simulator.model.hardware.input_pipeline import busy_processes, image_s, input_step_s
-from simulator.model.hardware.optimizer_step import (chain_s, mean_rate_step_s, queued_s,
-                                                     sgd_ops_bytes, step_without_update_s,
+from simulator.model.hardware.optimizer_step import (mean_rate_step_s, sgd_ops_bytes,
+                                                     sgd_step_s, step_without_update_s,
                                                      update_share, zero_ops_bytes)
 
 PROG = "python -m benchmarks.dle.check"
@@ -169,26 +170,16 @@ OPTIMIZER_BATCH = {("DGX A100 80GB", "tf32"): 2048, ("DGX A100 80GB", "amp"): 20
                    ("DGX-1 16GB", "fp32"): 896, ("DGX-1 16GB", "amp"): 2048,
                    ("DGX-1 32GB", "fp32"): 896, ("DGX-1 32GB", "amp"): 2048}
 PROF_ITERATIONS = 100
-# Memory bandwidth of each table's GPU: NVIDIA A100 Tensor Core GPU datasheet (2021):
-# A100 80GB SXM 2,039 GB/s; NVIDIA Tesla V100 datasheet (2017): V100 SXM2 900 GB/s (16 and
-# 32 GB alike).
-MEMORY_BANDWIDTH = {"A100 SXM4": 2039e9, "Tesla V100 SXM2": 900e9}
-# The host's time a Python call of one small CUDA kernel (``x.add_(1)`` back to back, 2000
-# calls: ``launch.kernel_1_element.host_s_per_call``), measured on the lent H200 machine's
-# host (16-core Intel Xeon, Emerald Rapids; torch 2.11.0; 2026-11-27;
-# ``python -m benchmarks.gpu.step_probe``): no figure is published for the tables' hosts and
-# torch 1.9, whose calls are at least as slow.
-STEP_PROBE = HERE.parent / "gpu" / "results" / "h200-2026-11-27-step.json"
+# The update's GPU and host costs are the preset's (``[device] memory_bandwidth``: the
+# datasheets' A100 80GB SXM 2,039 GB/s and V100 SXM2 900 GB/s; ``host_call``: 7.74 us a call
+# measured on the lent H200 machine's host, ``benchmarks/gpu/results/h200-2026-11-27-step.json``,
+# a floor for the tables' hosts and torch 1.9), as ``simulator.predict`` reads them.
 
 
 @lru_cache(maxsize=1)
 def resnet50() -> ModelWorkload:
     """ResNet-50 v1.5's workload file, read once."""
     return load_workload(HERE / "resnet50-cpu.toml")
-
-
-def host_call_s() -> float:
-    return json.loads(STEP_PROBE.read_text())["launch"]["kernel_1_element"]["host_s_per_call"]
 
 
 def weight_decayed(name: str) -> bool:
@@ -199,26 +190,27 @@ def weight_decayed(name: str) -> bool:
     return not (".bn" in name or name.startswith("stem.1."))
 
 
+def update_tensors() -> list[tuple[int, bool]]:
+    """(elements, weight-decayed) of each of ResNet-50's parameter tensors, in its order."""
+    return [(x.params, weight_decayed(x.name)) for layer in resnet50().layers
+            for x in layer.tensors]
+
+
 def update_calls_bytes(t: Table) -> tuple[list[int], list[int]]:
     """Bytes of each call of the example's SGD step, then of its ``zero_grad``."""
-    tensors = [x for layer in resnet50().layers
-               for x in layer.tensors]
-    decayed = [x.params for x in tensors if weight_decayed(x.name)]
-    plain = [x.params for x in tensors if not weight_decayed(x.name)]
-    return sgd_ops_bytes(decayed, plain), zero_ops_bytes([x.params for x in tensors])
+    tensors = update_tensors()
+    return (sgd_ops_bytes([n for n, d in tensors if d], [n for n, d in tensors if not d]),
+            zero_ops_bytes([n for n, _ in tensors]))
 
 
 def update_s(t: Table) -> float:
-    """What one optimizer step adds to an iteration (``optimizer_step``): under amp the
-    gradients' unscale (read and written once) queued, then after ``found_inf.item()`` the
-    SGD calls, the scale's update and ``zero_grad`` one by one from an idle GPU
-    (``chain_s``); without amp every call queued behind the backward (``queued_s``)."""
-    sgd, zero = update_calls_bytes(t)
-    bw = MEMORY_BANDWIDTH[t.device]
-    if t.precision != "amp":
-        return queued_s(sgd + zero, bw)
-    grads = sum(zero)                     # zero_ writes each gradient once: its bytes
-    return queued_s([2 * grads], bw) + chain_s(sgd + [0] + zero, host_call_s(), bw)
+    """What one optimizer step adds to an iteration (``optimizer_step.sgd_step_s``, as
+    ``simulator.predict`` charges it) on the preset's device: under amp the gradients'
+    unscale queued, then the calls one by one from an idle GPU; without amp every call
+    queued behind the backward."""
+    device = load_preset(t.preset).device
+    return sgd_step_s(update_tensors(), t.precision, device.memory_bytes_per_s,
+                      device.host_call_s)
 
 
 def share_of_updates(t: Table, gpus: int) -> float:

@@ -29,6 +29,14 @@ batch_size_multiplier == 0``, ``image_classification/training.py``) pays the upd
 over the iterations of each one's images per second (``logger.py``: ``PERF_METER``, an
 ``AverageMeter`` a value an iteration), so a published rate with the update in a share ``f``
 of the iterations is ``b (1 - f) / t + b f / (t + C)``; ``step_without_update_s`` inverts it.
+
+``sgd_step_s`` is one optimizer step of a model on a device, the two cases above by
+precision: what ``simulator.predict`` charges once every ``--accumulation-steps`` iterations
+(``engine.run.with_optimizer_step``) and what ``benchmarks.dle.check`` charges its PyTorch
+tables. Under amp the gradients' unscale (``GradScaler.unscale_``: each gradient read and
+written once) queues behind the backward, then the SGD calls, the scale's update (one call,
+no bytes counted) and ``zero_grad`` go out one by one from an idle GPU; without amp every
+call queues.
 Imports: nothing.
 """
 from __future__ import annotations
@@ -55,6 +63,24 @@ def sgd_ops_bytes(decayed: list[int], plain: list[int]) -> list[int]:
 def zero_ops_bytes(sizes: list[int]) -> list[int]:
     """Bytes each ``p.grad.zero_()`` of ``Optimizer.zero_grad`` moves, a call a tensor."""
     return [FP32_BYTES * w * n for n in sizes for w in ZERO_OPS]
+
+
+def sgd_step_s(tensors: list[tuple[int, bool]], precision: str, bandwidth_bytes_s: float,
+               call_s: float) -> float:
+    """Seconds one optimizer step (``torch.optim.SGD`` with momentum, per tensor, then
+    ``zero_grad``) adds to an iteration. ``tensors``: (elements, weight-decayed) of each
+    parameter tensor in the model's order; the SGD goes over the group without weight decay
+    first, then the decayed one (a single group: the model's order), ``zero_grad`` over the
+    model's order. Under ``amp`` ``queued_s`` of the unscale, then ``chain_s`` of the calls
+    at ``call_s`` the host's time a call; else ``queued_s`` of every call; each kernel at
+    the device's memory bandwidth."""
+    sgd = sgd_ops_bytes([n for n, d in tensors if d], [n for n, d in tensors if not d])
+    zero = zero_ops_bytes([n for n, _ in tensors])
+    if precision != "amp":
+        return queued_s(sgd + zero, bandwidth_bytes_s)
+    grads = sum(zero)                     # zero_ writes each gradient once: its bytes
+    return (queued_s([2 * grads], bandwidth_bytes_s)
+            + chain_s(sgd + [0] + zero, call_s, bandwidth_bytes_s))
 
 
 def queued_s(ops_bytes: list[int], bandwidth_bytes_s: float) -> float:
