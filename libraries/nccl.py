@@ -27,6 +27,14 @@ protocol's bus bandwidth (the tuner's own rule for fewer channels, ``bw / nChann
 info->nChannels``, ``ncclTopoGetAlgoTime``). The model prices that many bytes
 (``simulator.model.comm.choice.kernel_bytes``).
 
+That reading takes a step as a whole. The flags are finer: an LL line carries its own
+flag (``readLL`` spins on each 16-byte line, ``prims_ll.h``) and so does an LL128 line
+of 128 bytes (``prims_ll128.h``), so a rank may pass a chunk's first lines on before
+its last ones arrive, and an empty chunk costs it nothing. ``ring_rank_bytes`` is that
+reading: the most real bytes one rank of one channel moves in its ``2 (P - 1)`` steps.
+The published A100 tables fit it worse (``python -m benchmarks.nccl.readings``), so the
+model keeps whole steps.
+
 Imports: the standard library only.
 """
 from __future__ import annotations
@@ -66,6 +74,24 @@ def launched(n_bytes: float, ranks: int, protocol: str, channels: int) -> tuple[
     return nc, threads
 
 
+def _chunks(n_bytes: float, ranks: int, protocol: str, channels: int):
+    """(launched channels, fifo step, full loops, bytes of the last loop, its chunk) of a
+    ring allreduce before 2.20 (``runRing``)."""
+    nc, threads = launched(n_bytes, ranks, protocol, channels)
+    if protocol == "ll":
+        step, min_chunk = LL_STEP_BYTES, threads * LL_GRAIN_BYTES
+    else:
+        step, min_chunk = LL128_STEP_BYTES, threads * LL128_GRAIN_BYTES // 2
+    full_loops = math.floor(n_bytes / (nc * ranks * step))
+    rest = n_bytes - full_loops * nc * ranks * step
+    last = min(math.ceil(rest / (nc * ranks * min_chunk)) * min_chunk, step) if rest > 0 else 0
+    return nc, step, full_loops, rest, last
+
+
+def _exact_split(release: str) -> bool:
+    return not release or release_tuple(release) >= PER_CHANNEL_SPLIT
+
+
 def ring_kernel_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
                       release: str) -> float:
     """The bytes whose even spread over ``channels`` channels and ``2 (P - 1)`` steps
@@ -74,14 +100,34 @@ def ring_kernel_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
     launched`` from 2.20 (and where no release is given)."""
     if n_bytes <= 0 or channels <= 0:
         return n_bytes
-    nc, threads = launched(n_bytes, ranks, protocol, channels)
-    if not release or release_tuple(release) >= PER_CHANNEL_SPLIT:
-        return n_bytes * channels / nc
-    if protocol == "ll":
-        step, min_chunk = LL_STEP_BYTES, threads * LL_GRAIN_BYTES
-    else:
-        step, min_chunk = LL128_STEP_BYTES, threads * LL128_GRAIN_BYTES // 2
-    full_loops = math.floor(n_bytes / (nc * ranks * step))
-    rest = n_bytes - full_loops * nc * ranks * step
-    last = min(math.ceil(rest / (nc * ranks * min_chunk)) * min_chunk, step) if rest > 0 else 0
+    if _exact_split(release):
+        return n_bytes * channels / launched(n_bytes, ranks, protocol, channels)[0]
+    _, step, full_loops, _, last = _chunks(n_bytes, ranks, protocol, channels)
     return ranks * channels * (full_loops * step + last)
+
+
+def ring_steps(ranks: int, ring_index: int) -> list[int]:
+    """The chunk each of a rank's ``2 (P - 1)`` sending steps of one loop handles
+    (``runRing``: send, ``P - 2`` recvReduceSend, recvReduceCopySend, ``P - 2``
+    recvCopySend; the final recv only copies out)."""
+    p, r = ranks, ring_index
+    return ([(r + p - 1) % p] + [(r + p - j) % p for j in range(2, p)] + [r]
+            + [(r + p - j) % p for j in range(1, p - 1)])
+
+
+def ring_rank_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
+                    release: str) -> float:
+    """The per-line reading of the flags (see the module): the bytes whose even spread
+    takes as long as the busiest rank of the busiest channel moving only its chunks'
+    real bytes, ``P * channels / (2 (P - 1))`` times that rank's bytes before 2.20;
+    as ``ring_kernel_bytes`` from 2.20."""
+    if n_bytes <= 0 or channels <= 0 or _exact_split(release):
+        return ring_kernel_bytes(n_bytes, ranks, protocol, channels, release)
+    nc, step, full_loops, rest, last = _chunks(n_bytes, ranks, protocol, channels)
+    busiest = 0.0
+    for b in range(nc if rest > 0 else 0):
+        real = [max(0.0, min(last, rest - (c * nc + b) * last)) for c in range(ranks)]
+        busiest = max(busiest, max(sum(real[c] for c in ring_steps(ranks, r))
+                                   for r in range(ranks)))
+    moved = full_loops * 2 * (ranks - 1) * step + busiest
+    return moved * channels * ranks / (2 * (ranks - 1))

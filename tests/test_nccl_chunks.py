@@ -8,6 +8,8 @@ from libraries.nccl import (
     launched,
     release_tuple,
     ring_kernel_bytes,
+    ring_rank_bytes,
+    ring_steps,
 )
 
 MIB = 2**20
@@ -47,3 +49,35 @@ def test_from_2_20_a_call_is_split_exactly_but_fewer_channels_still_cost():
 def test_the_kernel_never_moves_less_than_an_even_spread(n):
     for proto in ("ll", "ll128"):
         assert ring_kernel_bytes(n, 8, proto, 24, "2.18.5") >= n
+
+
+def test_ll_at_1_mib_on_2_18_5_is_cut_as_the_source_cuts_it():
+    """Azure's 1 MiB (NCCL 2.18.5): 24 channels of 512 threads (64 B a thread on 8 ranks),
+    chunks of divUp(262,144 floats, 24 x 8 x 1,024) x 1,024 floats = 8 KiB, so 8 x 24 of
+    them cover 1.5 MiB; chunks 6 and 7 of channels 0-7 and 5-7 of the rest are empty."""
+    assert launched(MIB, 8, "ll", 24) == (24, 512)
+    assert ring_kernel_bytes(MIB, 8, "ll", 24, "2.18.5") == 8 * 24 * 8192
+
+
+def test_a_rank_visits_every_chunk_twice_but_its_own_and_the_next_once():
+    for r in range(8):
+        steps = ring_steps(8, r)
+        assert len(steps) == 14
+        assert steps.count(r) == 1 and steps.count((r + 1) % 8) == 1
+        assert all(steps.count(c) == 2 for c in range(8) if c not in (r, (r + 1) % 8))
+
+
+def test_by_lines_the_busiest_rank_pays_its_real_chunks_only():
+    """1 MiB in LL on 24 channels: channel 0 holds chunks 0-5 (6, 7 empty); the rank whose
+    own and next chunks are the empty ones moves 12 full chunks in its 14 steps."""
+    assert ring_rank_bytes(MIB, 8, "ll", 24, "2.18.5") == pytest.approx(12 * 8192 * 24 * 8 / 14)
+    full = 24 * 8 * LL128_STEP_BYTES
+    assert ring_rank_bytes(2 * full, 8, "ll128", 24, "2.18.5") == pytest.approx(2 * full)
+    assert ring_rank_bytes(4 * MIB, 8, "ll128", 24, "2.26.2") == 4 * MIB
+
+
+@pytest.mark.parametrize("n", [1024, 65536, 3 * MIB + 17, 100 * MIB])
+def test_by_lines_never_less_than_an_even_spread_nor_more_than_whole_steps(n):
+    for proto in ("ll", "ll128"):
+        lines = ring_rank_bytes(n, 8, proto, 24, "2.18.5")
+        assert n * (1 - 1e-12) <= lines <= ring_kernel_bytes(n, 8, proto, 24, "2.18.5") * (1 + 1e-12)
