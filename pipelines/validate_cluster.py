@@ -148,17 +148,22 @@ def _run(argv: list[str], log: Path, timeout_s: float, prog: str = PROG) -> None
                            f"{cli.last_line(text)}")
 
 
+def calibrate_flags(args, out: Path) -> list[str]:
+    """``python -m calibrate``'s flags for the profile of ``OUT/profile.json``: the quick plan
+    of ``args.model`` with at most ``--calibrate-workers`` processes."""
+    return ["--quick", "--models", args.model, "--threads", "1",
+            "--batches", ",".join(map(str, sorted({16, args.batch_size, 64, 256}))),
+            *(["--force"] if args.force_calibration else []),
+            "--max-workers", str(args.calibrate_workers), "--workdir", str(out / "calibration"),
+            "--out", str(out / "profile.json")]
+
+
 def calibrate_profile(args, out: Path) -> Path:
     if args.profile:
         return Path(args.profile)
-    profile = out / "profile.json"
-    _run([sys.executable, "-m", "calibrate", "--quick", "--models", args.model, "--threads", "1",
-          "--batches", ",".join(map(str, sorted({16, args.batch_size, 64, 256}))),
-          *(["--force"] if args.force_calibration else []),
-          "--max-workers", str(args.calibrate_workers), "--workdir", str(out / "calibration"),
-          "--out", str(profile)],
+    _run([sys.executable, "-m", "calibrate", *calibrate_flags(args, out)],
          out / "logs" / "calibrate.log", 600)
-    return profile
+    return out / "profile.json"
 
 
 def rate_bits_per_s(rate: str) -> int:

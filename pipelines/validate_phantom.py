@@ -45,8 +45,13 @@ redoes only step 4, on ``OUT/runs`` or, in a shipped folder without it, on
 ``OUT/records.tar.xz``: step 4 packs every run's record and rows there
 (``contracts.record_archive``), so the folder without its ``runs/`` can be compared again.
 
+Before it starts, the campaign says its runs and their expected minutes on a quiet machine
+(``estimate``: the calibration's stages as ``calibrate.probes.estimate`` prices them, each
+run's predicted steps and its start-up, ``RUN_S_PER_RANK`` a rank); ``--dry-run`` says
+only that, so the flags can be cut to fit a window before anything runs.
+
 Imports: simulator.compare, contracts, report.stats, simulator.engine, simulator.output,
-pipelines.validate_cluster (its stages).
+pipelines.validate_cluster (its stages), calibrate (its plan and estimate), real.schemes.
 """
 from __future__ import annotations
 
@@ -130,6 +135,9 @@ def build_parser() -> cli.Parser:
     p.add_argument("--force-calibration", action="store_true",
                    help="keep a compute profile whose fits are below calibrate's bar")
     p.add_argument("--skip-runs", action="store_true", help="only compare what OUT holds")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the campaign's runs and its expected minutes, run nothing")
+    p.set_defaults(model="cnn", batch_size=32)       # what its calibrate --quick times
     return p
 
 
@@ -155,6 +163,21 @@ def prepare_workloads(args, out: Path) -> list[Phantom]:
                 vc._run([sys.executable, "-m", "calibrate.workload", "--model", name,
                          "--input-shape", BUILT_IN[name], "--batch-size", "32", "--out",
                          str(file)], out / "logs" / f"workload-{name}.log", 1800, PROG)
+        got.append(Phantom(spec, file.resolve(), float(scale or 1)))
+    return got
+
+
+def planned_workloads(args, out: Path) -> list[Phantom] | str:
+    """The workloads as ``prepare_workloads`` will have them, without writing anything
+    (for ``--dry-run``): a given file where it is, a built-in model's file where an earlier
+    piece measured it; or why one is not there yet."""
+    got = []
+    for spec in args.workloads:
+        name, _, scale = spec.partition("@")
+        file = Path(name) if name.endswith(".toml") else out / "workloads" / f"{name}.toml"
+        if not file.exists():
+            return (f"--dry-run: {name} is measured by the campaign first (calibrate.workload); "
+                    "give its workload file to estimate")
         got.append(Phantom(spec, file.resolve(), float(scale or 1)))
     return got
 
@@ -247,6 +270,85 @@ def faithless(runs: Path, scheme: str, p: int) -> str | None:
     return why or "no run completed"
 
 
+# A phantom run's wall time on this VM beyond the steps the simulator predicts for it:
+# mpiexec through the namespaces, each rank's interpreter and imports on the two shared
+# cores, MPI_Init, the record and the testbed's checks, all growing with the ranks:
+# 1.8 s a rank (real.sweep's "ok in S s" of 64 runs of 2 to 13 ranks at 1 Gbit/s and
+# 200 Mbit/s less their steps, phantom-11, -12 and a check at P = 12; the median run
+# within 0.9 s of it; 2-core VM, quiet, 2026-11-27). CLUSTER_S brings 13 hosts up and
+# down, LINK_S is calibrate.link with the copy probe (9 s and 2 s, the same day).
+RUN_S_PER_RANK = 1.8
+CLUSTER_S = 5.0
+LINK_S = 12.0
+
+
+def planned_runs(args, out: Path, loads: list[Phantom], profile, link) -> list[dict]:
+    """The runs the campaign would make now, in its order: per rate (``--calibrate-at``
+    first), workload and P, the schemes not stopped in ``OUT/stops.json`` and not
+    predicted past ``--max-run-s``, ``--repeats`` each, with the seconds one run takes
+    (its predicted steps and ``RUN_S_PER_RANK`` a rank). Runs already measured
+    under ``OUT/runs`` are counted again (a resumed campaign reuses them)."""
+    from real.schemes import ranks_for
+    stops, first = Stops(out / "stops.json"), args.calibrate_at or args.bandwidths[0]
+    got = []
+    for rate in [first] + [r for r in args.bandwidths if r != first]:
+        for wl in loads:
+            for p in args.workers:
+                for s in args.schemes:
+                    if stops.stopped(wl, rate, s, p):
+                        continue
+                    t = predicted_run_s(s, p, wl, rate, args.steps, profile, link)
+                    if t <= args.max_run_s:
+                        got.append({"rate": rate, "workload": wl.tag, "workers": p, "scheme": s,
+                                    "runs": args.repeats,
+                                    "run_s": RUN_S_PER_RANK * ranks_for(s, p) + t})
+    return got
+
+
+def calibration_s(args, out: Path) -> float:
+    """What the campaign's own calibration (``vc.calibrate_flags``) is expected to take
+    (``calibrate.probes.estimate``), 0 where it uses a profile it has."""
+    if args.profile or (out / "profile.json").exists():
+        return 0.0
+    from calibrate.__main__ import forwarded_plan_argv, parse_args, probe_steps, trimmed_plan
+    from calibrate.probes import estimate
+    from calibrate.probes.probe import build_plan
+    cal = parse_args(vc.calibrate_flags(args, out))
+    plan = trimmed_plan(build_plan(cal), cal.max_workers)
+    steps = probe_steps(plan, out / "calibration", forwarded_plan_argv(cal, plan))
+    return sum(estimate.expected_s(plan, [label for label, _ in steps], True).values())
+
+
+def estimate(args, out: Path, loads: list[Phantom]) -> str:
+    """The campaign's runs and its expected minutes on a quiet machine, said before it
+    starts (and all ``--dry-run`` prints): the calibration, each rate's cluster (and the
+    link's calibration), each point's runs; the retry of a testbed-bound or disturbed run
+    on top."""
+    from contracts import profile as profiles
+    from contracts.cluster import load_link_calibration
+    given = Path(args.profile) if args.profile else out / "profile.json"
+    profile = profiles.load(given) if given.exists() else profiles.load_default()
+    link = load_link_calibration(out / "link.toml") if (out / "link.toml").exists() else None
+    runs = planned_runs(args, out, loads, profile, link)
+    cal = calibration_s(args, out)
+    lines, total = [f"  calibration: {cal / 60:.1f} min"] if cal else [], cal
+    for rate in dict.fromkeys(r["rate"] for r in runs):
+        at = [r for r in runs if r["rate"] == rate]
+        linked = link is None and rate == (args.calibrate_at or args.bandwidths[0])
+        secs = CLUSTER_S + LINK_S * linked + sum(r["runs"] * r["run_s"] for r in at)
+        total += secs
+        points = ", ".join(f"{p} ({len([r for r in at if r['workers'] == p])})"
+                           for p in dict.fromkeys(r["workers"] for r in at))
+        lines.append(f"  {rate}: {sum(r['runs'] for r in at)} runs, {secs / 60:.1f} min"
+                     + (", the link calibrated first" if linked else "")
+                     + f"; P (schemes): {points}")
+    retries = sum(r["runs"] * r["run_s"] for r in runs)
+    return "\n".join([f"{sum(r['runs'] for r in runs)} runs, about {total / 60:.1f} min on a "
+                      "quiet machine, then the comparison:", *lines,
+                      f"  a testbed-bound or disturbed run is tried once more: up to "
+                      f"{retries / 60:.1f} min more if every run were"])
+
+
 class OutOfBudget(Exception):
     """The piece's minutes are spent: stop between two sweeps."""
 
@@ -291,8 +393,8 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
     from contracts import profile as profiles
     deadline = time.monotonic() + (args.budget * 60 if args.budget else float("inf"))
     out.mkdir(parents=True, exist_ok=True)
-    args.model, args.batch_size = "cnn", 32           # what calibrate --quick times
     loads = prepare_workloads(args, out)
+    print(f"{PROG}: {estimate(args, out, loads)}", file=sys.stderr)
     profile_path = vc.calibrate_profile(args, out) if args.profile or not \
         (out / "profile.json").exists() else out / "profile.json"
     profile = profiles.load(profile_path)
@@ -509,6 +611,12 @@ def run(args) -> int:
     server_rows = server_probe_rows(args.server_probe) if args.server_probe else ()
     if isinstance(server_rows, str):
         return cli.usage_error(PROG, server_rows)
+    if args.dry_run:
+        loads = planned_workloads(args, out)
+        if isinstance(loads, str):
+            return cli.usage_error(PROG, loads)
+        print(estimate(args, out, loads))
+        return 0
     if not args.skip_runs:
         if vc.cluster_tools_missing():
             return cli.usage_error(PROG, vc.cluster_tools_missing())

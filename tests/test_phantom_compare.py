@@ -212,3 +212,47 @@ def test_a_server_scheme_whose_slept_model_has_no_measured_update_is_said(tmp_pa
     profiles.save(dataclasses.replace(prof, models=tuple(
         dataclasses.replace(m, server_update_s=1e-4) for m in prof.models)), timed)
     assert unprobed_servers(tmp_path, timed, (), ps) == []
+
+
+def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
+    """``--dry-run``: every scheme not stopped, at every P and rate, ``--repeats`` runs of
+    the predicted steps plus the runs' start-up (a cost a rank: the parameter server's
+    rank counts); a scheme stopped in ``stops.json`` drops out from its P on; a
+    given profile and link mean no calibration; nothing is written."""
+    import shutil
+    from pathlib import Path
+
+    from contracts import profile as profiles
+    from pipelines import validate_phantom as vp
+    out = tmp_path / "v"
+    out.mkdir()
+    f = tmp_path / "w.toml"
+    f.write_text(WORKLOAD)
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    shutil.copy(docs, out / "link.toml")
+    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
+    argv = ["--out", str(out), "--workloads", str(f), "--bandwidths", "20mbit,1gbit",
+            "--calibrate-at", "1gbit", "--schemes", "psgd,ps_sync", "--workers", "2,4",
+            "--repeats", "3", "--profile", str(tmp_path / "profile.json")]
+    args = vp.build_parser().parse_args(argv)
+    loads = vp.planned_workloads(args, out)
+    vp.Stops(out / "stops.json").stop(loads[0], "20mbit", "ps_sync", 4, "testbed-bound")
+    from contracts.cluster import load_link_calibration
+    runs = vp.planned_runs(args, out, loads, profiles.load(tmp_path / "profile.json"),
+                           load_link_calibration(out / "link.toml"))
+    assert [(r["rate"], r["workers"], r["scheme"]) for r in runs] == [
+        ("1gbit", 2, "psgd"), ("1gbit", 2, "ps_sync"), ("1gbit", 4, "psgd"),
+        ("1gbit", 4, "ps_sync"), ("20mbit", 2, "psgd"), ("20mbit", 2, "ps_sync"),
+        ("20mbit", 4, "psgd")]
+    assert {r["runs"] for r in runs} == {3}
+    r = runs[3]                                    # ps_sync at P = 4: five ranks
+    steps = vp.predicted_run_s("ps_sync", 4, loads[0], "1gbit", args.steps,
+                               profiles.load(tmp_path / "profile.json"),
+                               load_link_calibration(out / "link.toml"))
+    assert r["run_s"] == pytest.approx(5 * vp.RUN_S_PER_RANK + steps)
+    before = sorted(p.name for p in out.iterdir())
+    assert vp.main([*argv, "--dry-run"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("21 runs, about ") and "calibration" not in said
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert vp.calibration_s(vp.build_parser().parse_args(argv[:-2]), out) > 0
