@@ -51,6 +51,10 @@ LL128_STEP_BYTES = 120 * 640 * 8 * 15 // 16   # NCCL_LL128_ELEMS_PER_THREAD x th
 LL_GRAIN_BYTES = 8                   # ProtoLL::calcBytePerGrain
 LL128_GRAIN_BYTES = 8 * 8 * 15 // 16    # ProtoLL128::calcBytePerGrain: 8 lines' data per thread
 PER_CHANNEL_SPLIT = (2, 20)          # the first release that splits a call per channel
+SIMPLE_STEP_BYTES = (1 << 22) // 8  # DEFAULT_BUFFSIZE (src/init.cc) over NCCL_STEPS
+SIMPLE_CHUNK_STEPS = 4               # ALLREDUCE_CHUNKSTEPS, NCCL_STEPS / 2 (collectives.h)
+SIMPLE_SLICE_STEPS = 2               # ALLREDUCE_SLICESTEPS, NCCL_STEPS / 4
+SIMPLE_ALIGN_BYTES = 512 * 8         # runRing rounds a chunk to its 512 workers x 8 B
 
 
 def release_tuple(release: str) -> tuple[int, ...]:
@@ -131,3 +135,24 @@ def ring_rank_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
                                    for r in range(ranks)))
     moved = full_loops * 2 * (ranks - 1) * step + busiest
     return moved * channels * ranks / (2 * (ranks - 1))
+
+
+def simple_ring_slices(n_bytes: float, ranks: int, channels: int) -> list[tuple[int, float]]:
+    """(slices, bytes a slice) of each step of one channel's Simple ring allreduce, loop
+    by loop, 2.9.6 to 2.19 (``runRing``: a loop is ``channels * ranks`` chunks of at most
+    ``SIMPLE_CHUNK_STEPS`` fifo steps, the last loop's chunk ``divUp(rest, channels *
+    ranks)`` rounded up to ``SIMPLE_ALIGN_BYTES``; ``genericOp`` in ``prims_simple.h``
+    moves a chunk in slices of half of it, at least 1/32 of a slice's two steps). Each
+    slice is a wait on the peer's flag, two barriers and a post behind a system fence."""
+    chunk_max = SIMPLE_STEP_BYTES * SIMPLE_CHUNK_STEPS
+    min_slice = SIMPLE_STEP_BYTES * SIMPLE_SLICE_STEPS // 32
+    loop = channels * ranks * chunk_max
+    out, rest = [], float(n_bytes)
+    while rest > 0:
+        chunk = min(chunk_max, math.ceil(math.ceil(rest / (channels * ranks))
+                                         / SIMPLE_ALIGN_BYTES) * SIMPLE_ALIGN_BYTES)
+        per_slice = max(math.ceil(chunk / 2 / 64) * 64, min_slice)
+        slices = math.ceil(chunk / per_slice)
+        out.append((slices, chunk / slices))
+        rest -= loop
+    return out

@@ -10,6 +10,7 @@ from libraries.nccl import (
     ring_kernel_bytes,
     ring_rank_bytes,
     ring_steps,
+    simple_ring_slices,
 )
 
 MIB = 2**20
@@ -81,3 +82,11 @@ def test_by_lines_never_less_than_an_even_spread_nor_more_than_whole_steps(n):
     for proto in ("ll", "ll128"):
         lines = ring_rank_bytes(n, 8, proto, 24, "2.18.5")
         assert n * (1 - 1e-12) <= lines <= ring_kernel_bytes(n, 8, proto, 24, "2.18.5") * (1 + 1e-12)
+
+
+def test_simple_slices_are_the_sources():
+    """Simple before 2.20: chunks of at most 4 fifo steps of 512 KiB (2 MiB) in two slices;
+    below one loop (24 x 8 x 2 MiB = 384 MiB) a chunk is divUp(n, 192) rounded up to 4 KiB."""
+    assert simple_ring_slices(32 * MIB, 8, 24) == [(2, 176128 / 2)]
+    assert simple_ring_slices(2**30, 8, 24) == [(2, MIB), (2, MIB), (2, 1400832 / 2)]
+    assert simple_ring_slices(MIB, 8, 24) == [(1, 8192.0)]     # one slice of at least 32 KiB

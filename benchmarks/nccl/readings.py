@@ -1,4 +1,4 @@
-"""Two readings of NCCL's LL and LL128 flags against the published nccl-tests tables.
+"""Two readings of NCCL's LL and LL128 flags, and what Simple's slices would need, against the published nccl-tests tables.
 
     python -m benchmarks.nccl.readings
 
@@ -12,6 +12,15 @@ line, ``prims_ll128.h``), a rank passes lines on as they come and an empty chunk
 nothing, so the busiest rank's real bytes set the time (``ring_rank_bytes``). This
 command prices every table both ways (``benchmarks.nccl.curves``, the same model but
 for that one rule) and prints the sizes where the two differ and the sizes within 10%.
+
+It then prints what the A100 tables' Simple sizes (16 MiB to 1 GiB, one host of 24
+channels, releases before 2.20) would need from the one mechanism found with their
+shape: a fixed cost each slice a channel moves (``libraries.nccl.simple_ring_slices``:
+a wait on the peer's flag, two barriers and a post behind a system fence) beside the
+slice's bytes at one rate a channel, fitted by least squares to the table after NCCL's
+own latency (call and ``2 (P - 1)`` steps), each size's relative error weighed alike.
+The fit says what the table needs; no source gives either number, and the model does
+not apply it.
 """
 from __future__ import annotations
 
@@ -19,8 +28,8 @@ import sys
 from unittest import mock
 
 import cli
-from benchmarks.nccl.curves import compare, size_text, tables
-from libraries.nccl import ring_rank_bytes
+from benchmarks.nccl.curves import compare, one_host, size_text, tables
+from libraries.nccl import PER_CHANNEL_SPLIT, release_tuple, ring_rank_bytes, simple_ring_slices
 from simulator.model.comm import choice
 
 PROG = "python -m benchmarks.nccl.readings"
@@ -30,6 +39,50 @@ def by_lines(table) -> list[dict]:
     """``curves.compare`` with the per-line reading in place of whole steps."""
     with mock.patch.object(choice, "ring_kernel_bytes", ring_rank_bytes):
         return compare(table)
+
+
+def slice_fit(table) -> tuple[float, float, list[tuple[int, float]]] | None:
+    """(seconds a slice, bytes a second a channel, [(size, the fit's error)]) of a table's
+    Simple sizes from 16 MiB on, where its preset runs NCCL's kernel channels before
+    2.20; None elsewhere."""
+    hw = one_host(table.preset, table.gpus).hardware
+    if hw.kernel_channels <= 0 or release_tuple(hw.release) >= PER_CHANNEL_SPLIT:
+        return None
+    p, bus = table.gpus, hw.intra.bandwidth_bytes_per_s
+    points = []
+    for r in compare(table):
+        if r["protocol"] != "Simple" or r["bytes"] < 16 * 2**20:
+            continue
+        latency_s = r["predicted_us"] * 1e-6 - 2 * (p - 1) / p * r["bytes"] / bus
+        loops = simple_ring_slices(r["bytes"], p, hw.kernel_channels)
+        slices = 2 * (p - 1) * sum(k for k, _ in loops)
+        moved = 2 * (p - 1) * sum(k * size for k, size in loops)
+        points.append((r["bytes"], slices, moved, r["published_us"] * 1e-6 - latency_s))
+    # least squares of the relative error of y = a * slices + moved / rate
+    w = [1 / (y * y) for *_, y in points]
+    sss = sum(wi * s * s for wi, (_, s, _, _) in zip(w, points))
+    smm = sum(wi * m * m for wi, (_, _, m, _) in zip(w, points))
+    ssm = sum(wi * s * m for wi, (_, s, m, _) in zip(w, points))
+    sy = sum(wi * s * y for wi, (_, s, _, y) in zip(w, points))
+    my = sum(wi * m * y for wi, (_, _, m, y) in zip(w, points))
+    det = sss * smm - ssm * ssm
+    a, inv_rate = (sy * smm - my * ssm) / det, (sss * my - ssm * sy) / det
+    errors = [(n, (a * s + m * inv_rate) / y - 1) for n, s, m, y in points]
+    return a, 1 / inv_rate, errors
+
+
+def slice_report() -> list[str]:
+    lines = ["", "What the Simple sizes would need: a fixed cost a slice beside the slice's "
+             "bytes at one rate a channel (fitted, not applied)", "",
+             "| table | a slice (us) | a channel (GB/s) | the fit's error by size |",
+             "|---|---:|---:|---|"]
+    for table in tables():
+        fit = slice_fit(table)
+        if fit is not None:
+            a, rate, errors = fit
+            by_size = ", ".join(f"{size_text(n)} {e:+.1%}" for n, e in errors)
+            lines.append(f"| {table.name} | {a * 1e6:.1f} | {rate / 1e9:.2f} | {by_size} |")
+    return lines
 
 
 def report() -> str:
@@ -45,7 +98,7 @@ def report() -> str:
         within = [sum(abs(r["error"]) <= 0.10 for r in rows) for rows in (steps, per_line)]
         counts.append(f"{table.name}: {within[0]} of {len(steps)} sizes within 10% by whole "
                       f"steps, {within[1]} by lines")
-    return "\n".join(lines + [""] + counts)
+    return "\n".join(lines + [""] + counts + slice_report())
 
 
 def build_parser() -> cli.Parser:
