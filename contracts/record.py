@@ -11,9 +11,15 @@ Layout of ``RUNS/<run_id>/`` (schema version ``SCHEMA_VERSION``):
     ``config`` (every flag of ``real.train``), ``environment`` (host, cores,
     ranks, ranks per host, threads per rank, launcher, library versions),
     ``timings`` (``startup_s``, ``data_load_s``, ``train_wall_s`` apart from
-    both, ``epoch_s`` list, ``eval_s``; ``rank_starts_s``, where written: each rank's start
-    of training less the first rank's, the ranks' uneven start inside ``train_wall_s``,
-    which no row holds), ``results`` (``final_loss``,
+    both, from the first rank's start of training to the last rank's end; ``epoch_s`` list,
+    ``eval_s``; ``rank_starts_s``, where written: each rank's start of training less the
+    first rank's, the ranks' uneven start inside ``train_wall_s``, which no row holds). A
+    rank's start of training is its exit from the barrier that starts it, everything the
+    harness and the scheme set up (meters, probes, the scheme's ``prepare``) done before
+    that barrier (``real.launch.runner.start_training``), so ``rank_starts_s`` is the
+    barrier's exit spread; such records say so in ``rank_starts_at`` (``"start barrier's
+    exit"``). Older records, without it, started each rank after its meters and the
+    scheme's set-up, which their ``rank_starts_s`` and ``train_wall_s`` hold. ``results`` (``final_loss``,
     ``test_accuracy``, ``test_loss``, ``loss_curve`` as [iteration, loss]
     pairs, and the accuracy curve: see below), ``comm`` (``bytes_sent_per_rank``, and
     ``tcp``: per host, the TCP retransmission timeouts, loss probes, retransmitted and sent

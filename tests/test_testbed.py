@@ -337,22 +337,54 @@ def test_a_phantom_run_on_one_core_records_its_testbed_checks(tmp_path):
     assert checks["bytes"]["verdict"] == "pass", checks["bytes"]
 
 
-def test_rank_0_samples_the_shapers_before_the_barrier_that_starts_training():
-    """Rank 0's link sampler (10-30 ms on the emulated cluster) starts before the barrier, so
-    every rank leaves it together: after it, rank 0 started training late, inside the run's
-    window and in no row of the parameter server's workers or DDP's constructor."""
+def test_set_up_runs_before_the_barrier_that_starts_training_and_t_start_after_it():
+    """The scheme's preparation, the testbed probe (rank 0's samples the shapers: 10-30 ms on
+    the emulated cluster) and the load meters (5-55 ms a rank on two shared cores) are built
+    before the barrier, so that every rank leaves it together and its window (t_start)
+    begins at the barrier's exit; built after it, each started its rank's training late,
+    inside the run's window and in no row (the parameter server's first w waited for it)."""
     from types import SimpleNamespace
 
-    from real.launch.runner import start_probe
+    from real.launch.runner import start_training
     events = []
 
-    class Probe:
-        def __init__(self, sample_links):
-            events.append(("probe", sample_links))
+    def made(name):
+        def make(*args, **kwargs):
+            events.append((name, *args, *kwargs.values()))
+            return name
+        return make
 
     comm = SimpleNamespace(barrier=lambda: events.append(("barrier",)))
     for is_root in (True, False):
         events.clear()
-        probe = start_probe(comm, SimpleNamespace(is_root=is_root), Probe)
-        assert isinstance(probe, Probe)
-        assert events == [("probe", is_root), ("barrier",)]
+        meters, train, t_start = start_training(
+            comm, SimpleNamespace(is_root=is_root), 3, made("prepare"),
+            meters=(made("probe"), made("usage"), made("load")),
+            clock=lambda: events.append(("clock",)) or 12.5)
+        assert events == [("prepare",), ("probe", is_root), ("usage",), ("load", 3),
+                          ("barrier",), ("clock",)]
+        assert (meters.probe, meters.usage, meters.load, train, t_start) == (
+            "probe", "usage", "load", "prepare", 12.5)
+
+
+def test_a_scheme_is_prepared_before_its_training_is_called(monkeypatch):
+    """``schemes.prepared`` runs a module's ``prepare`` at once (the runner calls it before
+    the start barrier) and its training only when called; a module without one trains
+    through ``train``. The parameter-server and async_avg modules have one."""
+    from types import SimpleNamespace
+
+    from real import schemes
+    calls = []
+    with_prepare = SimpleNamespace(prepare=lambda ctx: calls.append(("prepare", ctx))
+                                   or (lambda: calls.append(("train",)) or [1.0]))
+    plain = SimpleNamespace(train=lambda ctx: calls.append(("plain", ctx)) or [2.0])
+    monkeypatch.setattr(schemes, "get", {"a": with_prepare, "b": plain}.__getitem__)
+    run = schemes.prepared("a", "ctx")
+    assert calls == [("prepare", "ctx")]
+    assert run() == [1.0] and calls[-1] == ("train",)
+    calls.clear()
+    run = schemes.prepared("b", "ctx")
+    assert calls == [] and run() == [2.0] and calls == [("plain", "ctx")]
+    monkeypatch.undo()
+    for name in ("ps_sync", "ps_async", "async_avg"):
+        assert callable(getattr(schemes.get(name), "prepare", None)), name

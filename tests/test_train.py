@@ -63,6 +63,7 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     starts = rec["timings"]["rank_starts_s"]           # the uneven start, the first rank's 0
     assert len(starts) == 2 and min(starts) == 0.0
     assert max(starts) < rec["timings"]["train_wall_s"]
+    assert rec["timings"]["rank_starts_at"] == "start barrier's exit"
 
 
 @pytest.mark.parametrize("argv, says", [

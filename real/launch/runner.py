@@ -14,6 +14,8 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from real import schemes
 from contracts import record
@@ -34,6 +36,7 @@ from real.launch.supervise import Heartbeat
 from real.records.timing import IterationLog, ResourceMeter, split_wait
 
 PROG = "python -m real.train"
+RANK_STARTS_AT = "start barrier's exit"    # a rank's start of training (start_training)
 ABORT_GRACE_S = 2.0
 
 
@@ -276,16 +279,36 @@ def _abort_peers(launch) -> None:
         MPI.COMM_WORLD.Abort(1)
 
 
-def start_probe(comm, launch, probe_class):
-    """This rank's testbed probe, started before the barrier that starts training: rank 0's
-    also samples the emulated cluster's shapers (``real.cluster.linkstats``: a handle in
-    every namespace and a first sample of each shaper, 10-30 ms at 3-9 namespaces), and
-    started after the barrier it made rank 0 start training that much after the others,
-    inside the run's window (``train_wall_s``) and in no iteration row of a scheme whose
-    workers first wait for rank 0 (the parameter server, DDP's constructor)."""
-    probe = probe_class(sample_links=launch.is_root)
+class Meters(NamedTuple):
+    """What a rank measures its training window with (``real.records``)."""
+    probe: Any         # testbed.RankProbe: the testbed's figures
+    usage: Any         # timing.ResourceMeter: CPU% and peak RSS
+    load: Any          # load.RankMeter: the CPU the rank got and waited for
+
+
+def start_training(comm, launch, threads: int, prepare: Callable[[], Callable],
+                   meters=None, clock: Callable[[], float] = time.monotonic):
+    """Set up this rank's training, then leave the barrier that starts it together with the
+    others: returns (``Meters``, the scheme's training call, t_start, the barrier's exit).
+
+    Everything before the barrier is set-up, outside the timed window (``train_wall_s``,
+    ``rank_starts_s``): the scheme's ``prepare`` (``schemes.prepared``: its module's import,
+    the parameter server's ``Server``, async_avg's ``Holder``), the testbed probe (rank 0's
+    also samples the emulated cluster's shapers, ``real.cluster.linkstats``: 10-30 ms at
+    3-9 namespaces) and the load meters (``RankMeter``: 5-55 ms a rank with 6-13 ranks on
+    two cores). Each piece built after the barrier started that rank's training late by
+    its time, inside the window and in no iteration row, and held back its peers on the
+    shared cores; a scheme whose workers first wait for rank 0 (the parameter server)
+    waited that much for the first w. The meters' windows so start just before the
+    barrier and hold a rank's wait in it. ``meters``: (probe, usage, load) classes, the
+    real ones by default (tests pass stand-ins)."""
+    from real.records.load import RankMeter
+    from real.records.testbed import RankProbe
+    probe_class, usage_class, load_class = meters or (RankProbe, ResourceMeter, RankMeter)
+    train = prepare()
+    built = Meters(probe_class(sample_links=launch.is_root), usage_class(), load_class(threads))
     comm.barrier()
-    return probe
+    return built, train, clock()
 
 
 def _train(ctx, rec, data) -> None:
@@ -293,29 +316,28 @@ def _train(ctx, rec, data) -> None:
 
     from real.records.environment import weights_digest
 
-    from real.records.load import RankMeter, assess
+    from real.records.load import assess
     from real.training.step import evaluate
-    from real.records.testbed import RankProbe, judge_run
+    from real.records.testbed import judge_run
     comm, launch = ctx.comm, ctx.launch
     hb = ctx.heartbeat or Heartbeat(None)
     start_digests = comm.allgather_obj(weights_digest(ctx.model))
     if len(set(start_digests)) != 1:
         raise RuntimeError(f"ranks start from different weights: {start_digests}")
     initial = _initial_weights(ctx)
-    probe = start_probe(comm, launch, RankProbe)
-    meter = ResourceMeter()
-    load_meter = RankMeter(torch.get_num_threads())
-    t_start = time.monotonic()
-    epoch_s = schemes.get(ctx.cfg.algorithm).train(ctx)
+    meters, train, t_start = start_training(
+        comm, launch, torch.get_num_threads(),
+        lambda: schemes.prepared(ctx.cfg.algorithm, ctx))
+    epoch_s = train()
     t_end = time.monotonic()
     if ctx.train_span:                      # hogwild: its processes' own first start, last end
         t_start, t_end = ctx.train_span
-    usage = meter.stop()
+    usage = meters.usage.stop()
     # Every rank's load window ends together: a rank that finished first waits (MPI polls
     # a core) inside its own window, not as "another process" in the others' windows.
     comm.barrier()
-    load = load_meter.stop()
-    probes = comm.gather_obj(probe.stop(ctx.sleeps))
+    load = meters.load.stop()
+    probes = comm.gather_obj(meters.probe.stop(ctx.sleeps))
     ends = comm.gather_obj((t_start, t_end, usage, ctx.log.rows, load))
     phantom = ctx.compute.mode == "phantom"
     final_digests = comm.allgather_obj(weights_digest(ctx.model))
@@ -338,6 +360,8 @@ def _train(ctx, rec, data) -> None:
     rec.timings.update(train_wall_s=max(e[1] for e in ends) - min(starts),
                        rank_starts_s=[t - min(starts) for t in starts],
                        epoch_s=epoch_s, eval_s=time.monotonic() - t_eval)
+    if not ctx.train_span:                  # (hogwild's start: its processes' first)
+        rec.timings["rank_starts_at"] = RANK_STARTS_AT
     rec.results = {"final_loss": root_rows[-1]["loss"] if root_rows else None,
                    "test_loss": test_loss, "test_accuracy": test_acc,
                    "loss_curve": [[r["iteration"], r["loss"]] for r in root_rows

@@ -22,8 +22,10 @@ figure (``load`` in ``contracts.record``), also each rank's CPU% against
 its threads. CPU% alone cannot tell a disturbed rank from one that waits for a
 message; the run-queue wait can.
 
-Every rank runs a ``RankMeter`` around its training, from the barrier before it to a
-barrier after it, so that every rank's window ends together: a rank that finished first
+Every rank runs a ``RankMeter`` around its training, from just before the barrier that
+starts it (built before that barrier, so that its set-up is not in the timed window; a
+rank's wait in the barrier is in its window) to a barrier after it, so that every rank's
+window ends together: a rank that finished first
 and polls for the others (MPI's waits spin on a core) does so inside its own window, not
 as another process in theirs (which marked runs of many ranks on few cores disturbed
 that nobody else touched). The meter is a thread that reads the

@@ -17,9 +17,11 @@ the last; that wait is ``max(arrival of all ranks) - own arrival`` and is split
 off the call's time in ``split_wait``; the rest is communication proper.
 
 Read back (``window_parts``): a record's window (``timings.train_wall_s``, first rank's
-start of training to last rank's end) holds more than one rank's rows: its *setup*
-(``train_wall_s`` less the rank's ``epoch_s``: what runs before its first step, DDP's
-constructor for one, and the ranks' uneven start and end) and *the loop's Python* (its
+start of training, its exit from the start barrier, to last rank's end) holds more than
+one rank's rows: its *setup* (``train_wall_s`` less the rank's ``epoch_s``: what runs
+before its first step, DDP's constructor for one, and the ranks' uneven start and end;
+the harness's meters and the schemes' ``prepare`` run before the barrier, outside it) and
+*the loop's Python* (its
 ``epoch_s`` less the sum of its rows: the next batch fetched, the progress line, the
 curve's bookkeeping, between one row's end and the next row's start).
 

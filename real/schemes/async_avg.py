@@ -30,6 +30,9 @@ Imports: mpi4py, numpy, torch, real (dist, models, step).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -83,14 +86,25 @@ class Holder:
             sent += self.v.nbytes
 
 
-def train(ctx) -> list[float]:
+def prepare(ctx) -> Callable[[], list[float]]:
+    """This rank's training, its set-up done: rank 0's ``Holder`` (a copy of the weights as
+    v, a receive buffer) is built before the barrier that starts the timed window."""
     from mpi4py import MPI
-    world, log = MPI.COMM_WORLD, ctx.log
-    k = ctx.cfg.average_every or DEFAULT_K
-    rank = world.Get_rank()
+    world = MPI.COMM_WORLD
     holder = Holder(flat_params(ctx.model).numpy(), ctx.workers, world, ctx.cfg.timeout,
                     ctx.heartbeat.alive if ctx.heartbeat else (lambda: None)) \
-        if rank == 0 else None
+        if world.Get_rank() == 0 else None
+    return partial(_train, ctx, world, holder)
+
+
+def train(ctx) -> list[float]:
+    return prepare(ctx)()
+
+
+def _train(ctx, world, holder: Holder | None) -> list[float]:
+    from mpi4py import MPI
+    log = ctx.log
+    k = ctx.cfg.average_every or DEFAULT_K
     if holder is not None and ctx.curve is not None:
         ctx.curve.weights = lambda: holder.v          # the point scores the holder's mix
 

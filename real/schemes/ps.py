@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -88,9 +90,10 @@ def _setup(ctx):
 
 # --- workers -----------------------------------------------------------------
 
-def _worker(ctx, batches_of_epoch, sync: bool) -> list[float]:
-    """Pull w, compute the gradient of one batch, push it, pull the new w; repeat."""
-    world, link, w = _setup(ctx)
+def _worker(ctx, batches_of_epoch, sync: bool, setup) -> list[float]:
+    """Pull w, compute the gradient of one batch, push it, pull the new w; repeat.
+    ``setup``: ``_setup(ctx)``, built before training."""
+    world, link, w = setup
     log, it, epoch_s = ctx.log, 0, []
     _, version, _ = link.recv(SERVER, w)
     load_flat_params(ctx.model, torch.from_numpy(w))
@@ -152,6 +155,7 @@ class Server:
     def __init__(self, ctx):
         self.ctx = ctx
         self.world, self.link, self.w = _setup(ctx)
+        self.grad = np.empty_like(self.w)          # each push is received into it
         self.version = 0
         self.update_s: list[float] = []
         self.staleness: Counter = Counter()
@@ -195,11 +199,12 @@ class Server:
             extra.update(push_order=self.pushes)
 
 
-def serve_sync(ctx) -> list[float]:
-    s, log = Server(ctx), ctx.log
-    workers, per_epoch = ctx.workers, ctx.shard.global_batches_per_epoch(ctx.global_batch,
-                                                                          ctx.workers)
-    acc, grad = np.zeros_like(s.w), np.empty_like(s.w)
+def serve_sync(ctx, s: Server, acc: np.ndarray) -> list[float]:
+    """The synchronous server's training; ``s`` and ``acc`` (the sum of an iteration's
+    pushes, a vector like w) are built before it (``prepare_sync``)."""
+    log, workers = ctx.log, ctx.workers
+    per_epoch = ctx.shard.global_batches_per_epoch(ctx.global_batch, workers)
+    grad = s.grad
     epoch_s, t, stop = [], log.now(), False
     sent = s.broadcast()                                # the first w: a communication-only row
     log.add(0, -1, 0, t, t, log.now(), sent, None)
@@ -230,13 +235,13 @@ def serve_sync(ctx) -> list[float]:
     return epoch_s
 
 
-def serve_async(ctx) -> list[float]:
-    s, log = Server(ctx), ctx.log
+def serve_async(ctx, s: Server) -> list[float]:
+    """The asynchronous server's training; ``s`` is built before it (``prepare_async``)."""
+    log, grad = ctx.log, s.grad
     from real.training.data import shard
     n = len(ctx.shard)
     per_epoch = sum(-(-len(range(n)[shard(n, r, ctx.workers)]) // ctx.batch_size)
                     for r in range(ctx.workers))
-    grad = np.empty_like(s.w)
     epoch_s, t, done = [], log.now(), 0
     start, paused = t, (lambda: ctx.curve.paused_s if ctx.curve is not None else 0.0)
     sent = s.broadcast()                                # the first w: a communication-only row
@@ -278,13 +283,26 @@ def _any() -> int:
     return MPI.ANY_SOURCE
 
 
-def train_sync(ctx) -> list[float]:
+def prepare_sync(ctx) -> Callable[[], list[float]]:
+    """ps_sync's training of this rank, its set-up done: the server's ``Server`` (a copy of
+    w, the push buffer) and its sum of pushes, a worker's copy of w to receive into; the
+    first w's send and receive are training (the model's first iteration prices them)."""
     if ctx.worker_index is None:
-        return serve_sync(ctx)
-    return _worker(ctx, _global_batches(ctx), sync=True)
+        s = Server(ctx)
+        return partial(serve_sync, ctx, s, np.zeros_like(s.w))
+    return partial(_worker, ctx, _global_batches(ctx), True, _setup(ctx))
+
+
+def prepare_async(ctx) -> Callable[[], list[float]]:
+    """ps_async's training of this rank, its set-up done (as ``prepare_sync``)."""
+    if ctx.worker_index is None:
+        return partial(serve_async, ctx, Server(ctx))
+    return partial(_worker, ctx, _own_batches(ctx), False, _setup(ctx))
+
+
+def train_sync(ctx) -> list[float]:
+    return prepare_sync(ctx)()
 
 
 def train_async(ctx) -> list[float]:
-    if ctx.worker_index is None:
-        return serve_async(ctx)
-    return _worker(ctx, _own_batches(ctx), sync=False)
+    return prepare_async(ctx)()

@@ -2,4 +2,4 @@
 
 Imports: real.schemes.ps.
 """
-from .ps import train_async as train  # noqa: F401
+from .ps import prepare_async as prepare, train_async as train  # noqa: F401

@@ -2,4 +2,4 @@
 
 Imports: real.schemes.ps.
 """
-from .ps import train_sync as train  # noqa: F401
+from .ps import prepare_sync as prepare, train_sync as train  # noqa: F401
