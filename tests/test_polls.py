@@ -107,6 +107,47 @@ def test_ps_sync_first_w_opens_the_connections_mpi_init_left_closed():
     assert got_w[0] == pytest.approx(2 * (m + POLL_S) + 3 * alpha + 1.5e-3 + 3e-3, rel=1e-9)
 
 
+def test_async_avg_first_push_opens_its_connection_at_rank_0s_progress_calls():
+    """async_avg's world is its P ranks: at P = 6 on six hosts MPI_Init leaves worker 3
+    unconnected to rank 0 (at 12: 3, 5, 6, 7, 9; none on one host). Its first push waits three
+    latencies, rank 0's next progress call (the Iprobe at 1 s accepts), the one after (rank 0
+    starts serving at 1.5 s: from there its calls progress all along) and one latency back;
+    a connected worker's push, or worker 3's second, does not wait."""
+    from types import SimpleNamespace
+    from simulator.model.comm.mpich import unopened_peers
+    from simulator.model.schemes.holder import Holder
+    alpha = 1e-5
+    routes = SimpleNamespace(link=Link(bandwidth_bytes_per_s=1e8, latency_s=alpha),
+                             placement=list(range(12)))
+    assert unopened_peers(routes, 0, range(1, 6)) == {3}
+    assert unopened_peers(routes, 0, range(1, 12)) == {3, 5, 6, 7, 9}
+    assert unopened_peers(SimpleNamespace(link=None, placement=[0] * 6), 0, range(1, 6)) == set()
+    env = simpy.Environment()
+    setup = SimpleNamespace(workers=[SimpleNamespace(rank=r) for r in range(6)],
+                            plan=SimpleNamespace(avg_every=1), comm=SimpleNamespace(routes=routes))
+    holder, done = Holder(env, setup), {}
+
+    def rank0():
+        yield env.timeout(1.0)
+        holder.progress()                 # an Iprobe that finds nothing
+        yield env.timeout(0.5)
+        holder.serving = True             # serving: progress all along
+        holder.progress()
+
+    def push(src, key):
+        yield from holder.connect(src)
+        done[key] = env.now
+
+    env.process(rank0())
+    for src, key in ((3, "first"), (1, "connected")):
+        env.process(push(src, key))
+    env.run(until=2.0)
+    assert done == {"connected": 0.0, "first": pytest.approx(1.5 + alpha, abs=1e-12)}
+    env.process(push(3, "second"))
+    env.run(until=3.0)
+    assert done["second"] == pytest.approx(2.0)
+
+
 def test_ps_async_answers_wait_for_the_workers_acks():
     """One worker, w and the push 2 ms each: the server, idle since its last answer, takes
     the push poll / 2 late; the worker, waiting since its push saw the ack, takes w poll / 2

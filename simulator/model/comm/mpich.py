@@ -54,6 +54,17 @@ def init_peers(rank: int, n_ranks: int) -> frozenset[int]:
     return frozenset(peers)
 
 
+def unopened_peers(routes, rank: int, others) -> set[int]:
+    """The ranks of ``others`` (the world but ``rank``) whose connection to ``rank`` their
+    first message opens: on another host and not among the peers MPI_Init connects it to
+    (``init_peers``); none without a network between hosts."""
+    if routes.link is None:
+        return set()
+    peers = init_peers(rank, len(others) + 1)
+    return {r for r in others
+            if routes.placement[r] != routes.placement[rank] and r not in peers}
+
+
 # ---------------------------------------------------------------- allreduce
 
 def ring_allreduce(p2p, ranks, i, n_bytes, tag):

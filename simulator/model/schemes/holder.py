@@ -30,6 +30,17 @@ own steps* (``Iprobe``), so
   ``prov/tcp/src/xnet_progress.c``; ``xnet_max_saved_size`` ``SIZE_MAX`` by default,
   ``xnet_init.c``). On rank 0's host a push moves only when rank 0 serves it (MPICH copies
   8 KiB and more out of the sender by CMA, ``MPIDI_IPCI_copy_data``);
+* a worker's first push to rank 0 opens their connection where MPI_Init left none
+  (``mpich.unopened_peers``: at P = 12, workers 3, 5, 6, 7 and 9): libfabric's tcp provider
+  connects on that send (``xnet_get_conn`` -> ``xnet_rdm_connect``,
+  ``prov/tcp/src/xnet_rdm_cm.c``) and MPICH retries it, progressing without a sleep
+  (``MPIDI_OFI_CALL_RETRY``, ``ch4/netmod/ofi/ofi_impl.h``), while rank 0's side moves only
+  inside rank 0's progress: one call accepts (``xnet_accept_sock``, ``xnet_cm.c``), a later
+  one reads the request and answers (``xnet_handle_conn`` -> ``xnet_process_connreq``). Between
+  its steps rank 0 progresses once an ``Iprobe`` that finds nothing, and all along while it
+  serves, so such a push leaves after TCP's handshake and the request (three latencies), two
+  of rank 0's progress calls and the answer's latency (``Holder.connect``), one or two of its
+  steps late where rank 0 was not serving;
 * serving stretches rank 0's epoch: per request it receives the weights (already there
   between hosts; it waits for what has not come), mixes them in (``Plan.mix_s``, the
   server's update cost) and sends the mix back, one request at a time, so a port answers
@@ -40,12 +51,13 @@ Rank 0 also mixes its own weights in every K steps and once more after its last 
 its last weights (no reply to those). Staleness = mixes since the rank last read the holder's
 weights.
 
-Imports: SimPy, model.schemes.base.
+Imports: SimPy, model.comm.mpich, model.schemes.base.
 """
 from __future__ import annotations
 
 import simpy
 
+from simulator.model.comm.mpich import unopened_peers
 from simulator.model.schemes.base import Setup, host_copy, train_step
 
 DEFAULT_K = 10        # real/schemes/async_avg.py: DEFAULT_K when --average-every is 0
@@ -62,6 +74,36 @@ class Holder:
         self.progressed_at = 0.0          # rank 0's last MPI call: what came before it is read
         self.version = 0                  # mixes so far
         self.done = 0                     # workers that sent their last weights
+        self.serving = False              # rank 0 in ``serve``: its MPI calls progress all along
+        self.progressed = env.event()     # fires at rank 0's next progress call
+        self.unopened = unopened_peers(setup.comm.routes, 0,
+                                       [w.rank for w in setup.workers[1:]])
+
+    def progress(self) -> None:
+        """Rank 0 calls MPI's progress now: what has arrived is read, and what waits for its
+        progress (a connection's accept, its request) goes on."""
+        self.progressed_at = self.env.now
+        called, self.progressed = self.progressed, self.env.event()
+        called.succeed()
+
+    def next_progress(self):
+        """Event: rank 0's next progress call; at once while it serves."""
+        return self.env.timeout(0) if self.serving else self.progressed
+
+    def connect(self, src: int):
+        """Generator: the first push of ``src`` opens its connection to rank 0 if MPI_Init
+        did not (``unopened``): TCP's handshake and the provider's request reach rank 0 after
+        three latencies, rank 0 accepts at its next progress call and reads the request and
+        answers at the one after, and the answer takes one latency back; the worker spins
+        meanwhile and sends as soon as it is in."""
+        if src not in self.unopened:
+            return
+        self.unopened.discard(src)
+        latency_s = self.setup.comm.routes.link.latency_s
+        yield self.env.timeout(3 * latency_s)
+        yield self.next_progress()        # xnet_accept_sock
+        yield self.next_progress()        # xnet_handle_conn -> xnet_process_connreq, answered
+        yield self.env.timeout(latency_s)
 
     def push(self, src: int):
         """Event: the push of ``src`` has crossed to rank 0's host, where it moves without
@@ -89,8 +131,10 @@ class Holder:
         comes). An ``Iprobe`` that finds none progresses: what has arrived is read."""
         env, plan, comm, rec = self.env, self.setup.plan, self.setup.comm, self.setup.recorder
         if not block and not self.seen():
-            self.progressed_at = env.now
+            self.progress()
             return
+        self.serving = True
+        self.progress()
         while self.inbox.items or (block and self.done < plan.workers - 1):
             t0 = env.now                  # real.train logs all of it, waiting too, as comm
             src, reply, last, _, crossed = yield self.inbox.get()
@@ -106,7 +150,8 @@ class Holder:
                 yield comm.transfer(0, src, plan.param_bytes)
                 reply.succeed(mixed_on)
             rec.add(0, "comm", t0, env.now, "serve")
-        self.progressed_at = env.now
+        self.serving = False
+        self.progress()
 
     def mix_own(self):
         """Rank 0 mixes its own weights in and continues from the mix: its weights copied
@@ -151,6 +196,7 @@ def _worker(env, worker, holder: Holder, setup: Setup):
         if (i + 1) % holder.every == 0:
             t0 = env.now
             yield from host_copy(worker, plan.new_copy_s)   # flat_params: a new tensor
+            yield from holder.connect(me)                   # its first push: the connection
             reply = env.event()
             yield holder.inbox.put((me, reply, False, env.now, holder.push(me)))
             mixed_on = yield reply
@@ -160,6 +206,7 @@ def _worker(env, worker, holder: Holder, setup: Setup):
             read_version = mixed_on + 1
     t0 = env.now
     yield from host_copy(worker, plan.new_copy_s)           # flat_params of the last weights
+    yield from holder.connect(me)
     received, crossed = env.event(), holder.push(me)
     yield holder.inbox.put((me, received, True, env.now, crossed))
     yield crossed if crossed is not None else received    # its send is done once it crossed

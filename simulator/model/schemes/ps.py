@@ -37,9 +37,9 @@
   completed, at its first check after the server took the push; the first w goes to the
   workers one after the other, as ps_sync's sends (``first_w``).
 * Both: the server's first w to a worker on another host that MPI_Init did not connect it
-  to opens the pair's connection first (``send_w``, ``unopened_peers``).
+  to opens the pair's connection first (``send_w``, ``mpich.unopened_peers``).
 
-Imports: SimPy, model.comm.polls, model.schemes.base.
+Imports: SimPy, model.comm (polls, mpich), model.schemes.base.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from collections import deque
 import simpy
 
 from simulator.model.comm import polls
-from simulator.model.comm.mpich import init_peers
+from simulator.model.comm.mpich import unopened_peers
 from simulator.model.schemes.base import Setup, host_copy, train_step
 
 
@@ -82,7 +82,7 @@ def send_w(env, comm, server, dst, n_bytes, inbox, since, unopened=()):
     """Generator: the server's send of w to rank ``dst`` as ``Link.send`` waits for it: until
     it has arrived; where the ranks wait in sleeping polls (``Transport.poll_s``), the worker
     sees it half its interval between polls later and the server once it sees the worker's
-    ack (``polls.ack_seen_s``). A first send to a worker in ``unopened`` (``unopened_peers``;
+    ack (``polls.ack_seen_s``). A first send to a worker in ``unopened`` (``mpich.unopened_peers``;
     it is taken out) opens the pair's connection first (``polls.connect_s``), after which
     the worker's polls fall one interval apart from its answer, so it sees w at the first
     of them after w arrived (``polls.polled_after_s``)."""
@@ -110,21 +110,9 @@ def send_w(env, comm, server, dst, n_bytes, inbox, since, unopened=()):
     yield env.timeout(t0 + polls.ack_seen_s(env.now - t0, span, poll_s) - env.now)
 
 
-def unopened_peers(comm, server_rank: int, workers) -> set[int]:
-    """The workers whose connection to the server its first w opens: on another host and not
-    among the peers MPI_Init connects it to (``mpich.init_peers``; a rank for the server
-    and each worker)."""
-    routes = comm.routes
-    if routes.link is None:
-        return set()
-    peers = init_peers(server_rank, len(workers) + 1)
-    return {w for w in workers
-            if routes.placement[w] != routes.placement[server_rank] and w not in peers}
-
-
 def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
     root = len(group) - 1
-    unopened = unopened_peers(comm, server.rank, plan.worker_ranks)
+    unopened = unopened_peers(comm.routes, server.rank, plan.worker_ranks)
     for i in range(plan.iterations):
         t0 = env.now
         for w in plan.worker_ranks:                      # one after the other
@@ -201,7 +189,7 @@ def first_w(env, server, comm, recorder, plan, loop, idle, first):
     turn = loop.request()
     yield turn
     t0 = env.now
-    unopened = unopened_peers(comm, server.rank, plan.worker_ranks)
+    unopened = unopened_peers(comm.routes, server.rank, plan.worker_ranks)
     for w in plan.worker_ranks:
         yield from send_w(env, comm, server, w, plan.param_bytes, first[plan.worker_of(w)], t0,
                           unopened)
