@@ -107,7 +107,7 @@ def run(args) -> int:
     if args.threads:
         from real.records.load import RankMeter
         from real.records.timing import IterationLog
-        meter = RankMeter(1)                 # noqa: F841  (samples until the process ends)
+        meter = RankMeter(1).start()         # noqa: F841  (samples until the process ends)
         IterationLog(rank).stream(lambda rows: None)
     steps = phases(world, rank, size)
     times: dict[str, list[float]] = {name: [] for name in steps}

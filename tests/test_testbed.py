@@ -339,10 +339,12 @@ def test_a_phantom_run_on_one_core_records_its_testbed_checks(tmp_path):
 
 def test_set_up_runs_before_the_barrier_that_starts_training_and_t_start_after_it():
     """The scheme's preparation, the testbed probe (rank 0's samples the shapers: 10-30 ms on
-    the emulated cluster) and the load meters (5-55 ms a rank on two shared cores) are built
-    before the barrier, so that every rank leaves it together and its window (t_start)
-    begins at the barrier's exit; built after it, each started its rank's training late,
-    inside the run's window and in no row (the parameter server's first w waited for it)."""
+    the emulated cluster) and the load meter (5-55 ms a rank on two shared cores) are built
+    before the barrier that starts training, so that every rank leaves it together and its
+    window (t_start) begins at the barrier's exit; built after it, each started its rank's
+    training late, inside the run's window and in no row (the parameter server's first w
+    waited for it). The meters' windows open after a first barrier: no rank's set-up is in
+    another's window as another process's CPU."""
     from types import SimpleNamespace
 
     from real.launch.runner import start_training
@@ -354,17 +356,27 @@ def test_set_up_runs_before_the_barrier_that_starts_training_and_t_start_after_i
             return name
         return make
 
+    class Load:
+        def __init__(self, threads):
+            events.append(("load", threads))
+
+        def start(self):
+            events.append(("load window",))
+            return self
+
     comm = SimpleNamespace(barrier=lambda: events.append(("barrier",)))
     for is_root in (True, False):
         events.clear()
         meters, train, t_start = start_training(
             comm, SimpleNamespace(is_root=is_root), 3, made("prepare"),
-            meters=(made("probe"), made("usage"), made("load")),
+            meters=(made("probe"), made("usage"), Load),
             clock=lambda: events.append(("clock",)) or 12.5)
-        assert events == [("prepare",), ("probe", is_root), ("usage",), ("load", 3),
-                          ("barrier",), ("clock",)]
-        assert (meters.probe, meters.usage, meters.load, train, t_start) == (
-            "probe", "usage", "load", "prepare", 12.5)
+        # the meters' windows open once every rank's set-up is done, before the start
+        assert events == [("prepare",), ("probe", is_root), ("load", 3), ("barrier",),
+                          ("usage",), ("load window",), ("barrier",), ("clock",)]
+        assert (meters.probe, meters.usage, train, t_start) == ("probe", "usage", "prepare",
+                                                                12.5)
+        assert isinstance(meters.load, Load)
 
 
 def test_a_scheme_is_prepared_before_its_training_is_called(monkeypatch):

@@ -291,22 +291,26 @@ def start_training(comm, launch, threads: int, prepare: Callable[[], Callable],
     """Set up this rank's training, then leave the barrier that starts it together with the
     others: returns (``Meters``, the scheme's training call, t_start, the barrier's exit).
 
-    Everything before the barrier is set-up, outside the timed window (``train_wall_s``,
+    Everything before that barrier is set-up, outside the timed window (``train_wall_s``,
     ``rank_starts_s``): the scheme's ``prepare`` (``schemes.prepared``: its module's import,
     the parameter server's ``Server``, async_avg's ``Holder``), the testbed probe (rank 0's
     also samples the emulated cluster's shapers, ``real.cluster.linkstats``: 10-30 ms at
-    3-9 namespaces) and the load meters (``RankMeter``: 5-55 ms a rank with 6-13 ranks on
-    two cores). Each piece built after the barrier started that rank's training late by
+    3-9 namespaces) and the load meter (``RankMeter``: 5-55 ms a rank with 6-13 ranks on
+    two cores). Each piece done after the barrier started that rank's training late by
     its time, inside the window and in no iteration row, and held back its peers on the
     shared cores; a scheme whose workers first wait for rank 0 (the parameter server)
-    waited that much for the first w. The meters' windows so start just before the
-    barrier and hold a rank's wait in it. ``meters``: (probe, usage, load) classes, the
-    real ones by default (tests pass stand-ins)."""
+    waited that much for the first w. The meters' windows open between a first barrier,
+    once every rank's set-up is done (a rank's set-up would count as another process's
+    CPU in the windows of the ranks already waiting), and the start barrier.
+    ``meters``: (probe, usage, load) classes, the real ones by default (tests pass
+    stand-ins)."""
     from real.records.load import RankMeter
     from real.records.testbed import RankProbe
     probe_class, usage_class, load_class = meters or (RankProbe, ResourceMeter, RankMeter)
     train = prepare()
-    built = Meters(probe_class(sample_links=launch.is_root), usage_class(), load_class(threads))
+    probe, load = probe_class(sample_links=launch.is_root), load_class(threads)
+    comm.barrier()
+    built = Meters(probe, usage_class(), load.start())
     comm.barrier()
     return built, train, clock()
 

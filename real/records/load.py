@@ -23,8 +23,9 @@ its threads. CPU% alone cannot tell a disturbed rank from one that waits for a
 message; the run-queue wait can.
 
 Every rank runs a ``RankMeter`` around its training, from just before the barrier that
-starts it (built before that barrier, so that its set-up is not in the timed window; a
-rank's wait in the barrier is in its window) to a barrier after it, so that every rank's
+starts it to a barrier after it (``real.launch.runner.start_training``: built before a
+first barrier, its window opened between that and the start barrier, so that neither its
+own set-up nor any rank's is in a window or in the timed one), so that every rank's
 window ends together: a rank that finished first
 and polls for the others (MPI's waits spin on a core) does so inside its own window, not
 as another process in theirs (which marked runs of many ranks on few cores disturbed
@@ -124,20 +125,27 @@ def _thread_stats(pids) -> dict[tuple[int, int], tuple[int, int]]:
 
 
 class RankMeter:
-    """The CPU one rank (and its child processes) got and waited for, and the load around it."""
+    """The CPU one rank (and its child processes) got and waited for, and the load around it.
+    Built, it has found its processes (a scan of every process's parent: milliseconds on a
+    busy machine); ``start()`` opens its window (a few reads of /proc and its sampler)."""
 
     def __init__(self, threads: int, sample_s: float = SAMPLE_S):
         import psutil
         self._proc, self.threads, self._sample_s = psutil.Process(), threads, sample_s
+        self._start_pids = self._pids()
+
+    def start(self) -> RankMeter:
+        """Open the window: the figures from now on."""
         self.load_before = [round(x, 2) for x in os.getloadavg()]
         self._t0, self._busy0 = time.monotonic(), busy_cpu_s()
         self._tcp0 = tcpstats.counters()
-        self._base = _thread_stats(self._pids())
+        self._base = _thread_stats(self._start_pids)
         self._last = dict(self._base)
         self._load_max = self.load_before[0]
         self._stop = threading.Event()
         self._sampler = threading.Thread(target=self._run, name="load-meter", daemon=True)
         self._sampler.start()
+        return self
 
     def _pids(self) -> list[int]:
         try:
