@@ -8,8 +8,11 @@ from libraries.nccl import (
     launched,
     release_tuple,
     ring_kernel_bytes,
+    ring_path_bytes,
     ring_rank_bytes,
+    ring_step_bytes,
     ring_steps,
+    round_bytes,
     simple_ring_slices,
 )
 
@@ -32,7 +35,9 @@ def test_fewer_channels_below_the_thread_threshold():
 @pytest.mark.parametrize("n,chunk", [(2 * MIB, 19200), (4 * MIB, 38400), (8 * MIB, 57600),
                                      (16 * MIB, 96000)])
 def test_ll128_chunks_round_up_to_min_chunk_before_2_20(n, chunk):
-    assert ring_kernel_bytes(n, 8, "ll128", 24, "2.18.5") == 8 * 24 * chunk
+    assert ring_step_bytes(n, 8, "ll128", 24, "2.18.5") == 8 * 24 * chunk
+    if chunk <= round_bytes("ll128", 640) or n == 16 * MIB:    # one trip, or every chunk full
+        assert ring_kernel_bytes(n, 8, "ll128", 24, "2.18.5") == 8 * 24 * chunk
 
 
 def test_full_loops_move_whole_steps():
@@ -57,7 +62,7 @@ def test_ll_at_1_mib_on_2_18_5_is_cut_as_the_source_cuts_it():
     chunks of divUp(262,144 floats, 24 x 8 x 1,024) x 1,024 floats = 8 KiB, so 8 x 24 of
     them cover 1.5 MiB; chunks 6 and 7 of channels 0-7 and 5-7 of the rest are empty."""
     assert launched(MIB, 8, "ll", 24) == (24, 512)
-    assert ring_kernel_bytes(MIB, 8, "ll", 24, "2.18.5") == 8 * 24 * 8192
+    assert ring_step_bytes(MIB, 8, "ll", 24, "2.18.5") == 8 * 24 * 8192
 
 
 def test_a_rank_visits_every_chunk_twice_but_its_own_and_the_next_once():
@@ -78,10 +83,32 @@ def test_by_lines_the_busiest_rank_pays_its_real_chunks_only():
 
 
 @pytest.mark.parametrize("n", [1024, 65536, 3 * MIB + 17, 100 * MIB])
-def test_by_lines_never_less_than_an_even_spread_nor_more_than_whole_steps(n):
+def test_the_three_readings_are_ordered(n):
+    """Single lines <= rounds <= whole steps: a rank's own steps are one chain of rounds,
+    and a round never waits longer than its whole step."""
     for proto in ("ll", "ll128"):
-        lines = ring_rank_bytes(n, 8, proto, 24, "2.18.5")
-        assert n * (1 - 1e-12) <= lines <= ring_kernel_bytes(n, 8, proto, 24, "2.18.5") * (1 + 1e-12)
+        lines, rounds, steps = (f(n, 8, proto, 24, "2.18.5") for f in
+                                (ring_rank_bytes, ring_kernel_bytes, ring_step_bytes))
+        assert n * (1 - 1e-12) <= lines <= rounds * (1 + 1e-12) <= steps * (1 + 1e-12) ** 2
+
+
+def test_a_trip_is_the_threads_lines_or_the_warps_slices():
+    assert round_bytes("ll", 512) == 4096            # 512 threads x one 8-byte line
+    assert round_bytes("ll128", 640) == 38400        # 20 warps x a 1,920-byte slice
+
+
+def test_rounds_of_two_ranks_by_hand():
+    """Two ranks, chunk 0 of two trips, chunk 1 empty: rank 1 sends chunk 0 in trips 1, 2
+    (ends at 2); rank 0 takes trip 1 at 1-2 and trip 2 at 2-3: 3 trips, where whole steps
+    take 4 and the busier rank's own bytes 2."""
+    assert ring_path_bytes((2.0, 0.0), 1) == 3.0
+    assert ring_path_bytes((1.0, 1.0), 1) == 2.0
+
+
+def test_ll_at_1_mib_by_rounds():
+    """Two trips of 4 KiB a chunk: the busiest rank's 12 full chunks in a row, as its own
+    bytes; whole steps would give it 14."""
+    assert ring_kernel_bytes(MIB, 8, "ll", 24, "2.18.5") == pytest.approx(12 * 8192 * 24 * 8 / 14)
 
 
 def test_simple_slices_are_the_sources():

@@ -97,26 +97,35 @@ def one_host(preset: str, gpus: int) -> Cluster:
     return replace(load_preset(preset), hosts=1, link=None, placement="packed")
 
 
-def predicted_s(cluster: Cluster, gpus: int, n_bytes: int, launch_s: float = 0.0):
-    """(protocol, seconds) of one allreduce of ``n_bytes`` over ``gpus`` devices of one
-    host, as the simulator prices it (analytic fidelity), at least ``launch_s``."""
+def pricer(cluster: Cluster, gpus: int):
+    """A function of (bytes, launch seconds) that gives (protocol, seconds) of one
+    allreduce over ``gpus`` devices of one host, as the simulator prices it (analytic
+    fidelity), at least the launch."""
     transport = on_hardware(load_default(), cluster).transport("nccl")
     routes = make_routes(tuple(cluster.placement_of(gpus)), cluster, transport)
     ranks = tuple(range(gpus))
-    algorithm = resolve_algorithm("nccl", "ring", ranks, float(n_bytes), routes)
-    t = (collective_time_s("allreduce", ranks, float(n_bytes), routes, 0.0, algorithm)
-         + call_latency_s(transport, routes, algorithm))
-    return PROTOCOL[algorithm], max(launch_s, t)
+
+    def price(n_bytes: int, launch_s: float = 0.0):
+        algorithm = resolve_algorithm("nccl", "ring", ranks, float(n_bytes), routes)
+        t = (collective_time_s("allreduce", ranks, float(n_bytes), routes, 0.0, algorithm)
+             + call_latency_s(transport, routes, algorithm))
+        return PROTOCOL[algorithm], max(launch_s, t)
+    return price
+
+
+def predicted_s(cluster: Cluster, gpus: int, n_bytes: int, launch_s: float = 0.0):
+    """(protocol, seconds) of one allreduce of ``n_bytes`` (``pricer``)."""
+    return pricer(cluster, gpus)(n_bytes, launch_s)
 
 
 def compare(table: Table) -> list[dict]:
     """One row per compared size: published and predicted time, bus bandwidth, error."""
-    cluster = one_host(table.preset, table.gpus)
+    price = pricer(one_host(table.preset, table.gpus), table.gpus)
     out = []
     for i, (n, published_s) in enumerate(table.rows):
         if not SMALLEST <= n <= LARGEST:
             continue
-        protocol, t = predicted_s(cluster, table.gpus, n, table.launch_s)
+        protocol, t = price(n, table.launch_s)
         out.append({"bytes": n, "published_us": published_s * 1e6, "predicted_us": t * 1e6,
                     "rounding": table.uncertainty(i),
                     "protocol": protocol,

@@ -1,17 +1,17 @@
-"""Two readings of NCCL's LL and LL128 flags, and what Simple's slices would need, against the published nccl-tests tables.
+"""Three readings of how NCCL's LL and LL128 ring waits, and what Simple's slices would need, against the published nccl-tests tables.
 
     python -m benchmarks.nccl.readings
 
 Before 2.20 NCCL's LL and LL128 ring kernels cut a call into chunks of one size and
-leave the chunks past its end empty (``libraries.nccl``). How long that takes depends
-on what a rank waits for. Read by whole steps, a rank's step waits for the whole
-chunk of the rank before it, so every channel runs ``2 (P - 1)`` steps of its largest
-chunk (``libraries.nccl.ring_kernel_bytes``, what the model prices). Read by lines, as
-the flags are (one a 16-byte LL line, ``readLL`` in ``prims_ll.h``; one a 128-byte LL128
-line, ``prims_ll128.h``), a rank passes lines on as they come and an empty chunk costs
-nothing, so the busiest rank's real bytes set the time (``ring_rank_bytes``). This
-command prices every table both ways (``benchmarks.nccl.curves``, the same model but
-for that one rule) and prints the sizes where the two differ and the sizes within 10%.
+leave the chunks past its end empty (``libraries.nccl``). How long that takes depends on
+what a rank waits for from the rank before it. By rounds, as the source has it, a step's
+i-th trip of its threads waits for the same trip of the previous step
+(``libraries.nccl.ring_kernel_bytes``, what the model prices). By whole steps, a step
+waits for the whole chunk, so every channel runs ``2 (P - 1)`` steps of its largest
+chunk (``ring_step_bytes``). By single lines, a rank passes every line on as it comes,
+so only the busiest rank's real bytes count (``ring_rank_bytes``). This command prices
+every table each way (``benchmarks.nccl.curves``, the same model but for that one rule)
+and prints the sizes where they differ and the sizes within 10%.
 
 It then prints what the A100 tables' Simple sizes (16 MiB to 1 GiB, one host of 24
 channels, releases before 2.20) would need from the one mechanism found with their
@@ -29,15 +29,20 @@ from unittest import mock
 
 import cli
 from benchmarks.nccl.curves import compare, one_host, size_text, tables
-from libraries.nccl import PER_CHANNEL_SPLIT, release_tuple, ring_rank_bytes, simple_ring_slices
+from libraries.nccl import (PER_CHANNEL_SPLIT, release_tuple, ring_kernel_bytes,
+                            ring_rank_bytes, ring_step_bytes, simple_ring_slices)
 from simulator.model.comm import choice
 
 PROG = "python -m benchmarks.nccl.readings"
 
 
-def by_lines(table) -> list[dict]:
-    """``curves.compare`` with the per-line reading in place of whole steps."""
-    with mock.patch.object(choice, "ring_kernel_bytes", ring_rank_bytes):
+READINGS = {"whole steps": ring_step_bytes, "rounds (the model)": ring_kernel_bytes,
+            "single lines": ring_rank_bytes}
+
+
+def priced(table, reading: str) -> list[dict]:
+    """``curves.compare`` with one reading of the LL and LL128 rings."""
+    with mock.patch.object(choice, "ring_kernel_bytes", READINGS[reading]):
         return compare(table)
 
 
@@ -86,18 +91,21 @@ def slice_report() -> list[str]:
 
 
 def report() -> str:
-    lines = ["| table | size | protocol | published (us) | whole steps | by lines |",
-             "|---|---:|---|---:|---:|---:|"]
+    names = list(READINGS)
+    lines = ["| table | size | protocol | published (us) | " + " | ".join(names) + " |",
+             "|---|---:|---|---:|" + "---:|" * len(names)]
     counts = []
     for table in tables():
-        steps, per_line = compare(table), by_lines(table)
-        for a, b in zip(steps, per_line):
-            if abs(a["predicted_us"] - b["predicted_us"]) > 0.05:
-                lines.append(f"| {table.name} | {size_text(a['bytes'])} | {a['protocol']} | "
-                             f"{a['published_us']:.1f} | {a['error']:+.1%} | {b['error']:+.1%} |")
-        within = [sum(abs(r["error"]) <= 0.10 for r in rows) for rows in (steps, per_line)]
-        counts.append(f"{table.name}: {within[0]} of {len(steps)} sizes within 10% by whole "
-                      f"steps, {within[1]} by lines")
+        rows = {name: priced(table, name) for name in names}
+        for i, row in enumerate(rows[names[0]]):
+            t = [rows[name][i]["predicted_us"] for name in names]
+            if max(t) - min(t) > 0.05:
+                errors = " | ".join(f"{rows[name][i]['error']:+.1%}" for name in names)
+                lines.append(f"| {table.name} | {size_text(row['bytes'])} | {row['protocol']} | "
+                             f"{row['published_us']:.1f} | {errors} |")
+        within = ", ".join(f"{sum(abs(r['error']) <= 0.10 for r in rows[name])} by {name}"
+                           for name in names)
+        counts.append(f"{table.name}: sizes within 10% of {len(rows[names[0]])}: {within}")
     return "\n".join(lines + [""] + counts + slice_report())
 
 
