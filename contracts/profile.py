@@ -136,6 +136,10 @@ class ModelCost:
     precision: str = "fp32"                    # the step's arithmetic (contracts.workload)
     buffer_count: int = 0                      # the model's buffers (BatchNorm's running
                                                # statistics), which DDP broadcasts each forward
+    # the share of a measured step that is the optimizer's update (a workload file's
+    # ``measured.update`` / ``step``); 0: none measured, where a device's run models it
+    # (``simulator.model.hardware.optimizer_step``)
+    update_fraction: float = 0.0
     # the parameter server's update of this model as the real server runs it (the
     # probe's median of ``real.schemes.ps.server_update``); 0: not measured, the server
     # line ``ServerCost`` prices it

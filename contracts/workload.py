@@ -127,6 +127,11 @@ class Workload:
     epochs: float = 1.0
     iterations: int | None = None      # per worker; overrides epochs when set
     threads_per_worker: int | None = 1   # None: cores // ranks on the host, as real.train does
+    # on accelerator hosts, the optimizer steps once every K iterations (gradient
+    # accumulation, PyTorch's convention: K backward passes, then optimizer.step() and
+    # zero_grad()); a measured step holds one update, so K > 1 takes (1 - 1/K) of it off
+    # each (engine.run.with_optimizer_step); 1: the step as measured
+    accumulation_steps: int = 1
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model:
@@ -138,6 +143,7 @@ class Workload:
             whole("threads_per_worker", self.threads_per_worker)
         if self.iterations is not None:
             whole("iterations", self.iterations)
+        whole("accumulation_steps", self.accumulation_steps)
 
     def iterations_per_epoch(self, workers: int) -> int:
         return max(1, math.ceil(self.dataset_samples / (workers * self.batch_per_worker)))
@@ -513,8 +519,9 @@ def _precision_steps(measured: dict, batch: int, own: str) -> tuple:
 
 def at_precision(w: ModelWorkload, precision: str) -> ModelWorkload:
     """``w`` as ``precision`` runs it: every time scaled by the ratio of its measured
-    step to the file's own step (the layers' shares of the backward unchanged); the
-    tensors as they are (AMP keeps fp32 master weights and gradients)."""
+    step to the file's own step (the layers' shares of the backward unchanged) but the
+    update, which is not measured in it (0); the tensors as they are (AMP keeps fp32
+    master weights and gradients)."""
     if precision == w.precision:
         return w
     steps = {name: (step_s, source) for name, step_s, source in w.precision_steps}
@@ -532,8 +539,10 @@ def at_precision(w: ModelWorkload, precision: str) -> ModelWorkload:
     others = tuple(p for p in w.precision_steps if p[0] != precision) + (
         (w.precision, w.step_s, "the file's measured step"),)
     provenance = dict(w.provenance, precision=f"{precision}: {source or 'the workload file'}")
+    # (the update is not measured in that precision: 0, the model prices it where a run
+    # needs it, engine.run.update_in_step_s; its cost does not scale with the step's)
     return replace(w, layers=layers, lines=lines, step_s=step_s, forward_s=w.forward_s * k,
-                   backward_s=w.backward_s * k, update_s=w.update_s * k, precision=precision,
+                   backward_s=w.backward_s * k, update_s=0.0, precision=precision,
                    precision_steps=others, provenance=provenance)
 
 
@@ -645,7 +654,8 @@ def model_cost(w: ModelWorkload):
         input_s_per_sample=w.input_s_per_sample, input_workers=w.input_workers,
         input_busy=tuple(float(n) for n, _ in w.input_at),
         input_s_per_sample_busy=tuple(t for _, t in w.input_at),
-        precision=w.precision, buffer_count=len(w.buffers))
+        precision=w.precision, buffer_count=len(w.buffers),
+        update_fraction=min(1.0, w.update_s / w.step_s) if w.step_s > 0 else 0.0)
 
 
 def workload_of_cost(cost, device: str = "cpu", batch_size: int = 64,

@@ -7,7 +7,12 @@ profile's measured network or, where it has none, an assumed one the output name
 a header in plain words (model, epoch, machine, hosts, network, the speedup's baseline, and
 each flag that won over a file), the time per epoch per scheme at a few P in human units
 (``--full``: every row) and writes ``speedup.png``, ``predictions.csv`` and ``.json`` (seconds
-in named columns) to ``--out``. Bad input: one line on stderr, exit code 2.
+in named columns) to ``--out``. On accelerator hosts (``--preset``, a cluster file with
+[device]) it names the mechanisms the engines applied (``engine.mechanisms``: compute beside
+NCCL, the step in its precision, DDP's exposed last bucket and own calls, the input pipeline,
+the optimizer's step that the step holds, once every ``--accumulation-steps`` iterations);
+``--full`` and the json
+give each one's cost and source. Bad input: one line on stderr, exit code 2.
 
 ``--target-accuracy`` (the training time to a test accuracy) trains the real model along
 each predicted schedule: that is a pipeline's work, ``python -m pipelines.predict``, which
@@ -84,6 +89,13 @@ def build_parser(prog: str = PROG) -> cli.Parser:
     t.add_argument("--epochs", type=cli.positive_float, default=1.0, help="epochs to simulate")
     t.add_argument("--iterations", type=cli.positive_int,
                    help="iterations per worker (instead of epochs)")
+    p.add_argument("--accumulation-steps", type=cli.positive_int, default=1, metavar="K",
+                   help="on accelerator hosts: the optimizer steps once every K iterations "
+                        "(gradient accumulation as PyTorch runs it: K backward passes, then "
+                        "optimizer.step() and zero_grad()); the workload's step holds one "
+                        "update (its measured.update, else the model's per-tensor SGD), paid "
+                        "once in K; the gradients still cross every iteration (DDP without "
+                        "no_sync()); CPU hosts: 1 only")
     p.add_argument("--threads", type=cli.positive_int, default=None,
                    help="threads per worker process (default: cores // ranks per host, as "
                         "real.train picks)")

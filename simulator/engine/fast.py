@@ -72,6 +72,29 @@ def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads
     return finish[:, host_of, slot]
 
 
+def collective_s(run: Layout, kind: str, ranks, n: float, algorithm: str = "ring") -> float:
+    """One collective of ``n`` bytes over ``ranks`` on the laid-out run, as this path and
+    the SimPy model's analytic fidelity price it: its closed form on the routes, NCCL's
+    call latency, and on CPU hosts at least the CPU its calls take."""
+    spec, cluster, profile = run.spec, run.cluster, run.profile
+    placement, transport, routes = run.placement, run.transport, run.routes
+    if kind == "allreduce":
+        if transport.backend == "nccl":
+            ranks = nccl_order(placement, ranks)
+        algorithm = resolve_algorithm(transport.backend, algorithm, ranks, n, routes)
+    t = collective_time_s(kind, ranks, n, routes, transport.gamma_s_per_byte, algorithm)
+    if transport.step_extra_s(kind) > 0:
+        t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm,
+                                                       ranks_per_host(routes, ranks))
+    if len(ranks) > 1:
+        t += call_latency_s(transport, routes, algorithm)
+    if spec.polls or cluster.device is not None:   # (devices: no CPU of calls, as des)
+        return t
+    spans = len({placement[r] for r in ranks}) > 1
+    return max(t, _cpu_s(transport, kind, ranks, n, algorithm, run.worker_pools, cluster,
+                         profile.sharing_efficiency, spans))
+
+
 def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
     spec, cluster, profile = run.spec, run.cluster, run.profile
     placement, transport, routes = run.placement, run.transport, run.routes
@@ -83,21 +106,7 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
                                           spec.polls)
 
     def coll(kind, ranks, n, algorithm="ring"):
-        if kind == "allreduce":
-            if transport.backend == "nccl":
-                ranks = nccl_order(placement, ranks)
-            algorithm = resolve_algorithm(transport.backend, algorithm, ranks, n, routes)
-        t = collective_time_s(kind, ranks, n, routes, g, algorithm)
-        if transport.step_extra_s(kind) > 0:
-            t += transport.step_extra_s(kind) * step_count(kind, len(ranks), n, algorithm,
-                                                           ranks_per_host(routes, ranks))
-        if len(ranks) > 1:
-            t += call_latency_s(transport, routes, algorithm)
-        if spec.polls or cluster.device is not None:   # (devices: no CPU of calls, as des)
-            return t
-        spans = len({placement[r] for r in ranks}) > 1
-        return max(t, _cpu_s(transport, kind, ranks, n, algorithm, host_of, cluster,
-                             profile.sharing_efficiency, spans))
+        return collective_s(run, kind, ranks, n, algorithm)
 
     ranks, n, p = plan.worker_ranks, plan.param_bytes, plan.workers
     grads, alg = plan.grad_bytes, plan.gradient_algorithm
@@ -109,8 +118,8 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         slowdown = (cluster.hardware.slowdown_at(plan.precision) if cluster.device is not None
                 else 0.0)
         if slowdown > 0 and p > 1:        # NCCL slows the backward it overlaps
-            run = ddp_slowed if spec.exchange == "buckets" else horovod_slowed
-            parts = run(plan, steps, cost, speed, slowdown)
+            slowed = ddp_slowed if spec.exchange == "buckets" else horovod_slowed
+            parts = slowed(plan, steps, cost, speed, slowdown)
         else:
             parts = (_ddp(plan, steps, cost, speed) if spec.exchange == "buckets"
                      else _horovod(plan, steps, cost, speed))

@@ -32,6 +32,7 @@ from simulator.model.comm.iallreduce import polled
 from simulator.model.config import Heterogeneity, SchemeConfig
 from simulator.model.hardware.ddp_calls import ddp_step_s
 from simulator.model.hardware.input_pipeline import input_step_s
+from simulator.model.hardware.optimizer_step import sgd_step_s
 from simulator.model.schemes import SCHEMES, Scheme
 from simulator.model.workload import (
     Plan,
@@ -136,6 +137,8 @@ def simulate_on(run: Layout, cfg: SchemeConfig, workload: Workload, seed: int = 
     steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
              for r in range(workers)]
     steps = with_ddp_calls(steps, _model(profile, workload.model), run)
+    steps, plan = with_optimizer_step(steps, plan, _model(profile, workload.model), run,
+                                      workload.accumulation_steps)
     steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
     if run.cluster.device is None:       # the profile's hosts: their loop, not a GPU's
         steps = with_loop(steps, profile.loop_s_per_step)
@@ -175,6 +178,52 @@ def with_ddp_calls(steps, model, run: Layout):
     if extra <= 0:
         return steps
     return [s + extra for s in steps]
+
+
+def optimizer_step_s(model, device) -> float:
+    """One optimizer step of ``model`` on ``device`` (``hardware.optimizer_step.sgd_step_s``:
+    SGD with momentum and weight decay on every tensor, one tensor at a time, then
+    ``zero_grad``; torchvision's classification recipe decays every tensor unless
+    ``--norm-weight-decay``); 0 where the device gives no memory bandwidth."""
+    if device is None or device.memory_bytes_per_s <= 0:
+        return 0.0
+    return sgd_step_s([(n, True) for n in model.tensor_counts], model.precision,
+                      device.memory_bytes_per_s, device.host_call_s)
+
+
+def update_in_step_s(model, device, step_s: float) -> float:
+    """The update a measured step of ``step_s`` holds: the workload file's measured share of
+    it (``model.update_fraction``), else the model's ``optimizer_step_s``."""
+    if model.update_fraction > 0:
+        return model.update_fraction * step_s
+    return optimizer_step_s(model, device)
+
+
+def with_optimizer_step(steps, plan: Plan, model, run: Layout, every: int):
+    """Each worker's steps when the optimizer steps once every ``every`` iterations, as a
+    mean per iteration, on accelerator hosts where the workers step it (not a parameter
+    server's): a measured step holds one update (``update_in_step_s``: u), so each is
+    shorter by ``u (1 - 1 / every)``. The update runs after the gradients' exchange and
+    before the next forward, so the backward keeps its mean length
+    (``plan.backward_fraction`` rescaled). ``every`` 1: the steps as measured."""
+    device = run.cluster.device
+    if every <= 1 or device is None or run.spec.server:
+        return steps, plan
+    mean_s = float(np.mean([np.mean(s) for s in steps]))
+    keep = 1 - 1 / every
+    if model.update_fraction > 0:
+        new = [s * (1 - model.update_fraction * keep) for s in steps]
+    else:
+        cut = optimizer_step_s(model, device) * keep
+        if cut >= mean_s:
+            raise ConfigError(f"the optimizer's step of {model.model} on {device.name} "
+                              f"({cut / keep * 1e3:.3g} ms, modelled) is longer than the "
+                              f"step that holds it ({mean_s * 1e3:.3g} ms): give the "
+                              "workload file's measured.update")
+        new = [s - cut for s in steps]
+    new_mean = float(np.mean([np.mean(s) for s in new]))
+    scale = mean_s / new_mean if new_mean > 0 else 1.0
+    return new, replace(plan, backward_fraction=min(1.0, plan.backward_fraction * scale))
 
 
 def input_bound(steps, model, run: Layout, batch: int):

@@ -19,6 +19,7 @@ from contracts import quality
 from contracts.cluster import GrowingCluster
 from contracts.files import atomic_write_text
 from simulator.engine.machine import provenance_line
+from simulator.engine.mechanisms import mechanisms
 from simulator.output import header
 from simulator.output.tables import full_table, summary_table, to_csv, to_json
 
@@ -42,7 +43,35 @@ def metadata(q, rows: list[dict], elapsed_s: float,
             "hosts": hosts_range(q.setting, q.largest, q.workers),
             "overrides": list(q.overrides),
             "baseline": baseline_of(rows, job.baseline),
-            "profile_quality": quality.warning(measured, job.workload.model)}
+            "profile_quality": profile_quality(q),
+            "mechanisms": mechanisms(job, q.largest, q.provenance)}
+
+
+def profile_quality(q) -> str:
+    """The profile's quality line (``contracts.quality.warning``); on accelerator hosts its
+    note of weak fits the prediction does not use is left out (the device's costs are the
+    preset's and the workload file's), its WARNING kept."""
+    line = quality.warning(q.measured, q.sweep.workload.model)
+    return "" if q.largest.device is not None and line.startswith("Note:") else line
+
+
+def mechanism_text(meta: dict, full: bool) -> str:
+    """What the accelerator hosts' mechanisms cost (``engine.mechanisms``): one line of
+    names, or with ``full`` each with its cost, schemes and source ("" on CPU hosts)."""
+    rows = meta.get("mechanisms") or []
+    if not rows:
+        return ""
+    p = meta["hosts"]["at_max"][0]
+    if not full:
+        return (f"mechanisms applied at P = {p}: "
+                + ", ".join(r["mechanism"] for r in rows if not r["cost"].startswith("not "))
+                + " (each with its cost and source: --full)\n")
+    out = [f"mechanisms at P = {p} (cost; schemes that pay it; source, in full in "
+           "predictions.json):"]
+    for r in rows:
+        source = r["source"] if len(r["source"]) <= 160 else r["source"][:157] + "..."
+        out += [f"  {r['mechanism']}: {r['cost']}", f"    {r['schemes']}; source: {source}"]
+    return "\n".join(out) + "\n"
 
 
 def hosts_range(setting, largest, workers) -> dict:
@@ -75,6 +104,7 @@ def written(args, rows: list[dict], meta: dict) -> None:
                  else full_table(rows, head)) + "\n"
         if meta.get("provenance_line"):
             shown += meta["provenance_line"] + " (every number and its source: predictions.json)\n"
+        shown += mechanism_text(meta, args.full)
     else:
         shown = csv_text if args.format == "csv" else json_text + "\n"
     atomic_write_text(out / "predictions.csv", csv_text)
