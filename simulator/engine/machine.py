@@ -121,7 +121,7 @@ def machine(profile: Profile, profile_origin: str, cluster: Cluster | None,
         rows.append({"quantity": f"{w.name}: step time", "value":
                      f"{w.step_s * 1e3:.4g} ms per {w.batch_size} samples on {w.device} "
                      f"in {w.precision}; {how}",
-                     "origin": origin + (f"; {w.precision}: {w.provenance['precision']}"
+                     "origin": origin + (f"; {w.provenance['precision']}"
                                          if w.provenance.get("precision") else "")})
         if w.input_s_per_sample > 0:
             rows.append({"quantity": f"{w.name}: input pipeline", "value":

@@ -67,9 +67,9 @@ def _precision(model, job, provenance) -> dict:
     fit = model.step_fit(job.workload.threads_per_worker or 1)
     row = next((r for r in provenance if r["quantity"] == f"{model.model}: step time"), None)
     return {"mechanism": f"the step in {model.precision}",
-            "cost": f"{_ms(fit.step_s(job.workload.batch_per_worker))} per "
-                    f"{job.workload.batch_per_worker} samples on {cluster_device(job)}"
-                    + (f" ({row['value']})" if row else ""),
+            "cost": row["value"] if row else (
+                f"{_ms(fit.step_s(job.workload.batch_per_worker))} per "
+                f"{job.workload.batch_per_worker} samples on {cluster_device(job)}"),
             "schemes": "every scheme",
             "source": row["origin"] if row else "the profile"}
 
