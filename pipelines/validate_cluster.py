@@ -158,11 +158,11 @@ def calibrate_flags(args, out: Path) -> list[str]:
             "--out", str(out / "profile.json")]
 
 
-def calibrate_profile(args, out: Path) -> Path:
+def calibrate_profile(args, out: Path, prog: str = PROG) -> Path:
     if args.profile:
         return Path(args.profile)
     _run([sys.executable, "-m", "calibrate", *calibrate_flags(args, out)],
-         out / "logs" / "calibrate.log", 600)
+         out / "logs" / "calibrate.log", 600, prog)
     return out / "profile.json"
 
 

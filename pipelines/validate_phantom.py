@@ -395,7 +395,7 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
     out.mkdir(parents=True, exist_ok=True)
     loads = prepare_workloads(args, out)
     print(f"{PROG}: {estimate(args, out, loads)}", file=sys.stderr)
-    profile_path = vc.calibrate_profile(args, out) if args.profile or not \
+    profile_path = vc.calibrate_profile(args, out, PROG) if args.profile or not \
         (out / "profile.json").exists() else out / "profile.json"
     profile = profiles.load(profile_path)
     stops = Stops(out / "stops.json")
