@@ -156,3 +156,14 @@ def test_predict_on_the_dle_file_is_the_checks_iteration(precision):
     assert check.share_of_updates(t, 8) == 1.0
     assert got == pytest.approx(check.iteration_s(t, 8),
                                 rel=1e-9 if precision == "tf32" else 5e-3)
+
+
+def test_a_measured_update_counts_on_its_own_device_only():
+    """A workload's measured update is its device's: kept where the cluster runs that
+    device, left to the model where the step is scaled from another."""
+    from contracts.workload import load_workload
+    from simulator.engine.machine import scaled_cost
+    w = replace(load_workload(A100_FILE), update_s=0.01)
+    assert scaled_cost(w, load_preset("dgx-a100"))[0].update_fraction == pytest.approx(
+        0.01 / w.step_s)
+    assert scaled_cost(w, load_preset("dgx-h100"))[0].update_fraction == 0.0

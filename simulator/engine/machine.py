@@ -1,7 +1,8 @@
 """What a prediction runs on: the profile, the cluster's hardware and the workload files.
 
 A workload measured on another device is scaled to this one by the ratio of their
-sustained compute rates (``scaled_cost``); what a cluster's accelerator hosts decide
+sustained compute rates (``scaled_cost``; its measured optimizer update is that device's, so
+the model prices this one's, ``engine.run.update_in_step_s``); what a cluster's accelerator hosts decide
 instead of the profile is ``placement.on_hardware``'s.
 
 ``machine(profile, cluster, workloads)`` returns the profile the engines run on
@@ -48,6 +49,13 @@ def device_rates(precision: str = "fp32") -> dict[str, tuple[float, str]]:
     return out
 
 
+def _device_keys(name: str) -> set[str]:
+    """The rate keys the devices table gives the device ``name`` (or an alias of it)."""
+    raw = tomllib.loads((PRESETS_DIR / "devices.toml").read_text())
+    return next((set(d) for d in raw.get("device", []) if name.lower() in
+                 [d["name"].lower(), *(a.lower() for a in d.get("aliases", []))]), set())
+
+
 def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
     """The workload's cost on the cluster's device, and a line saying how it was scaled:
     by the ratio of the two devices' rates in the workload's precision (FP32 from the
@@ -65,6 +73,7 @@ def scaled_cost(w: ModelWorkload, cluster: Cluster | None) -> tuple:
         w.device.lower() in rates and rates.get(device.name.lower()) == rates[w.device.lower()])
     if same:
         return cost, f"as measured on {w.device}"
+    cost = replace(cost, update_fraction=0.0)   # its measured update was another device's
     if w.precision != "fp32":
         return _scaled_precision(w, cost, device)
     if w.device_flops_per_s > 0:
@@ -97,8 +106,11 @@ def _scaled_precision(w: ModelWorkload, cost, device) -> tuple:
     factor = rates[w.device.lower()][0] / rates[device.name.lower()][0]
     steps = tuple(replace(s, step_intercept_s=s.step_intercept_s * factor,
                           step_s_per_sample=s.step_s_per_sample * factor) for s in cost.steps)
+    fp32 = [n for n in (w.device, device.name) if w.precision == "tf32"
+            and "tf32_flops" not in _device_keys(n)]
     note = (f"scaled from {w.device} to {device.name} by their datasheet {w.precision} peaks "
-            f"(devices table): x{factor:.3g}, a rough guide")
+            + (f"({' and '.join(fp32)}: no TF32, its FP32) " if fp32 else "")
+            + f"(devices table): x{factor:.3g}, a rough guide")
     return replace(cost, steps=steps, eval_s_per_sample=cost.eval_s_per_sample * factor), note
 
 
