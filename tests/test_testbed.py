@@ -298,7 +298,7 @@ def test_a_thread_that_shares_its_core_with_a_busy_loop_is_seen_waiting_for_it()
     try:
         os.sched_setaffinity(0, {0})
         time.sleep(0.3)                               # the loop is on CPU 0
-        probe = testbed.RankProbe()
+        probe = testbed.RankProbe().start()
         end = time.monotonic() + 0.6
         while time.monotonic() < end:
             pass
@@ -356,27 +356,29 @@ def test_set_up_runs_before_the_barrier_that_starts_training_and_t_start_after_i
             return name
         return make
 
-    class Load:
-        def __init__(self, threads):
-            events.append(("load", threads))
+    def opened(name):
+        class Meter:
+            def __init__(self, *args, **kwargs):
+                events.append((name, *args, *kwargs.values()))
 
-        def start(self):
-            events.append(("load window",))
-            return self
+            def start(self):
+                events.append((f"{name} window",))
+                return self
+        return Meter
 
     comm = SimpleNamespace(barrier=lambda: events.append(("barrier",)))
     for is_root in (True, False):
         events.clear()
         meters, train, t_start = start_training(
             comm, SimpleNamespace(is_root=is_root), 3, made("prepare"),
-            meters=(made("probe"), made("usage"), Load),
+            meters=(opened("probe"), made("usage"), opened("load")),
             clock=lambda: events.append(("clock",)) or 12.5)
         # the meters' windows open once every rank's set-up is done, before the start
         assert events == [("prepare",), ("probe", is_root), ("load", 3), ("barrier",),
-                          ("usage",), ("load window",), ("barrier",), ("clock",)]
-        assert (meters.probe, meters.usage, train, t_start) == ("probe", "usage", "prepare",
-                                                                12.5)
-        assert isinstance(meters.load, Load)
+                          ("probe window",), ("usage",), ("load window",), ("barrier",),
+                          ("clock",)]
+        assert (meters.usage, train, t_start) == ("usage", "prepare", 12.5)
+        assert events.count(("probe window",)) == 1
 
 
 def test_a_scheme_is_prepared_before_its_training_is_called(monkeypatch):

@@ -299,9 +299,9 @@ def start_training(comm, launch, threads: int, prepare: Callable[[], Callable],
     two cores). Each piece done after the barrier started that rank's training late by
     its time, inside the window and in no iteration row, and held back its peers on the
     shared cores; a scheme whose workers first wait for rank 0 (the parameter server)
-    waited that much for the first w. The meters' windows open between a first barrier,
-    once every rank's set-up is done (a rank's set-up would count as another process's
-    CPU in the windows of the ranks already waiting), and the start barrier.
+    waited that much for the first w. The meters' and the probe's windows open between a
+    first barrier, once every rank's set-up is done (a rank's set-up would count as another
+    process's CPU in the windows of the ranks already waiting), and the start barrier.
     ``meters``: (probe, usage, load) classes, the real ones by default (tests pass
     stand-ins)."""
     from real.records.load import RankMeter
@@ -310,7 +310,7 @@ def start_training(comm, launch, threads: int, prepare: Callable[[], Callable],
     train = prepare()
     probe, load = probe_class(sample_links=launch.is_root), load_class(threads)
     comm.barrier()
-    built = Meters(probe, usage_class(), load.start())
+    built = Meters(probe.start(), usage_class(), load.start())
     comm.barrier()
     return built, train, clock()
 
