@@ -139,8 +139,9 @@ def test_scheduler_probe_sees_off_core_stretches():
 
 
 def test_synchronous_step_check_takes_at_least_the_work():
-    # one process: the step is its own CPU time (wall >= CPU); bounded by a loaded host
-    assert 0.99 <= synced_step_w(1, work_s=0.002, steps=20) < 5
+    # one process: a step spins its own CPU time, so its wall time is at least that; how
+    # much longer depends on the machine's other load, which a test cannot bound
+    assert synced_step_w(1, work_s=0.002, steps=20) >= 0.99
 
 
 @pytest.mark.parametrize("argv", [["--check", "x"], ["--check", "0"], ["--steps", "0"]])
