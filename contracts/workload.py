@@ -540,7 +540,7 @@ def at_precision(w: ModelWorkload, precision: str) -> ModelWorkload:
         (w.precision, w.step_s, "the file's measured step"),)
     provenance = dict(w.provenance, precision=f"{precision}: {source or 'the workload file'}")
     # (the update is not measured in that precision: 0, the model prices it where a run
-    # needs it, engine.run.update_in_step_s; its cost does not scale with the step's)
+    # needs it, engine.run.with_optimizer_step; its cost does not scale with the step's)
     return replace(w, layers=layers, lines=lines, step_s=step_s, forward_s=w.forward_s * k,
                    backward_s=w.backward_s * k, update_s=0.0, precision=precision,
                    precision_steps=others, provenance=provenance)

@@ -2,8 +2,8 @@
 
 A workload measured on another device is scaled to this one by the ratio of their
 sustained compute rates (``scaled_cost``; its measured optimizer update is that device's, so
-the model prices this one's, ``engine.run.update_in_step_s``); what a cluster's accelerator hosts decide
-instead of the profile is ``placement.on_hardware``'s.
+the model prices this one's, ``engine.run.with_optimizer_step``); what a cluster's accelerator
+hosts decide instead of the profile is ``placement.on_hardware``'s.
 
 ``machine(profile, cluster, workloads)`` returns the profile the engines run on
 and the provenance of every number in it: measured (a profile or a workload

@@ -191,19 +191,12 @@ def optimizer_step_s(model, device) -> float:
                       device.memory_bytes_per_s, device.host_call_s)
 
 
-def update_in_step_s(model, device, step_s: float) -> float:
-    """The update a measured step of ``step_s`` holds: the workload file's measured share of
-    it (``model.update_fraction``), else the model's ``optimizer_step_s``."""
-    if model.update_fraction > 0:
-        return model.update_fraction * step_s
-    return optimizer_step_s(model, device)
-
-
 def with_optimizer_step(steps, plan: Plan, model, run: Layout, every: int):
     """Each worker's steps when the optimizer steps once every ``every`` iterations, as a
     mean per iteration, on accelerator hosts where the workers step it (not a parameter
-    server's): a measured step holds one update (``update_in_step_s``: u), so each is
-    shorter by ``u (1 - 1 / every)``. The update runs after the gradients' exchange and
+    server's): a measured step holds one update u (the workload file's measured share of
+    it, ``model.update_fraction``, else ``optimizer_step_s``), so each is shorter by
+    ``u (1 - 1 / every)``. The update runs after the gradients' exchange and
     before the next forward, so the backward keeps its mean length
     (``plan.backward_fraction`` rescaled). ``every`` 1: the steps as measured."""
     device = run.cluster.device
