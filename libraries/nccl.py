@@ -165,10 +165,11 @@ def ring_kernel_bytes(n_bytes: float, ranks: int, protocol: str, channels: int,
     (and where no release is given)."""
     if n_bytes <= 0 or channels <= 0:
         return n_bytes
+    nc, threads = launched(n_bytes, ranks, protocol, channels)
     if _exact_split(release):
-        return n_bytes * channels / launched(n_bytes, ranks, protocol, channels)[0]
+        return n_bytes * channels / nc
     loop, full_loops, patterns = _last_loop(n_bytes, ranks, protocol, channels)
-    unit = round_bytes(protocol, launched(n_bytes, ranks, protocol, channels)[1])
+    unit = round_bytes(protocol, threads)
     busiest = max((ring_path_bytes(sizes, unit) for sizes in patterns), default=0.0)
     return _as_even_spread(full_loops * loop + busiest, ranks, channels)
 
