@@ -145,3 +145,21 @@ def test_the_tables_fit_rounds_best_of_the_three_readings():
             with mock.patch.object(choice, "ring_kernel_bytes", READINGS[reading]):
                 assert {n for n in (MIB, 2 * MIB, 4 * MIB, 8 * MIB)
                         if abs(price(n, t.launch_s)[1] / published[n] - 1) <= 0.10} == within
+
+
+def test_the_time_beyond_nccls_bandwidth_by_hand_and_where_it_holds():
+    """benchmarks.nccl.readings.time_beyond_bus: the published time less 2 (P - 1) / P x n
+    at the model's protocol's share of the bus, beside NCCL's latency of that protocol. On
+    the H100 table (2.26.2) it stays within NCCL's own latency from 8 MiB on; on both A100
+    tables it is 1.5 to 7 times NCCL's (docs/results/gpu-published.md)."""
+    from benchmarks.nccl.readings import time_beyond_bus
+    h100 = TABLES["h100-8x-together"]
+    by_size = {n: (b, lat) for n, b, lat in time_beyond_bus(h100)}
+    beyond_s, latency_s = by_size[2**30]
+    assert beyond_s == pytest.approx(5212.62e-6 - 1.75 * 2**30 / 360e9, rel=1e-9)
+    assert latency_s == pytest.approx(8.4e-6 + 14 * 3.4e-6, rel=1e-9)     # Simple
+    assert by_size[8 * MIB][1] == pytest.approx(14e-6 + 14 * 1.9e-6, rel=1e-9)  # LL128
+    assert all(b <= lat for b, lat in by_size.values())
+    for name in ("a100-8x-azure", "a100-8x-superbench"):
+        ratios = [b / lat for n, b, lat in time_beyond_bus(TABLES[name]) if n <= 512 * MIB]
+        assert 1.4 <= min(ratios) and max(ratios) <= 7.0

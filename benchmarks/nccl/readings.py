@@ -1,4 +1,4 @@
-"""Three readings of how NCCL's LL and LL128 ring waits, and what Simple's slices would need, against the published nccl-tests tables.
+"""Three readings of how NCCL's LL and LL128 ring waits, what Simple's slices would need, and the time beyond NCCL's bandwidth, against the published nccl-tests tables.
 
     python -m benchmarks.nccl.readings
 
@@ -21,6 +21,13 @@ slice's bytes at one rate a channel, fitted by least squares to the table after 
 own latency (call and ``2 (P - 1)`` steps), each size's relative error weighed alike.
 The fit says what the table needs; no source gives either number, and the model does
 not apply it.
+
+Last it prints each table's time beyond NCCL's bandwidth from 8 MiB on: the published
+time less ``2 (P - 1) / P * n / (share * bus)``, ``bus`` the preset's bus bandwidth from
+NCCL's source (``intra.bandwidth``: 235, 240, 360 GB/s) and ``share`` that of the protocol
+the model runs there (LL128's 0.92, or its cap's share where lower; 1 for Simple), beside
+NCCL's own latency of that protocol (call and ``2 (P - 1)`` steps, ``tuning.cc``). Where
+NCCL's cost model holds the two agree; what is left over is what the model lacks there.
 """
 from __future__ import annotations
 
@@ -90,6 +97,38 @@ def slice_report() -> list[str]:
     return lines
 
 
+def time_beyond_bus(table, smallest: int = 8 * 2**20) -> list[tuple[int, float, float]]:
+    """(size, published time less its bytes at the share of the preset's bus bandwidth the
+    model's protocol moves at, NCCL's latency of that protocol) in seconds, for a table's
+    sizes from ``smallest`` on (the even spread, without the kernel's chunks)."""
+    hw = one_host(table.preset, table.gpus).hardware
+    p, bus = table.gpus, hw.intra.bandwidth_bytes_per_s
+    out = []
+    for r in compare(table):
+        if r["bytes"] < smallest:
+            continue
+        ll = {"LL": hw.ll, "LL128": hw.ll128}.get(r["protocol"])
+        call_s, step_s, share = ((ll.call_latency_s, ll.intra_latency_s, ll.share_at(bus))
+                                 if ll is not None
+                                 else (hw.call_latency_s, hw.intra.latency_s, 1.0))
+        beyond_s = r["published_us"] * 1e-6 - 2 * (p - 1) / p * r["bytes"] / (share * bus)
+        out.append((r["bytes"], beyond_s, call_s + 2 * (p - 1) * step_s))
+    return out
+
+
+def beyond_report() -> list[str]:
+    lines = ["", "Time beyond NCCL's bandwidth (us): published less 2 (P - 1) / P x n / "
+             "(share x bus) of the model's protocol, beside (in brackets) NCCL's latency "
+             "of that protocol", "",
+             "| table | bus (GB/s) | " + " | ".join(size_text(8 * 2**20 * 2**k) for k in range(8))
+             + " |", "|---|---:|" + "---:|" * 8]
+    for table in tables():
+        bus = one_host(table.preset, table.gpus).hardware.intra.bandwidth_bytes_per_s
+        cells = [f"{b * 1e6:.0f} ({lat * 1e6:.0f})" for _, b, lat in time_beyond_bus(table)]
+        lines.append(f"| {table.name} | {bus / 1e9:.0f} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report() -> str:
     names = list(READINGS)
     lines = ["| table | size | protocol | published (us) | " + " | ".join(names) + " |",
@@ -106,7 +145,7 @@ def report() -> str:
         within = ", ".join(f"{sum(abs(r['error']) <= 0.10 for r in rows[name])} by {name}"
                            for name in names)
         counts.append(f"{table.name}: sizes within 10% of {len(rows[names[0]])}: {within}")
-    return "\n".join(lines + [""] + counts + slice_report())
+    return "\n".join(lines + [""] + counts + slice_report() + beyond_report())
 
 
 def build_parser() -> cli.Parser:
