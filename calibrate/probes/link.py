@@ -244,6 +244,9 @@ def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> st
             f"{backend}_sizes_bytes = {list(f['medians_s'])}",
             f"{backend}_median_half_round_trip_s = "
             f"[{', '.join(f'{t:.6g}' for t in f['medians_s'].values())}]"]
+        if "cpu_medians_s" in f:     # kept, so a later model can fit the CPU again
+            lines.append(f"{backend}_median_cpu_s = "
+                         f"[{', '.join(f'{c:.6g}' for c in f['cpu_medians_s'].values())}]")
     return "\n".join(lines) + "\n"
 
 
