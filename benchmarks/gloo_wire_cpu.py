@@ -39,6 +39,7 @@ import time
 import pandas as pd
 
 from contracts.units import parse_bandwidth
+from real.cluster.state import default_burst_bytes
 
 PREFIX = "psgdwc"
 SIZES = (8, 512, 4096, 16384, 65536, 262144, 1048576, 4194304)
@@ -122,7 +123,8 @@ def run_rate(rate: str, args) -> list[dict]:
     argv = [sys.executable, os.path.abspath(__file__), "--rank-main", "--rates", rate,
             "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
             "--out", part]
-    with emulated_cluster(2, rate, prefix=PREFIX, subnet="10.213.0.0/24") as cluster:
+    with emulated_cluster(2, rate, args.burst, prefix=PREFIX, subnet="10.213.0.0/24") as cluster:
+        burst_bytes = cluster.burst_bytes
         procs = [subprocess.Popen(netns_command(cluster, r, argv),
                                   env=os.environ | torch_env(cluster, r, 2, PORT))
                  for r in range(2)]
@@ -132,24 +134,28 @@ def run_rate(rate: str, args) -> list[dict]:
     rows = []
     for r in range(2):
         with open(f"{part}.rank{r}") as f:
-            rows += list(csv.DictReader(f))
+            rows += [row | {"burst_bytes": burst_bytes} for row in csv.DictReader(f)]
         os.unlink(f"{part}.rank{r}")
     return rows
 
 
 def per_rate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per rate: rank 0's CPU over the ping-pong halved, as ``calibrate.link`` fits it (the
+    """Per rate and bucket (``real.cluster``'s default, 2 ms of the rate, where the rows do
+    not name one): rank 0's CPU over the ping-pong halved, as ``calibrate.link`` fits it (the
     median over sizes up to 4 KiB, and the slope from 1 to 4 MiB), and the receiver's side
     of ``oneway`` (rank 1) from 1 to 4 MiB: bytes per wake-up of its device thread, the
     thread's CPU per wake-up, the process's CPU a byte. Medians over repetitions."""
+    if "burst_bytes" not in rows:
+        rows = rows.assign(burst_bytes=rows["rate"].map(
+            lambda r: default_burst_bytes(parse_bandwidth(r) * 8)))
     out = []
-    for rate, g in rows.groupby("rate"):
+    for (rate, burst), g in rows.groupby(["rate", "burst_bytes"]):
         med = {key: h.groupby("bytes").median(numeric_only=True)
                for key, h in g.groupby(["pattern", "rank"])}
         pp, rx = med[("pingpong", 0)], med[("oneway", 1)]
         lo, hi = 1 << 20, 4 << 20
         wakes = rx.loc[hi, "loop_slices"] - rx.loc[lo, "loop_slices"]
-        out.append({"rate": rate, "bits_per_s": parse_bandwidth(rate) * 8,
+        out.append({"rate": rate, "bits_per_s": parse_bandwidth(rate) * 8, "burst_bytes": burst,
                     "message_cpu_us": pp.loc[pp.index <= 4096, "process_cpu_s"].median() / 2 * 1e6,
                     "cpu_ns_per_byte": (pp.loc[hi, "process_cpu_s"] - pp.loc[lo, "process_cpu_s"])
                     / (hi - lo) / 2 * 1e9,
@@ -158,16 +164,15 @@ def per_rate(rows: pd.DataFrame) -> pd.DataFrame:
                     / wakes * 1e6,
                     "receiver_cpu_ns_per_byte": (rx.loc[hi, "process_cpu_s"] - rx.loc[lo, "process_cpu_s"])
                     / (hi - lo) * 1e9})
-    return pd.DataFrame(out).sort_values("bits_per_s").reset_index(drop=True)
+    return pd.DataFrame(out).sort_values(["bits_per_s", "burst_bytes"]).reset_index(drop=True)
 
 
 def wakeup_split(table: pd.DataFrame) -> tuple[float, float]:
     """(CPU s a byte, CPU s a wake-up) that explain the CPU a byte at every rate as
-    ``k + s / (2 u)``: u a segment (1448 B) where the shaper's bucket (``real.cluster``'s
-    default, 2 ms of the rate) is below a 64 KiB GSO packet, which ``tbf`` then cuts up,
-    else the packet (45 segments). From the medians of the two groups of rates."""
-    from real.cluster.state import default_burst_bytes
-    cut = table["bits_per_s"].map(default_burst_bytes) < GSO_WIRE_BYTES
+    ``k + s / (2 u)``: u a segment (1448 B) where the shaper's bucket is below a 64 KiB GSO
+    packet, which ``tbf`` then cuts up, else the packet (45 segments). From the medians of
+    the two groups of links."""
+    cut = table["burst_bytes"] < GSO_WIRE_BYTES
     seg, gso = (table.loc[m, "cpu_ns_per_byte"].median() / 1e9 for m in (cut, ~cut))
     wakeup_s = 2 * (seg - gso) / (1 / SEGMENT_PAYLOAD_BYTES - 1 / GSO_PAYLOAD_BYTES)
     return gso - wakeup_s / (2 * GSO_PAYLOAD_BYTES), wakeup_s
@@ -187,6 +192,8 @@ def main(argv=None) -> int:
                    help="shaped rates, one cluster each")
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="message sizes, bytes")
     p.add_argument("--repeats", type=int, default=24, help="per size up to 64 KiB (a quarter above)")
+    p.add_argument("--burst", help="every shaper's bucket (real.cluster up --burst; default: "
+                   "2 ms of the rate)")
     p.add_argument("--out", default="wire-cpu.csv", help="the rows (CSV)")
     p.add_argument("--summary", metavar="CSV", help="print the table of a probe's rows, run nothing")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
