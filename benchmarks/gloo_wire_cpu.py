@@ -38,40 +38,18 @@ import time
 
 import pandas as pd
 
+from calibrate.probes.threads import GROUPS, thread_counters
 from contracts.units import parse_bandwidth
 from real.cluster.state import default_burst_bytes
 
 PREFIX = "psgdwc"
 SIZES = (8, 512, 4096, 16384, 65536, 262144, 1048576, 4194304)
-GROUPS = ("main", "loop", "other")
 PORT = 29571
 # A TCP segment's payload on a 1500-byte MTU (less 20 IP, 20 TCP, 12 of timestamps); the largest
 # packet TCP hands veth to segment later (GSO, 64 KiB): 45 segments, 45 full frames on the wire
 SEGMENT_PAYLOAD_BYTES = 1448
 GSO_PAYLOAD_BYTES = 45 * SEGMENT_PAYLOAD_BYTES
 GSO_WIRE_BYTES = 45 * 1514
-
-
-def thread_counters() -> dict[str, list[int]]:
-    """Per thread group: [ns on a CPU, timeslices] summed over its threads. The CPU is the
-    thread's own clock (``clock_gettime`` of ``(~tid << 3) | 6``, the kernel's per-thread
-    CPUCLOCK_SCHED: exact, where schedstat's ns lag a running thread by up to a tick); the
-    timeslices are schedstat's third field."""
-    out = {g: [0, 0] for g in GROUPS}
-    main = str(os.getpid())
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                slices = int(f.read().split()[2])
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-            run_ns = time.clock_gettime_ns(((~int(tid)) << 3) | 6)
-        except (FileNotFoundError, ProcessLookupError, OSError):
-            continue                                  # a thread that ended meanwhile
-        group = "main" if tid == main else "loop" if name.startswith("gloo_tcp_loop") else "other"
-        out[group][0] += run_ns
-        out[group][1] += slices
-    return out
 
 
 def pattern_call(pattern: str, rank: int, t, ack):

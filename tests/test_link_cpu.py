@@ -67,8 +67,8 @@ def test_the_link_cpu_slows_gloo_ranks_that_share_cores_and_spares_one_host():
 
 
 def test_calibrate_link_keeps_the_cpu_medians(tmp_path):
-    """calibrate.link writes gloo's CPU median per size into [fit] beside its fit (so a later
-    model can fit the CPU again), and the cluster file still loads."""
+    """calibrate.link writes gloo's CPU and device-thread wake-ups, medians per size, into
+    [fit] beside its fit (so a later model can fit the CPU again), and the file still loads."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -76,7 +76,8 @@ def test_calibrate_link_keeps_the_cpu_medians(tmp_path):
     from calibrate.probes.link import cluster_toml, fit_link
     sizes = (8, 512, 4096, 262144, 1048576)
     rows = [{"backend": b, "bytes": n, "rep": r, "time_s": 1e-5 + n / 2.4e7,
-             "cpu_s": 6e-5 + 3e-9 * n + r * 1e-6 if b == "gloo" else None}
+             "cpu_s": 6e-5 + 3e-9 * n + r * 1e-6 if b == "gloo" else None,
+             "loop_wakeups": 1.5 + n / 2896 + r if b == "gloo" else None}
             for b in ("mpi", "gloo") for n in sizes for r in range(3)]
     fits = fit_link(pd.DataFrame(rows), burst_bytes=25_000)
     cluster = SimpleNamespace(prefix="psgd", n_hosts=2, bandwidth_bits_per_s=200_000_000,
@@ -86,5 +87,8 @@ def test_calibrate_link_keeps_the_cpu_medians(tmp_path):
     medians = [float(v) for v in line.split("=")[1].strip(" []").split(",")]
     assert medians == pytest.approx([6e-5 + 3e-9 * n + 1e-6 for n in sizes], rel=1e-5)
     assert not any(x.startswith("mpi_median_cpu_s") for x in text.splitlines())
+    line = next(x for x in text.splitlines() if x.startswith("gloo_median_device_wakeups"))
+    wakeups = [float(v) for v in line.split("=")[1].strip(" []").split(",")]
+    assert wakeups == pytest.approx([2.5 + n / 2896 for n in sizes], rel=1e-5)
     (tmp_path / "link.toml").write_text(text)
     assert load_cluster(tmp_path / "link.toml").link.cpu_s_per_byte == pytest.approx(3e-9, rel=1e-3)

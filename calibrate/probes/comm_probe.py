@@ -92,20 +92,24 @@ def gloo_call(op: str, n_bytes: int):
     raise ValueError(op)
 
 
-def time_op(call, barrier, repeats: int, warmup: int,
-            scale: float = 1.0) -> list[tuple[float, float]]:
+def time_op(call, barrier, repeats: int, warmup: int, scale: float = 1.0,
+            counters=None) -> list[tuple[float, ...]]:
     """Barrier, then time ``call``: (wall s, this process's CPU s, all its threads) per
-    repetition; warm-up repetitions are dropped. Ranks without a call return []."""
+    repetition, and with ``counters`` (a function returning numbers, e.g.
+    ``threads.device_thread``) their changes over the call; each times ``scale``; warm-up
+    repetitions are dropped. Ranks without a call return []."""
     times = []
     for rep in range(warmup + repeats):
         barrier()
         if call is None:
             continue
+        k0 = counters() if counters else ()
         t0, c0 = time.perf_counter(), time.process_time()
         call()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        k1 = counters() if counters else ()
         if rep >= warmup:
-            times.append((dt * scale, dc * scale))
+            times.append((dt * scale, dc * scale, *((b - a) * scale for a, b in zip(k0, k1))))
     return times
 
 

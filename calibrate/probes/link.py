@@ -111,12 +111,14 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
     comm = MPI.COMM_WORLD
     rows = []
 
-    def sweep(backend, make_call, barrier):
+    def sweep(backend, make_call, barrier, counters=None):
         for n in sizes:
             reps = repeats_small if n <= 64 * 1024 else repeats_large
-            times = cp.time_op(make_call("sendrecv", n), barrier, reps, warmup=2, scale=0.5)
-            rows.extend({"backend": backend, "bytes": n, "rep": i, "time_s": t, "cpu_s": c}
-                        for i, (t, c) in enumerate(times))
+            times = cp.time_op(make_call("sendrecv", n), barrier, reps, warmup=2, scale=0.5,
+                               counters=counters)
+            rows.extend({"backend": backend, "bytes": n, "rep": i, "time_s": t[0], "cpu_s": t[1],
+                         **dict(zip(("loop_cpu_s", "loop_wakeups"), t[2:]))}
+                        for i, t in enumerate(times))
     sweep("mpi", lambda op, n: cp.mpi_call(comm, op, n), comm.Barrier)
     if with_gloo:
         import torch
@@ -125,7 +127,8 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
         from real.launch.dist import detect_launch, init_torch_distributed
         torch.set_num_threads(1)
         init_torch_distributed(detect_launch(), 120.0)
-        sweep("gloo", cp.gloo_call, dist.barrier)
+        from calibrate.probes.threads import device_thread
+        sweep("gloo", cp.gloo_call, dist.barrier, device_thread)   # its device thread too
         dist.destroy_process_group()
     buffer_rows = (socket_buffer_rows(comm, buffer_sizes, buffer_delays_s, 3)
                    if buffer_sizes else [])
@@ -196,11 +199,17 @@ def fit_link(raw: pd.DataFrame, burst_bytes: int) -> dict[str, dict]:
 def fit_cpu(g: pd.DataFrame) -> dict[str, float]:
     """A rank's CPU per message over the link, ``c(n) = c0 + c1 n``: the process time of
     rank 0 over a round trip (it sends n and receives n; halved, as the times are), fitted
-    over every size (medians per size)."""
+    over every size (medians per size); with the rows' ``loop_wakeups``, the median wake-ups
+    of gloo's device thread per size too (kept in ``[fit]``: where the shaper cuts packets
+    up, c1 is mostly those wake-ups, docs/results/phantom.md)."""
     med = g.groupby("bytes")["cpu_s"].median()
     line = fit_line(med.index, med.values)
-    return {"cpu_s_per_message": line.intercept, "cpu_s_per_byte": line.slope,
-            "cpu_medians_s": {int(n): float(c) for n, c in med.items()}}
+    out = {"cpu_s_per_message": line.intercept, "cpu_s_per_byte": line.slope,
+           "cpu_medians_s": {int(n): float(c) for n, c in med.items()}}
+    if "loop_wakeups" in g.columns and g["loop_wakeups"].notna().all():
+        wakeups = g.groupby("bytes")["loop_wakeups"].median()
+        out["wakeup_medians"] = {int(n): float(w) for n, w in wakeups.items()}
+    return out
 
 
 def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> str:
@@ -247,6 +256,9 @@ def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> st
         if "cpu_medians_s" in f:     # kept, so a later model can fit the CPU again
             lines.append(f"{backend}_median_cpu_s = "
                          f"[{', '.join(f'{c:.6g}' for c in f['cpu_medians_s'].values())}]")
+        if "wakeup_medians" in f:    # the device thread's, halved as the times
+            lines.append(f"{backend}_median_device_wakeups = "
+                         f"[{', '.join(f'{w:.6g}' for w in f['wakeup_medians'].values())}]")
     return "\n".join(lines) + "\n"
 
 
