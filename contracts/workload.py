@@ -132,6 +132,10 @@ class Workload:
     # zero_grad()); a measured step holds one update, so K > 1 takes (1 - 1/K) of it off
     # each (engine.run.with_optimizer_step); 1: the step as measured
     accumulation_steps: int = 1
+    # with accumulation_steps K > 1, DDP runs K - 1 of every K iterations inside no_sync():
+    # its gradients cross once in K (engine.no_sync); False: every iteration, as DDP does
+    # without it
+    no_sync: bool = False
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model:
@@ -144,6 +148,8 @@ class Workload:
         if self.iterations is not None:
             whole("iterations", self.iterations)
         whole("accumulation_steps", self.accumulation_steps)
+        if not isinstance(self.no_sync, bool):
+            raise ConfigError(f"no_sync must be true or false (got {self.no_sync!r})")
 
     def iterations_per_epoch(self, workers: int) -> int:
         return max(1, math.ceil(self.dataset_samples / (workers * self.batch_per_worker)))

@@ -274,8 +274,8 @@ def inputs(args, profile, profile_origin: str, cluster, samples: int | None = No
     batch. The workload: the file's model or ``--model`` (``DEFAULT_MODEL``), the file's
     batch unless ``--batch-size`` (``DEFAULT_BATCH`` without either), a training set of
     ``samples`` (None: ``--dataset``'s size, 60,000 for one not in ``DATASETS``),
-    ``--epochs`` (or ``--iterations``), ``--threads`` and ``--accumulation-steps`` (above 1
-    on accelerator hosts only). ``--model`` and ``--workload``
+    ``--epochs`` (or ``--iterations``), ``--threads``, ``--accumulation-steps`` (above 1
+    on accelerator hosts only) and ``--no-sync`` (with it above 1). ``--model`` and ``--workload``
     both naming the model is refused, and so is a model the profile lacks."""
     path = getattr(args, "workload", None)            # pipelines.replay takes none
     if getattr(args, "precision", None) and not path:
@@ -300,11 +300,16 @@ def inputs(args, profile, profile_origin: str, cluster, samples: int | None = No
         raise ConfigError(f"--accumulation-steps {every} needs accelerator hosts (a --preset, "
                           "or a --cluster file with [device]): on the profile's CPU hosts "
                           "the optimizer's step is not modelled apart from the step")
+    no_sync = getattr(args, "no_sync", False)
+    if no_sync and every == 1:
+        raise ConfigError("--no-sync needs --accumulation-steps K above 1 (the gradients "
+                          "cross once every K iterations)")
     workload = Workload(model=model, batch_per_worker=batch,
                         dataset_samples=samples or DATASETS.get(args.dataset or DEFAULT_DATASET,
                                                                 60000),
                         epochs=args.epochs, iterations=getattr(args, "iterations", None),
-                        threads_per_worker=args.threads, accumulation_steps=every)
+                        threads_per_worker=args.threads, accumulation_steps=every,
+                        no_sync=no_sync)
     mach = machine(profile, profile_origin, cluster.at(1), workloads)
     mach.profile.model(workload.model)                # a model it lacks is refused here
     return mach, workload, w, over

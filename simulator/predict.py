@@ -10,9 +10,9 @@ each flag that won over a file), the time per epoch per scheme at a few P in hum
 in named columns) to ``--out``. On accelerator hosts (``--preset``, a cluster file with
 [device]) it names the mechanisms the engines applied (``engine.mechanisms``: compute beside
 NCCL, the step in its precision, DDP's exposed last bucket and own calls, the input pipeline,
-the optimizer's step that the step holds, once every ``--accumulation-steps`` iterations);
-``--full`` and the json
-give each one's cost and source. Bad input: one line on stderr, exit code 2.
+the optimizer's step that the step holds, once every ``--accumulation-steps`` iterations,
+and with ``--no-sync`` DDP's gradients crossing once in as many: ``engine.no_sync``);
+``--full`` and the json give each one's cost at each P and its source. Bad input: one line on stderr, exit code 2.
 
 ``--target-accuracy`` (the training time to a test accuracy) trains the real model along
 each predicted schedule: that is a pipeline's work, ``python -m pipelines.predict``, which
@@ -94,8 +94,13 @@ def build_parser(prog: str = PROG) -> cli.Parser:
                         "(gradient accumulation as PyTorch runs it: K backward passes, then "
                         "optimizer.step() and zero_grad()); the workload's step holds one "
                         "update (its measured.update, else the model's per-tensor SGD), paid "
-                        "once in K; the gradients still cross every iteration (DDP without "
-                        "no_sync()); CPU hosts: 1 only")
+                        "once in K; the gradients still cross every iteration unless "
+                        "--no-sync; CPU hosts: 1 only")
+    p.add_argument("--no-sync", action="store_true",
+                   help="with --accumulation-steps K: DDP runs K - 1 of every K iterations "
+                        "inside no_sync(), so its gradients cross once in K, over the last "
+                        "backward (its buffers are still broadcast every forward); other "
+                        "schemes exchange every iteration")
     p.add_argument("--threads", type=cli.positive_int, default=None,
                    help="threads per worker process (default: cores // ranks per host, as "
                         "real.train picks)")

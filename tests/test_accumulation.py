@@ -115,7 +115,7 @@ def test_predict_says_each_mechanism_its_cost_and_source(tmp_path, capsys):
     assert "under the step" in rows["input pipeline"]["cost"]
     assert "2470 images/s" in rows["the step in amp"]["source"]
     for name in rows:
-        assert f"  {name}: " in shown
+        assert f"  {name}:" in shown
 
 
 @pytest.mark.parametrize("argv,words", [

@@ -1,20 +1,22 @@
 """What each mechanism of accelerator hosts costs a prediction, and where its number came from.
 
-``mechanisms(job, cluster)`` lists, for a sweep on accelerator hosts (``Sweep``; the
-cluster at its largest P), the mechanisms the engines apply there, each as a dict: its name,
+``mechanisms(job, cluster, workers=P)`` lists, for a sweep on accelerator hosts (``Sweep``;
+the cluster at P, by default its largest; ``by_workers``: at each of its P), the
+mechanisms the engines apply there, each as a dict: its name,
 what it costs in this prediction (``cost``), which schemes pay it (``schemes``), and the
 source of its number (a preset's or cluster file's ``source`` field, or the workload
 file). The same functions price them as the engines do:
 
 * compute beside NCCL (``hardware.interference``; ``Hardware.slowdown_at`` the precision);
-* DDP's exposed last bucket (``model.workload.ddp_buckets``; its allreduce at the largest P
-  by ``engine.fast.collective_s``, the analytic price of a collective);
+* DDP's exposed last bucket (``model.workload.ddp_buckets``; its allreduce at P by
+  ``engine.fast.collective_s``, the analytic price of a collective);
 * the step in the precision asked for (``contracts.workload.at_precision``);
 * DDP's own calls (``hardware.ddp_calls``; ``engine.run.with_ddp_calls``);
 * the input pipeline (``hardware.input_pipeline``; ``engine.run.input_bound``);
 * the optimizer's step, which a measured step holds, once every
   ``Workload.accumulation_steps`` iterations (``hardware.optimizer_step``;
-  ``engine.run.with_optimizer_step``).
+  ``engine.run.with_optimizer_step``), and with ``Workload.no_sync`` DDP's gradients
+  crossing once in as many (``engine.no_sync``).
 
 Nothing here changes a prediction: it says what the engines did. CPU hosts: an empty list.
 Imports: numpy, contracts, simulator.engine (fast, placement, run), simulator.model.
@@ -32,19 +34,35 @@ from simulator.model.schemes import SCHEMES
 SERVER_SCHEMES = tuple(n for n, s in SCHEMES.items() if s.server)
 
 
-def mechanisms(job, cluster: Cluster, provenance=()) -> list[dict]:
-    """The mechanisms of ``job`` (a laid-out ``engine.sweep.Sweep``) on ``cluster``, the
-    cluster at its largest P, and ``provenance`` (``engine.machine.Machine``'s rows, which
-    say where the step came from); [] where the hosts have no accelerator."""
+def mechanisms(job, cluster: Cluster, provenance=(), workers: int | None = None
+               ) -> list[dict]:
+    """The mechanisms of ``job`` (a laid-out ``engine.sweep.Sweep``) at P = ``workers``
+    (None: its largest) on ``cluster``, the cluster at that P, and ``provenance``
+    (``engine.machine.Machine``'s rows, which say where the step came from); [] where the
+    hosts have no accelerator."""
     if cluster.device is None:
         return []
+    p = workers or max(pt.workers for pt in job.points)
     model = job.profile.model(job.workload.model)
     names = list(dict.fromkeys(pt.scheme.name for pt in job.points))
+    ddp = [i for i, pt in enumerate(job.points) if pt.scheme.name == "ddp"]
+    at_p = [i for i in ddp if job.points[i].workers == p]
     rows = [_interference(cluster, model, names), _precision(model, job, provenance)]
-    rows += [_last_bucket(job, model)] if "ddp" in names else []
-    rows += [_ddp_calls(cluster, model)] if "ddp" in names else []
-    rows += [_input(cluster, model, job), _optimizer(cluster, model, job, names)]
+    rows += [_last_bucket(job, model, (at_p or ddp)[-1])] if ddp else []
+    rows += [_ddp_calls(cluster, model, job.workload)] if ddp else []
+    rows += [_input(cluster, model, job, p), _optimizer(cluster, model, job, names)]
     return [r for r in rows if r]
+
+
+def by_workers(job, cluster_at, provenance=()) -> dict[str, list[dict]]:
+    """``mechanisms`` at each P of ``job`` (``cluster_at(P)``: the cluster its ranks
+    take), keyed by P as text (a json object's keys)."""
+    ps = sorted({pt.workers for pt in job.points})
+    return {str(p): mechanisms(job, cluster_at(p), provenance, p) for p in ps}
+
+
+def _no_sync_every(workload) -> int:
+    return workload.accumulation_steps if workload.no_sync else 1
 
 
 def _ms(seconds: float) -> str:
@@ -78,17 +96,17 @@ def cluster_device(job) -> str:
     return job.layouts[0].cluster.device.name if job.layouts else "the device"
 
 
-def _last_bucket(job, model) -> dict:
-    index = max((i for i, pt in enumerate(job.points) if pt.scheme.name == "ddp"),
-                key=lambda i: job.points[i].workers)
+def _last_bucket(job, model, index: int) -> dict:
     run, pt = job.layouts[index], job.points[index]
     plan = make_plan(run.spec, pt.scheme, pt.workers, job.workload, run.profile)
     last = plan.buckets[-1][0]
     cost = (collective_s(run, "allreduce", plan.worker_ranks, last, plan.gradient_algorithm)
             if pt.workers > 1 else 0.0)
+    every = _no_sync_every(job.workload)
+    how = "an iteration" if every <= 1 else f"once every {every} iterations (no_sync())"
     return {"mechanism": "DDP's exposed last bucket",
             "cost": f"{last / 2**20:.3g} MiB allreduced after the backward ends: "
-                    f"{_ms(cost)} an iteration at P = {pt.workers} ({len(plan.buckets)} "
+                    f"{_ms(cost)} {how} at P = {pt.workers} ({len(plan.buckets)} "
                     f"buckets of --bucket-mb {pt.scheme.bucket_bytes / 2**20:g})",
             "schemes": "ddp",
             "source": "torch's Reducer (c10d/reducer.cpp, rebuild_buckets): buckets in "
@@ -96,33 +114,36 @@ def _last_bucket(job, model) -> dict:
                       "model.workload.ddp_buckets"}
 
 
-def _ddp_calls(cluster: Cluster, model) -> dict:
+def _ddp_calls(cluster: Cluster, model, workload) -> dict:
     d = cluster.device
     s = ddp_step_s(len(model.tensor_counts), model.buffer_count, d.ddp_buffer_s,
                    d.ddp_gradient_s)
+    every = _no_sync_every(workload)
+    tensors = "" if every <= 1 else f" (the tensors once every {every} steps: no_sync())"
     return {"mechanism": "DDP's own calls",
             "cost": f"{_ms(s)} a step: {model.buffer_count} buffers x "
                     f"{d.ddp_buffer_s * 1e6:.3g} us + {len(model.tensor_counts)} tensors x "
-                    f"{d.ddp_gradient_s * 1e6:.3g} us",
+                    f"{d.ddp_gradient_s * 1e6:.3g} us" + tensors,
             "schemes": "ddp",
             "source": _sources(cluster, "device.ddp_buffer", "device.ddp_gradient")}
 
 
-def _input(cluster: Cluster, model, job) -> dict:
+def _input(cluster: Cluster, model, job, workers: int) -> dict:
     row = {"mechanism": "input pipeline", "schemes": "every scheme"}
     if model.input_s_per_sample <= 0:
         return row | {"cost": "not applied: the workload gives no measured.input_per_sample",
                       "source": "-"}
     if cluster.cpu_cores <= 0:
         return row | {"cost": "not applied: the cluster names no cpu_cores", "source": "-"}
-    ranks = cluster.ranks_per_host or cluster.cores_per_host
+    ranks = min(workers, cluster.ranks_per_host or cluster.cores_per_host)
     floor = input_step_s(job.workload.batch_per_worker, model.input_s_per_sample,
                          model.input_busy, model.input_s_per_sample_busy, model.input_workers,
                          ranks, cluster.cpu_cores)
     step = model.step_fit(job.workload.threads_per_worker or 1).step_s(
         job.workload.batch_per_worker)
     bound = "sets the step" if floor > step else "under the step"
-    return row | {"cost": f"a step at least {_ms(floor)} with {ranks} ranks on a host's "
+    plural = "s" if ranks != 1 else ""
+    return row | {"cost": f"a step at least {_ms(floor)} with {ranks} rank{plural} on a host's "
                           f"{cluster.cpu_cores} cores ({bound}, {_ms(step)})",
                   "source": "the workload file (measured.input_per_sample); "
                             + _sources(cluster, "cluster.cpu_cores")}

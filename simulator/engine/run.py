@@ -26,11 +26,12 @@ from contracts.workload import Workload
 from simulator.engine.des import simulate_des
 from simulator.engine.fast import FAST_EXCHANGES, simulate_fast
 from simulator.engine.fidelity import auto_fidelity
+from simulator.engine.no_sync import grouped, per_micro_step, sync_every, sync_steps
 from simulator.engine.placement import Layout, layout
 from simulator.engine.result import Result
 from simulator.model.comm.iallreduce import polled
 from simulator.model.config import Heterogeneity, SchemeConfig
-from simulator.model.hardware.ddp_calls import ddp_step_s
+from simulator.model.hardware.ddp_calls import ddp_buffers_s, ddp_gradients_s
 from simulator.model.hardware.input_pipeline import input_step_s
 from simulator.model.hardware.optimizer_step import sgd_step_s
 from simulator.model.schemes import SCHEMES, Scheme
@@ -136,7 +137,8 @@ def simulate_on(run: Layout, cfg: SchemeConfig, workload: Workload, seed: int = 
     speeds = speed_factors(workers, heterogeneity, seed)
     steps = [draw_step_times(fit, workload.batch_per_worker, speeds[r], plan.iterations, seed, r)
              for r in range(workers)]
-    steps = with_ddp_calls(steps, _model(profile, workload.model), run)
+    every, micro = sync_every(run, workload), plan.iterations
+    steps = with_ddp_calls(steps, _model(profile, workload.model), run, every)
     steps, plan = with_optimizer_step(steps, plan, _model(profile, workload.model), run,
                                       workload.accumulation_steps)
     steps = input_bound(steps, _model(profile, workload.model), run, workload.batch_per_worker)
@@ -146,11 +148,15 @@ def simulate_on(run: Layout, cfg: SchemeConfig, workload: Workload, seed: int = 
         raise ConfigError("the update schedule comes from the SimPy engine: use engine des or auto")
     if eval_every < 0:
         raise ConfigError(f"eval_every must be at least 0 (got {eval_every})")
+    steps, plan = grouped(steps, plan, every, schedule)    # DDP's no_sync(): K in one
     if not schedule and _use_fast(run, cfg, workload, trace):
-        return simulate_fast(run, cfg, plan, workload, seed, np.array(steps))
-    return simulate_des(run, cfg, plan, workload, seed, steps, trace,
-                        steady=("until-stable" if oversubscribed(run, workload) else "window"),
-                        eval_every=eval_every if schedule else None)
+        result = simulate_fast(run, cfg, plan, workload, seed, np.array(steps))
+    else:
+        result = simulate_des(run, cfg, plan, workload, seed, steps, trace,
+                              steady=("until-stable" if oversubscribed(run, workload)
+                                      else "window"),
+                              eval_every=eval_every if schedule else None)
+    return per_micro_step(result, workload, micro, every)
 
 
 def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workload,
@@ -167,17 +173,19 @@ def steady_iteration_s(scheme: str | SchemeConfig, workers: int, workload: Workl
             / (twice.iterations_per_worker - once.iterations_per_worker))
 
 
-def with_ddp_calls(steps, model, run: Layout):
+def with_ddp_calls(steps, model, run: Layout, every: int = 1):
     """A DDP rank's steps on a device, each longer by what DDP's own calls add
-    (``hardware.ddp_calls``: ``n_buffers * ddp_buffer_s + n_tensors * ddp_gradient_s``)."""
+    (``hardware.ddp_calls``: ``n_buffers * ddp_buffer_s + n_tensors * ddp_gradient_s``);
+    under ``no_sync()`` (``every`` K > 1) the buffers' part every step, the gradients'
+    only on the steps that exchange them (``no_sync.sync_steps``)."""
     device = run.cluster.device
     if run.spec.exchange != "buckets" or device is None:
         return steps
-    extra = ddp_step_s(len(model.tensor_counts), model.buffer_count, device.ddp_buffer_s,
-                       device.ddp_gradient_s)
-    if extra <= 0:
+    buffers = ddp_buffers_s(model.buffer_count, device.ddp_buffer_s)
+    grads = ddp_gradients_s(len(model.tensor_counts), device.ddp_gradient_s)
+    if buffers + grads <= 0:
         return steps
-    return [s + extra for s in steps]
+    return [s + (buffers + grads * sync_steps(len(s), every)) for s in steps]
 
 
 def optimizer_step_s(model, device) -> float:

@@ -19,7 +19,7 @@ from contracts import quality
 from contracts.cluster import GrowingCluster
 from contracts.files import atomic_write_text
 from simulator.engine.machine import provenance_line
-from simulator.engine.mechanisms import mechanisms
+from simulator.engine.mechanisms import by_workers, mechanisms
 from simulator.output import header
 from simulator.output.tables import full_table, summary_table, to_csv, to_json
 
@@ -44,7 +44,8 @@ def metadata(q, rows: list[dict], elapsed_s: float,
             "overrides": list(q.overrides),
             "baseline": baseline_of(rows, job.baseline),
             "profile_quality": profile_quality(q),
-            "mechanisms": mechanisms(job, q.largest, q.provenance)}
+            "mechanisms": mechanisms(job, q.largest, q.provenance),
+            "mechanisms_by_workers": by_workers(job, q.setting.at, q.provenance)}
 
 
 def profile_quality(q) -> str:
@@ -57,7 +58,8 @@ def profile_quality(q) -> str:
 
 def mechanism_text(meta: dict, full: bool) -> str:
     """What the accelerator hosts' mechanisms cost (``engine.mechanisms``): one line of
-    names, or with ``full`` each with its cost, schemes and source ("" on CPU hosts)."""
+    names, or with ``full`` each with its cost at each P asked for (one line where it is
+    the same at every P), the schemes that pay it and its source ("" on CPU hosts)."""
     rows = meta.get("mechanisms") or []
     if not rows:
         return ""
@@ -65,12 +67,20 @@ def mechanism_text(meta: dict, full: bool) -> str:
     if not full:
         return (f"mechanisms applied at P = {p}: "
                 + ", ".join(r["mechanism"] for r in rows if not r["cost"].startswith("not "))
-                + " (each with its cost and source: --full)\n")
-    out = [f"mechanisms at P = {p} (cost; schemes that pay it; source, in full in "
+                + " (each with its cost at each P and its source: --full)\n")
+    by_p = meta.get("mechanisms_by_workers") or {str(p): rows}
+    out = ["mechanisms (cost at each P; schemes that pay it; source, in full in "
            "predictions.json):"]
     for r in rows:
+        costs = {k: next((m["cost"] for m in v if m["mechanism"] == r["mechanism"]), None)
+                 for k, v in by_p.items()}
+        shown = {k: c for k, c in costs.items() if c is not None}
+        if len(set(shown.values())) <= 1:
+            out.append(f"  {r['mechanism']}: {r['cost']}")
+        else:
+            out += [f"  {r['mechanism']}:"] + [f"    P = {k}: {c}" for k, c in shown.items()]
         source = r["source"] if len(r["source"]) <= 160 else r["source"][:157] + "..."
-        out += [f"  {r['mechanism']}: {r['cost']}", f"    {r['schemes']}; source: {source}"]
+        out.append(f"    {r['schemes']}; source: {source}")
     return "\n".join(out) + "\n"
 
 
