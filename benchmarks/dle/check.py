@@ -453,7 +453,8 @@ def run(args) -> int:
             f"{r['predicted_iteration_s']:.5f}" for r in points]
     out = Path(args.out)
     atomic_write_text(out / "dle.csv", "\n".join(csv) + "\n")
-    text = markdown(points)
+    from benchmarks.dle import published                      # (it reads TABLES)
+    text = markdown(points) + "\n\n" + published.markdown()
     atomic_write_text(out / "dle.md", text + "\n")
     print(text)
     print("\nPyTorch's input pipeline at the tables' settings (applied"
