@@ -75,3 +75,10 @@ def test_the_modelled_update_grows_with_the_tensors_the_tables_do_not():
     modelled = published.modelled_update_beyond_s("se-resnext101-32x4d", "DGX A100")
     assert modelled == pytest.approx(2030 * 7.74e-6 * 7 / 8, rel=1e-3)
     assert beyond < modelled - 4e-3
+
+
+def test_the_models_parameters_from_their_source():
+    """ResNet-50's 25,557,032 (torchvision's count); ResNeXt101-32x4d 44,177,704; the
+    example's SE-ResNeXt squeezes through 16 channels: 45,251,128."""
+    assert [published.parameters(m) for m in published.ARCH] == [25_557_032, 44_177_704,
+                                                                 45_251_128]

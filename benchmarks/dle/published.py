@@ -173,6 +173,33 @@ def lost_s(p: Point) -> float:
 SIBLING_TENSORS = {"resnext101-32x4d": (114, 200), "se-resnext101-32x4d": (114 + 33 * 4, 200)}
 
 
+# ``ResNet.Arch`` of each model in ``image_classification/models/resnet.py`` at 7bdfc81d:
+# blocks a stage, widths, expansion, cardinality, and whether a block ends in
+# ``SqueezeAndExcitation(planes * expansion, se_squeeze=16)`` (two biased 1x1 convolutions
+# through 16 channels).
+ARCH = {"resnet50": ((3, 4, 6, 3), (64, 128, 256, 512), 4, 1, False),
+        "resnext101-32x4d": ((3, 4, 23, 3), (128, 256, 512, 1024), 2, 32, False),
+        "se-resnext101-32x4d": ((3, 4, 23, 3), (128, 256, 512, 1024), 2, 32, True)}
+
+
+def parameters(model: str) -> int:
+    """Parameters of ``model`` as the example builds it (``ARCH``): a 7x7 stem of 64 and its
+    BatchNorm; each bottleneck's 1x1, grouped 3x3 and 1x1 convolutions without bias and
+    their BatchNorms, a 1x1 shortcut where the shape changes, the SE convolutions; the fc
+    to 1,000 classes. Its gradients are what DDP allreduces, fp32 in both precisions."""
+    layers, widths, expansion, groups, se = ARCH[model]
+    n, inplanes = 3 * 64 * 49 + 2 * 64, 64
+    for stage, (blocks, w) in enumerate(zip(layers, widths)):
+        out = w * expansion
+        for b in range(blocks):
+            n += inplanes * w + w * (w // groups) * 9 + w * out + 2 * (2 * w + out)
+            if b == 0 and (stage > 0 or inplanes != out):
+                n += inplanes * out + 2 * out
+            n += 2 * out * 16 + 16 + out if se else 0
+            inplanes = out
+    return n + inplanes * 1000 + 1000
+
+
 def update_calls(model: str) -> int:
     """Calls of the example's ``torch.optim.SGD.step`` and ``zero_grad`` for ``model``
     (``optimizer_step.sgd_ops_bytes``, ``zero_ops_bytes``: the same count as the check's)."""
@@ -218,7 +245,10 @@ def markdown() -> str:
             f"({README} at 46ff3707, 097c7ff9, 7bdfc81d; the DGX A100 of 40 GB in 20.06, of "
             f"80 GB after; `{PROG}`)\n\n" + "\n".join(release_lines())
             + "\n\nResNet-50 beside its siblings, the same loader, container and servers "
-            f"({SIBLINGS_SOURCE}; `{PROG}`)\n\n" + "\n".join(sibling_lines()))
+            f"({SIBLINGS_SOURCE}; `{PROG}`)\n\n" + "\n".join(sibling_lines())
+            + "\n\nParameters as the example builds each model (`models/resnet.py`; their "
+            "fp32 gradients are what DDP allreduces in both precisions): "
+            + ", ".join(f"{m} {parameters(m) / 1e6:.1f} million" for m in ARCH) + ".")
 
 
 def run(args) -> int:
