@@ -256,3 +256,36 @@ def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
     assert said.startswith("21 runs, about ") and "calibration" not in said
     assert sorted(p.name for p in out.iterdir()) == before
     assert vp.calibration_s(vp.build_parser().parse_args(argv[:-2]), out) > 0
+
+
+def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypatch):
+    """The campaign's ``calibrate.link`` keeps its probe rows in ``OUT/link`` (its
+    ``--workdir``), so a later fit can be made again from the folder; a resumed piece,
+    whose ``link.toml`` exists, calibrates nothing and leaves them as they were."""
+    import contextlib
+    import shutil
+    from pathlib import Path
+
+    from pipelines import validate_cluster as vc
+    from pipelines import validate_phantom as vp
+    out = tmp_path / "v"
+    out.mkdir()
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    calls = []
+
+    def fake_run(argv, log, timeout_s, prog=""):
+        calls.append(argv[2])
+        if argv[2] == "calibrate.link":
+            workdir = Path(argv[argv.index("--workdir") + 1])
+            workdir.mkdir(parents=True, exist_ok=True)
+            (workdir / "link_pingpong.csv").write_text("backend,bytes,rep,time_s,cpu_s\n")
+            shutil.copy(docs, argv[argv.index("--out") + 1])
+
+    monkeypatch.setattr(vc, "_run", fake_run)
+    monkeypatch.setattr(vc, "cluster_up", lambda *a, **k: contextlib.nullcontext())
+    args = vp.build_parser().parse_args(["--out", str(out), "--bandwidths", "200mbit,1gbit",
+                                         "--calibrate-at", "200mbit", "--workers", "2-2"])
+    for _ in range(2):
+        vp.run_at("200mbit", args, out, [], vp.Stops(out / "stops.json"), None, 0.0)
+    assert calls.count("calibrate.link") == 1
+    assert (out / "link" / "link_pingpong.csv").is_file() and (out / "link.toml").is_file()
