@@ -101,6 +101,38 @@ def carried(before: Release, after: Release) -> float:
     return min(1.0, before.throughput[8] / (8 * after.throughput[1]))
 
 
+# MXNet's README one release before the check's (``MxNet/Classification/RN50v1.5/README.md``
+# at e470c215, mxnet-19.07): the same ``benchmark.py -i 500 -e 3 -w 1 --num-examples 32000
+# --mode train`` on the same servers at the same batch a GPU (DGX-1 192 / 96, DGX-2 256 /
+# 128; the DGX-2 section's sentence names a DGX-1, its table has 16 GPUs).
+MXNET_1907 = (
+    Release("mxnet-19.07", "e470c215", "DALI", "DGX-1 16GB", "amp",
+            {1: 1427, 2: 2820, 4: 5560, 8: 10931}),
+    Release("mxnet-19.07", "e470c215", "DALI", "DGX-1 16GB", "fp32",
+            {1: 385, 2: 768, 4: 1513, 8: 3023}),
+    Release("mxnet-19.07", "e470c215", "DALI", "DGX-2", "amp",
+            {1: 1438, 2: 2868, 4: 5624, 8: 11174, 16: 20530}),
+    Release("mxnet-19.07", "e470c215", "DALI", "DGX-2", "fp32",
+            {1: 409, 2: 817, 4: 1617, 8: 3214, 16: 6356}),
+)
+
+
+def mxnet_lines() -> list[str]:
+    """Each MXNet point of the check on a DGX-1 or DGX-2 (mxnet-20.12) beside the same
+    benchmark's point in mxnet-19.07: the published figure's own spread between releases."""
+    out = ["| system | precision | GPUs | mxnet-19.07 | mxnet-20.12 (the check's) | "
+           "20.12 - 19.07 (points) |", "|---|---|---:|---:|---:|---:|"]
+    for r in MXNET_1907:
+        t = next(t for t in TABLES if (t.framework, t.system, t.precision)
+                 == ("MXNet", r.system, r.precision))
+        for p in sorted(set(r.throughput) & set(t.throughput) - {1}):
+            before = r.throughput[p] / (p * r.throughput[1])
+            after = t.throughput[p] / (p * t.throughput[1])
+            out.append(f"| {r.system} | {r.precision} | {p} | {before:.1%} | {after:.1%} | "
+                       f"{100 * (after - before):+.1f} |")
+    return out
+
+
 def release_lines() -> list[str]:
     """The markdown: each server and precision's eight-GPU efficiency by release, and the
     ceiling of 20.12 carried to 21.03's mixed-precision points."""
@@ -246,6 +278,9 @@ def markdown() -> str:
             f"80 GB after; `{PROG}`)\n\n" + "\n".join(release_lines())
             + "\n\nResNet-50 beside its siblings, the same loader, container and servers "
             f"({SIBLINGS_SOURCE}; `{PROG}`)\n\n" + "\n".join(sibling_lines())
+            + "\n\nMXNet's points on a DGX-1 and a DGX-2 one release earlier, the same "
+            "benchmark, servers and batch (MxNet/Classification/RN50v1.5/README.md at e470c215 "
+            f"and 8c42220b; `{PROG}`)\n\n" + "\n".join(mxnet_lines())
             + "\n\nParameters as the example builds each model (`models/resnet.py`; their "
             "fp32 gradients are what DDP allreduces in both precisions): "
             + ", ".join(f"{m} {parameters(m) / 1e6:.1f} million" for m in ARCH) + ".")
