@@ -6,7 +6,7 @@ loop.cc``, ``pair.cc``), named ``gloo_tcp_loop``; a sleeping thread is put on a 
 per wake-up, so that thread's timeslices count its wake-ups. Groups: ``main`` (the thread
 that calls), ``loop`` (gloo's device threads), ``other``.
 
-Linux only (``/proc/self/task``); imports nothing beyond the standard library.
+Linux only (``/proc/self/task``). Imports: the standard library only.
 """
 from __future__ import annotations
 
