@@ -5,8 +5,13 @@ import pytest
 import torch
 
 from benchmarks.horovod import check, models
+from contracts.cluster import load_preset
+from contracts.profile import load_default
+from contracts.workload import Workload, load_workload
+from simulator.describe import growing
+from simulator.engine.machine import machine
+from simulator.engine.run import make_plan, resolve_scheme
 from simulator.model.schemes import fusion
-from contracts.workload import load_workload
 
 
 @pytest.mark.parametrize("factory,params", [(models.vgg16, 138_357_544),
@@ -53,6 +58,7 @@ def test_the_time_a_step_lacks_is_one_gpus_step_over_each_efficiency():
     assert check.missing_s("vgg16", 68.0, 85.5) == pytest.approx(step_s / 0.68 - step_s / 0.855)
     assert check.missing_s("vgg16", 68.0, 85.5) == pytest.approx(0.1472, abs=5e-4)
     assert check.missing_s("resnet101", 90.0, 90.0) == 0.0
+    assert "| VGG-16 | 32 | 163 ms |" in table          # the first fused buffer's slack
 
 
 @pytest.mark.parametrize("name,buffers", [("vgg16", 5), ("resnet101", 3), ("inception3", 2)])
@@ -63,3 +69,27 @@ def test_the_fused_allreduces_a_step_the_missing_cost_is_weighed_against(name, b
     w = load_workload(check.HERE / f"{name}-p100.toml")
     sizes = fusion.fuse([4 * t.params for t in w.tensors], 64 * 2**20)
     assert len(sizes) == buffers and sum(sizes) == 4 * w.params
+
+
+def test_horovod_plans_and_fuses_tensors_not_layers():
+    """tf_cnn_benchmarks requests one allreduce a gradient and Horovod's loop fuses response
+    by response, so the plan holds VGG-16's 32 tensors and at 64 MiB fc6's 16 KiB bias goes
+    alone, between fc7's weight (64 MiB, which fills a buffer) and fc6's (411 MB)."""
+    w = check.p100_workload("vgg16")
+    mach = machine(load_default(), "embedded", growing(load_preset(check.PRESET)).at(4),
+                   [(w, "vgg16")])
+    spec, cfg = resolve_scheme(check.scheme(True))
+    plan = make_plan(spec, cfg, 4, Workload(model="vgg16", batch_per_worker=64, iterations=1),
+                     mach.profile)
+    sizes = fusion.fuse([b for b, _ in plan.ready_tensors], check.FUSION_BYTES)
+    assert len(plan.ready_tensors) == 32 and sum(sizes) == 4 * w.params
+    assert sizes[:4] == [4 * (4_097_000 + 4096), 4 * 4096**2, 4 * 4096, 4 * 25088 * 4096]
+
+
+def test_the_first_fused_buffer_of_vgg16_waits_for_fc8_alone():
+    """VGG-16's first buffer (fc8 and fc7's bias) is complete once fc8's backward is:
+    the forward, 1/3 of the step, and fc8's FLOP share of the backward."""
+    ready_s, tensors = check.first_buffer("vgg16")
+    w = check.p100_workload("vgg16")
+    assert tensors == 32
+    assert ready_s == pytest.approx(w.step_s / 3 + w.backward_s * w.backward_shares()[0])

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from itertools import accumulate
 from pathlib import Path
 
 import cli
@@ -44,8 +45,10 @@ from contracts.profile import load_default
 from contracts.workload import ModelWorkload, Workload, load_workload, save_workload
 from simulator.describe import growing
 from simulator.engine import simulate
-from simulator.engine.machine import machine
+from simulator.engine.machine import machine, scaled_cost
 from simulator.model.config import SchemeConfig
+from simulator.model.schemes import fusion
+from simulator.model.workload import ready_tensors
 
 HERE = Path(__file__).resolve().parent
 README_2017_09 = ("Horovod README, 2017-09-05 (commit d54e3a88): 4 servers x 4 Pascal GPUs, "
@@ -66,6 +69,7 @@ PUBLISHED = {
 }
 NAMES = {"inception3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-16"}
 BATCH = 64
+FUSION_BYTES = 64 * 2**20          # HOROVOD_FUSION_THRESHOLD's default (operations.cc)
 PRESET = "pascal-pcie-25gbe"
 PROG = "python -m benchmarks.horovod.check"
 
@@ -114,6 +118,36 @@ def missing_s(name: str, published_pct: float, predicted_pct: float) -> float:
     less the same over the predicted one."""
     step_s = BATCH / THROUGHPUT[name]
     return step_s * (100 / published_pct - 100 / predicted_pct)
+
+
+def first_buffer(name: str, threshold: int = FUSION_BYTES) -> tuple[float, int]:
+    """When the first fused buffer's data is complete, in seconds after a step starts, and
+    how many gradient tensors a step requests. The forward takes 1/3 of the step and the
+    backward makes the tensors in ready order (``workload.ready_tensors``: each tensor of a
+    layer with its layer); the first buffer (``fusion.last_tensors``) is ready with its last
+    tensor. Until then Horovod's loop has time to hear every rank's requests and answer: its
+    5 ms sleep, rank 0's counting of (P - 1) x tensors requests (``BackgroundThreadLoop``)
+    and the first response cost the step nothing."""
+    w = p100_workload(name)
+    cost, _ = scaled_cost(w, growing(load_preset(PRESET)).at(1))
+    tensors = ready_tensors(cost, cost.bytes_per_param)
+    cum = list(accumulate(share for _, share in tensors))
+    (_, last), *_ = fusion.last_tensors([b for b, _ in tensors], threshold)
+    return w.forward_s + w.backward_s * cum[last], len(tensors)
+
+
+def slack_table() -> str:
+    """The time before the first fused buffer's data at each published point, and the most
+    rank 0 could spend a request without delaying it (an upper bound: the host's own
+    enqueueing of the step comes out of it too)."""
+    head = " | ".join(f"a request, {p} GPUs" for p in PUBLISHED)
+    lines = [f"| model | tensors a step | first buffer's data | {head} |",
+             "|---|---:|---:|" + "---:|" * len(PUBLISHED)]
+    for name in THROUGHPUT:
+        ready_s, n = first_buffer(name)
+        lines.append(f"| {NAMES[name]} | {n} | {ready_s * 1e3:.0f} ms | " + " | ".join(
+            f"{ready_s / ((p - 1) * n) * 1e6:.1f} us" for p in PUBLISHED) + " |")
+    return "\n".join(lines)
 
 
 def table(results: dict[str, dict[int, float]]) -> str:
@@ -245,6 +279,8 @@ def run(args) -> int:
     atomic_write_text(out / "horovod.csv", "\n".join(rows) + "\n")
     figure(results, out / "horovod.png")
     print(table(results))
+    print()
+    print(slack_table())
     if args.negotiation_us:
         print()
         print(sensitivity([float(x) for x in args.negotiation_us.split(",")], args.protocol,

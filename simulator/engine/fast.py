@@ -243,8 +243,8 @@ def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
     its backward, and the stream runs each cycle's fused buffers one after another.
     Exact while every worker keeps one speed through a step."""
     bf = plan.backward_fraction
-    sizes = [b for b, _ in plan.layers]
-    cum = np.cumsum([sh for _, sh in plan.layers])
+    sizes = [b for b, _ in plan.ready_tensors]
+    cum = np.cumsum([sh for _, sh in plan.ready_tensors])
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
     start, comm_s, wait = 0.0, 0.0, np.zeros(busy.shape[0])

@@ -40,7 +40,7 @@ from simulator.model.workload import (
     ddp_buckets,
     ddp_first_buckets,
     draw_step_times,
-    ready_layers,
+    ready_tensors,
     speed_factors,
 )
 
@@ -85,7 +85,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         bytes_per_param=model.bytes_per_param,
         grad_bytes_per_param=grad,
         gradient_algorithm="ring" if spec.backend == "gloo" else cfg.algorithm,
-        layers=ready_layers(model, grad),
+        ready_tensors=ready_tensors(model, grad),
         fusion_bytes=cfg.fusion_bytes,
         cycle_s=cfg.cycle_s,
         negotiation_s=cfg.negotiation_s,

@@ -128,8 +128,8 @@ class _Stream:
 
 def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
     bf = plan.backward_fraction
-    sizes = [b for b, _ in plan.layers]
-    cum = np.minimum(np.cumsum([sh for _, sh in plan.layers]), 1.0)
+    sizes = [b for b, _ in plan.ready_tensors]
+    cum = np.minimum(np.cumsum([sh for _, sh in plan.ready_tensors]), 1.0)
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
     start, comm_s, compute = 0.0, 0.0, np.zeros(busy.shape[0])

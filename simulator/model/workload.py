@@ -49,8 +49,9 @@ class Plan:
     bytes_per_param: float = 4.0           # of the weights (float32)
     grad_bytes_per_param: float = 4.0      # of a gradient as sent (2 with fp16 compression)
     gradient_algorithm: str = "ring"       # allreduce of gradients (allreduce, ddp, horovod)
-    layers: tuple[tuple[int, float], ...] = ()   # gradient-ready order: (grad bytes, share of
-                                                 # the backward before it is ready)
+    ready_tensors: tuple[tuple[int, float], ...] = ()   # horovod: its requests, one a gradient
+                                      # tensor in ready order: (bytes, share of the backward
+                                      # before it is ready, on its layer's last tensor)
     fusion_bytes: int = 64 * 2**20         # horovod: tensor fusion threshold
     cycle_s: float = 0.005                 # horovod: background loop's cycle time
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
@@ -74,15 +75,6 @@ class Plan:
     @property
     def grad_bytes(self) -> int:
         return int(self.grad_bytes_per_param * self.param_count)
-
-
-def ready_layers(model: ModelCost, bytes_per_param: float) -> tuple[tuple[int, float], ...]:
-    """Layers in gradient-ready order (reverse of forward): (gradient bytes, share of the
-    backward it takes). The share is the layer's measured (or FLOP) share from a workload
-    file, else its share of the parameters (a simplification: convolutions cost more per
-    parameter)."""
-    return tuple((int(bytes_per_param * params), share) for params, share in
-                 zip(reversed(model.layer_param_counts), reversed(model.backward_shares())))
 
 
 DDP_BUCKET_BYTES = 25 * 2**20          # torch: _DEFAULT_BUCKET_CAP_MB (bucket_cap_mb unset)

@@ -13,12 +13,17 @@ every rank has is a round through rank 0 (each rank sends its requests, rank 0
 answers all): ``negotiation_s`` per other rank lengthens every cycle to
 ``cycle_s + (P - 1) * negotiation_s`` (0 by default: not modelled).
 
-Gradients become ready layer by layer through the backward: layer ``l`` of a
-rank that started its backward of ``W`` seconds at ``t`` is ready at ``t + W *
-c_l``, with ``c_l`` the workload's cumulative backward share up to it (its
-measured per-layer times, else FLOPs, else parameters). The backward is one
+Each gradient tensor is a request of its own (``DistributedOptimizer.compute_gradients``,
+``horovod/tensorflow/__init__.py``: one ``allreduce`` a gradient), and the loop fuses
+responses tensor by tensor (``BackgroundThreadLoop`` in ``horovod/common/operations.cc``
+of 0.12.1: "Attempt to add more responses to this fused response"), so a layer's weight
+and bias can fall in different buffers (``workload.ready_tensors``: a layer's tensors,
+bias first, all ready with the layer). Gradients become ready layer by layer through the
+backward: tensor ``l`` of a rank that started its backward of ``W`` seconds at ``t`` is
+ready at ``t + W * c_l``, with ``c_l`` the workload's cumulative backward share up to
+its layer (its measured per-layer times, else FLOPs, else parameters). The backward is one
 compute job per rank (exact where a rank has its device or core to itself,
-as on accelerator hosts). A layer is ready on all ranks at
+as on accelerator hosts). A tensor is ready on all ranks at
 ``R_l = max_r (t_r + W_r c_l)``; the cycle that takes it is the first tick
 ``k * cycle_s >= R_l``.
 
@@ -114,8 +119,8 @@ class Fusion:
     def __init__(self, env: simpy.Environment, setup: Setup):
         self.env, self.setup = env, setup
         plan = setup.plan
-        self.sizes = [b for b, _ in plan.layers]
-        shares = [s for _, s in plan.layers]
+        self.sizes = [b for b, _ in plan.ready_tensors]
+        shares = [s for _, s in plan.ready_tensors]
         self.cum = [sum(shares[:k + 1]) for k in range(len(shares))]
         self.queues = {w.rank: simpy.Store(env) for w in setup.workers}
         self.started: dict[int, list[tuple[float, float]]] = {}
