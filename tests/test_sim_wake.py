@@ -122,13 +122,19 @@ def test_placements_count_how_the_ranks_sat_on_the_cores():
     assert _placements(steps) == "2+2 50%  3+1 25%  4 25%"
 
 
-def test_wake_probe_times_two_gloo_ranks_training_on_one_core():
-    from calibrate.probes.sched_probe import gloo_steps, wake_rows
-    rows = wake_rows("linear", 16, repeats=10)
-    assert len(rows) == 10 and all(r["later_s"] >= 0 for r in rows)
-    assert 0 < wake_wait_s(rows) < 1.0
+def test_wake_probe_times_two_gloo_ranks_training_on_one_core(monkeypatch):
+    """One launch of two gloo ranks pinned to one core (``gloo_steps``, the probe's own); the
+    wake probe's rows are the later rank of each of its steps (``wake_rows`` reads that
+    launch, handed to it, rather than starting a second)."""
+    from calibrate.probes import sched_probe
     pinned = min(os.sched_getaffinity(0))
-    steps = gloo_steps(2, "linear", 16, repeats=5, core=pinned)
-    assert len(steps) == 5 and all(len(s) == 2 and all(0 <= t < 1.0 for t, _ in s)
-                                   for s in steps)
+    steps = sched_probe.gloo_steps(2, "linear", 16, repeats=10, core=pinned)
+    assert len(steps) == 10 and all(len(s) == 2 and all(0 <= t < 1.0 for t, _ in s)
+                                    for s in steps)
     assert {cpu for s in steps for _, cpu in s} == {pinned}     # the core each ran on
+    launched = []
+    monkeypatch.setattr(sched_probe, "gloo_steps", lambda *a: launched.append(a) or steps)
+    rows = sched_probe.wake_rows("linear", 16, repeats=10)
+    assert launched == [(2, "linear", 16, 10, pinned)]
+    assert [r["later_s"] for r in rows] == [max(t for t, _ in s) for s in steps]
+    assert all(r["later_s"] >= 0 for r in rows) and 0 < wake_wait_s(rows) < 1.0
