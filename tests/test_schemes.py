@@ -3,7 +3,7 @@
 One module-scoped fixture runs each scheme once (linear model: no dropout, so
 runs with the same seed are deterministic and comparable); the tests read the
 records.  Rank-based schemes run under mpirun (the parameter server with one
-extra rank), hogwild as ``--workers 2``.
+extra rank; allreduce under torchrun, its other launcher), hogwild as ``--workers 2``.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from real import schemes
+from real.launch import train
 from real.training.data import load_dataset
 from real.training.replay import replay
 from contracts import record
@@ -24,6 +25,7 @@ from contracts.workload import Workload
 from simulator.engine.schedule import simulate_schedule
 from simulator.measured_schedule import measured
 from tests.conftest import BIN, mpi, py, run_cmd
+from tests.refusal import refused
 
 P = 2
 GLOBAL_BATCH = 64
@@ -32,10 +34,16 @@ FLAGS = ["--dataset", "synthetic", "--model", "linear", "--train-size", "256",
          "--lr", "0.5", "--average-every", "2", "--timeout", "60"]
 DISTRIBUTED = [s for s in schemes.SCHEMES if s != "serial"]
 SYNCHRONOUS = ("gather_scatter", "allreduce", "ddp", "mpi_allreduce", "ps_sync")
+# Each scheme's one run also carries what the tests of a launcher or a flag read, rather than
+# launching again for them: allreduce under torchrun, mpi_allreduce with MPICH's ring chosen.
+TORCHRUN = ("allreduce",)
+SCHEME_FLAGS = {"mpi_allreduce": ["--mpi-allreduce", "ring"]}
 
 
-def launch(alg: str, out: Path, *extra: str):
+def launch(alg: str, out: Path, *extra: str, torchrun: bool = False):
     argv = ["real.train", "--algorithm", alg, "--run-id", alg, "--out", str(out), *FLAGS, *extra]
+    if torchrun:
+        return run_cmd([str(BIN / "torchrun"), "--nproc-per-node", str(P), "-m", *argv])
     if alg in schemes.RANK_BASED:
         return mpi(schemes.ranks_for(alg, P), *argv)
     if alg == "hogwild":
@@ -44,15 +52,22 @@ def launch(alg: str, out: Path, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """scheme -> (record, iterations) of one run each, plus serial at the same global batch."""
+def launched(tmp_path_factory):
+    """scheme -> (record, iterations, the command's stderr) of one run each, plus serial at
+    the same global batch."""
     out = tmp_path_factory.mktemp("schemes")
     done = {}
     for alg in ("serial", *DISTRIBUTED):
-        r = launch(alg, out)
+        r = launch(alg, out, *SCHEME_FLAGS.get(alg, []), torchrun=alg in TORCHRUN)
         assert r.returncode == 0, f"{alg}:\n{r.stderr[-3000:]}"
-        done[alg] = record.read(out / alg), record.read_iterations(out / alg)
+        done[alg] = record.read(out / alg), record.read_iterations(out / alg), r.stderr
     return done
+
+
+@pytest.fixture(scope="module")
+def runs(launched):
+    """scheme -> (record, iterations) of its one run."""
+    return {alg: (rec, it) for alg, (rec, it, _) in launched.items()}
 
 
 def worker_rows(alg, it):
@@ -153,6 +168,15 @@ def test_hogwild_records_processes_and_update_rate(runs):
 
 
 @pytest.mark.slow
+def test_the_progress_bar_counts_workers_as_the_record_does(launched):
+    """Issue 40, item 7: ps_sync under mpirun -n 3 is P = 2 (a server and two workers), on the
+    bar as in the record."""
+    rec, _, stderr = launched["ps_sync"]
+    assert rec["environment"]["ranks"] == 3 and rec["environment"]["workers"] == 2
+    assert "ps_sync P=2" in stderr and "P=3" not in stderr
+
+
+@pytest.mark.slow
 def test_async_avg_mixes_into_the_holder(runs):
     extra = runs["async_avg"][0]["extra"]
     # every 2 of 12 steps, on both workers, plus each worker's last weights
@@ -160,34 +184,27 @@ def test_async_avg_mixes_into_the_holder(runs):
 
 
 @pytest.mark.slow
-def test_mpi_allreduce_algorithm_is_selectable_and_recorded(tmp_path):
-    r = launch("mpi_allreduce", tmp_path, "--mpi-allreduce", "ring", "--epochs", "1")
-    assert r.returncode == 0, r.stderr
-    rec = record.read(tmp_path / "mpi_allreduce")
+def test_mpi_allreduce_algorithm_is_selectable_and_recorded(runs):
+    rec, _ = runs["mpi_allreduce"]                 # run with --mpi-allreduce ring
     assert rec["extra"]["mpi_allreduce_algorithm"] == "ring"
     assert rec["extra"]["mpi_cvars"]["MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"] == "ring"
 
 
 @pytest.mark.slow
-def test_allreduce_under_torchrun(tmp_path):
-    r = run_cmd([str(BIN / "torchrun"), "--nproc-per-node", str(P), "-m", "real.train",
-                 "--algorithm", "allreduce", "--run-id", "tr", "--out", str(tmp_path),
-                 *FLAGS, "--epochs", "1"])
-    assert r.returncode == 0, r.stderr[-3000:]
-    rec = record.read(tmp_path / "tr")
+def test_allreduce_under_torchrun(runs):
+    rec, _ = runs["allreduce"]                     # launched by torchrun
     assert rec["status"] == "completed" and rec["environment"]["launcher"] == "torchrun"
     assert rec["environment"]["workers"] == P
 
 
-def test_mpi_only_scheme_outside_mpirun_says_to_use_it(tmp_path):
-    r = py("real.train", "--algorithm", "ps_sync", "--out", str(tmp_path))
-    assert r.returncode == 2 and "mpirun -n" in r.stderr and "Traceback" not in r.stderr
+def test_mpi_only_scheme_outside_mpirun_says_to_use_it(tmp_path, capsys):
+    refused(train.main, ["--algorithm", "ps_sync", "--out", tmp_path], "mpirun -n", capsys)
 
 
-def test_global_batch_must_divide(tmp_path):
-    r = py("real.train", "--algorithm", "hogwild", "--workers", "3", "--global-batch", "64",
-           "--dataset", "synthetic", "--train-size", "64", "--out", str(tmp_path))
-    assert r.returncode == 2 and "not a multiple" in r.stderr, r.stderr
+def test_global_batch_must_divide(tmp_path, capsys):
+    refused(train.main, ["--algorithm", "hogwild", "--workers", "3", "--global-batch", "64",
+                         "--dataset", "synthetic", "--train-size", "64", "--out", tmp_path],
+            "not a multiple", capsys)
 
 
 @pytest.mark.slow
@@ -228,7 +245,8 @@ def phantom_runs(tmp_path_factory):
     workload = linear_workload(out / "linear.toml")
     done = {}
     for alg in schemes.RANK_BASED:
-        r = launch(alg, out, "--compute", "phantom", "--workload", str(workload))
+        r = launch(alg, out, *SCHEME_FLAGS.get(alg, []), "--compute", "phantom",
+                   "--workload", str(workload))
         assert r.returncode == 0, f"{alg}:\n{r.stderr[-3000:]}"
         done[alg] = record.read(out / alg), record.read_iterations(out / alg)
     return done

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from contracts import record
+from real.launch import train
 from tests.conftest import mpi, py
+from tests.refusal import refused
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -74,11 +76,10 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     (["--batch-size", "-3"], "below 1"),
     (["--data-dir", "/does/not/exist"], "does not exist"),
 ])
-def test_bad_input_is_one_line_exit_2(argv, says):
-    r = py("real.train", *argv)
-    assert r.returncode == 2
-    assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_input_is_one_line_exit_2(argv, says, capsys):
+    """In this process (``python -m real.train``'s own line: test_bad_train's
+    test_as_a_user_types_it)."""
+    refused(train.main, argv, says, capsys)
 
 
 def test_missing_dataset_says_where_it_looked(tmp_path):
@@ -103,16 +104,3 @@ def test_help_gives_every_flag_a_meaning_and_each_default_once():
     text = parser.format_help()
     assert "(default: None)" not in text and "(default: False)" not in text
     assert all(a.help for a in parser._actions), "a flag without help"
-
-
-@pytest.mark.slow
-def test_the_progress_bar_counts_workers_as_the_record_does(tmp_path):
-    """Issue 40, item 7: ps_sync under mpirun -n 3 is P = 2 (a server and two workers), on the
-    bar as in the record."""
-    r = mpi(3, "real.train", "--schemes", "ps_sync", "--model", "linear", "--dataset",
-            "synthetic", "--train-size", "256", "--test-size", "64", "--batch-size", "32",
-            "--out", str(tmp_path / "runs"))
-    assert r.returncode == 0, r.stderr[-2000:]
-    rec, _ = one_record(tmp_path / "runs")
-    assert rec["environment"]["workers"] == 2
-    assert "ps_sync P=2" in r.stderr and "P=3" not in r.stderr
