@@ -210,15 +210,15 @@ def test_global_batch_must_divide(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("alg", SYNCHRONOUS)
 def test_vgg11_cifar_total_batch_256(tmp_path, alg):
-    """Seed 002's setting, two iterations: VGG-11, (synthetic) CIFAR-10, total batch 256."""
+    """Seed 002's setting, one iteration: VGG-11, (synthetic) CIFAR-10, total batch 256."""
     argv = ["real.train", "--algorithm", alg, "--model", "vgg11", "--dataset",
-            "synthetic-cifar10", "--train-size", "512", "--test-size", "64",
+            "synthetic-cifar10", "--train-size", "256", "--test-size", "64",
             "--global-batch", "256", "--out", str(tmp_path), "--run-id", "v"]
     r = mpi(schemes.ranks_for(alg, P), *argv)
     assert r.returncode == 0, r.stderr[-3000:]
     rec, it = record.read(tmp_path / "v"), record.read_iterations(tmp_path / "v")
     steps = worker_rows(alg, it)
-    assert rec["status"] == "completed" and len(steps) == 2 * P
+    assert rec["status"] == "completed" and len(steps) == P
     assert steps["batch_size"].eq(128).all()
 
 
