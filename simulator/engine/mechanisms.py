@@ -19,12 +19,13 @@ file). The same functions price them as the engines do:
   crossing once in as many (``engine.no_sync``).
 
 Nothing here changes a prediction: it says what the engines did. CPU hosts: an empty list.
-Imports: numpy, contracts, simulator.engine (fast, placement, run), simulator.model.
+Imports: numpy, contracts, simulator.engine (fast, no_sync, placement, run), simulator.model.
 """
 from __future__ import annotations
 
 from contracts.cluster import Cluster
 from simulator.engine.fast import collective_s
+from simulator.engine.no_sync import sync_every
 from simulator.engine.run import make_plan, optimizer_step_s
 from simulator.model.hardware.ddp_calls import ddp_step_s
 from simulator.model.hardware.input_pipeline import input_step_s
@@ -48,8 +49,10 @@ def mechanisms(job, cluster: Cluster, provenance=(), workers: int | None = None
     ddp = [i for i, pt in enumerate(job.points) if pt.scheme.name == "ddp"]
     at_p = [i for i in ddp if job.points[i].workers == p]
     rows = [_interference(cluster, model, names), _precision(model, job, provenance)]
-    rows += [_last_bucket(job, model, (at_p or ddp)[-1])] if ddp else []
-    rows += [_ddp_calls(cluster, model, job.workload)] if ddp else []
+    if ddp:
+        index = (at_p or ddp)[-1]
+        every = sync_every(job.layouts[index], job.workload)   # as the engines take it
+        rows += [_last_bucket(job, model, index, every), _ddp_calls(cluster, model, every)]
     rows += [_input(cluster, model, job, p), _optimizer(cluster, model, job, names)]
     return [r for r in rows if r]
 
@@ -59,10 +62,6 @@ def by_workers(job, cluster_at, provenance=()) -> dict[str, list[dict]]:
     take), keyed by P as text (a json object's keys)."""
     ps = sorted({pt.workers for pt in job.points})
     return {str(p): mechanisms(job, cluster_at(p), provenance, p) for p in ps}
-
-
-def _no_sync_every(workload) -> int:
-    return workload.accumulation_steps if workload.no_sync else 1
 
 
 def _ms(seconds: float) -> str:
@@ -96,13 +95,12 @@ def cluster_device(job) -> str:
     return job.layouts[0].cluster.device.name if job.layouts else "the device"
 
 
-def _last_bucket(job, model, index: int) -> dict:
+def _last_bucket(job, model, index: int, every: int) -> dict:
     run, pt = job.layouts[index], job.points[index]
     plan = make_plan(run.spec, pt.scheme, pt.workers, job.workload, run.profile)
     last = plan.buckets[-1][0]
     cost = (collective_s(run, "allreduce", plan.worker_ranks, last, plan.gradient_algorithm)
             if pt.workers > 1 else 0.0)
-    every = _no_sync_every(job.workload)
     how = "an iteration" if every <= 1 else f"once every {every} iterations (no_sync())"
     return {"mechanism": "DDP's exposed last bucket",
             "cost": f"{last / 2**20:.3g} MiB allreduced after the backward ends: "
@@ -114,11 +112,10 @@ def _last_bucket(job, model, index: int) -> dict:
                       "model.workload.ddp_buckets"}
 
 
-def _ddp_calls(cluster: Cluster, model, workload) -> dict:
+def _ddp_calls(cluster: Cluster, model, every: int) -> dict:
     d = cluster.device
     s = ddp_step_s(len(model.tensor_counts), model.buffer_count, d.ddp_buffer_s,
                    d.ddp_gradient_s)
-    every = _no_sync_every(workload)
     tensors = "" if every <= 1 else f" (the tensors once every {every} steps: no_sync())"
     return {"mechanism": "DDP's own calls",
             "cost": f"{_ms(s)} a step: {model.buffer_count} buffers x "
