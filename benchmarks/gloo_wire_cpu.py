@@ -25,7 +25,7 @@ process's CPU (``time.process_time``, all threads, as ``calibrate.link`` reads i
 thread group, CPU s and timeslices. ``--summary`` prints, per rate, what ``per_rate`` derives
 and the CPU a byte and a wake-up that explain every rate (``wakeup_split``).
 
-Imports: pandas, contracts.units; torch and real.cluster (the runs).
+Imports: pandas, calibrate.probes.threads, contracts.units, real.cluster.state; torch, calibrate.probes.comm_probe and real.cluster (the runs).
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ import csv
 import os
 import subprocess
 import sys
-import time
 
 import pandas as pd
 
@@ -63,31 +62,31 @@ def pattern_call(pattern: str, rank: int, t, ack):
             else (lambda: (dist.recv(t, 0), dist.send(ack, 0))))
 
 
+def group_counters() -> tuple[float, ...]:
+    """Per thread group (``GROUPS``' order): CPU s, then timeslices."""
+    c = thread_counters()
+    return tuple(v for g in GROUPS for v in (c[g][0] / 1e9, c[g][1]))
+
+
 def rank_main(rate: str, sizes: list[int], repeats: int, out: str) -> None:
     import torch
     import torch.distributed as dist
+
+    from calibrate.probes.comm_probe import time_op
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, rows = dist.get_rank(), []
     ack = torch.zeros(1)
+    counters = [f"{g}_{k}" for g in GROUPS for k in ("cpu_s", "slices")]
     for pattern in ("none", "oneway", "pingpong"):
         for n in sizes:
             t = torch.zeros(max(1, n // 4))
-            call = pattern_call(pattern, rank, t, ack)
             reps = repeats if n <= 65536 else max(3, repeats // 4)
-            for rep in range(reps + 2):
-                dist.barrier()
-                c0, p0, w0 = thread_counters(), time.process_time(), time.perf_counter()
-                call()
-                w1, p1, c1 = time.perf_counter(), time.process_time(), thread_counters()
-                if rep < 2:
-                    continue
-                row = {"rate": rate, "rank": rank, "pattern": pattern, "bytes": n,
-                       "rep": rep - 2, "wall_s": w1 - w0, "process_cpu_s": p1 - p0}
-                for g in GROUPS:
-                    row[f"{g}_cpu_s"] = (c1[g][0] - c0[g][0]) / 1e9
-                    row[f"{g}_slices"] = c1[g][1] - c0[g][1]
-                rows.append(row)
+            times = time_op(pattern_call(pattern, rank, t, ack), dist.barrier, reps, warmup=2,
+                            counters=group_counters)
+            rows += [{"rate": rate, "rank": rank, "pattern": pattern, "bytes": n, "rep": i,
+                      "wall_s": wall, "process_cpu_s": cpu, **dict(zip(counters, rest))}
+                     for i, (wall, cpu, *rest) in enumerate(times)]
     with open(f"{out}.rank{rank}", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
