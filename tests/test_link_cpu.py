@@ -92,3 +92,42 @@ def test_calibrate_link_keeps_the_cpu_medians(tmp_path):
     assert wakeups == pytest.approx([2.5 + n / 2896 for n in sizes], rel=1e-5)
     (tmp_path / "link.toml").write_text(text)
     assert load_cluster(tmp_path / "link.toml").link.cpu_s_per_byte == pytest.approx(3e-9, rel=1e-3)
+
+
+def test_small_sizes_are_timed_round_by_round():
+    from calibrate.probes.link import interleaved
+    assert interleaved([8, 64, 512], 3) == [(0, 8), (0, 64), (0, 512), (1, 512), (1, 64),
+                                            (1, 8), (2, 8), (2, 64), (2, 512)]
+
+
+def test_cpu_per_message_is_the_median_with_its_tail_beside_it():
+    """One launch: 97 repetitions at 40-56 us and 3 at 3 ms: the median, a CI around it,
+    3% tail, the mean with it."""
+    import pandas as pd
+
+    from calibrate.probes.link import cpu_per_message
+    x = pd.Series([40e-6 + (i % 17) * 1e-6 for i in range(97)] + [3e-3] * 3)
+    got = cpu_per_message(x, pd.Series(0, x.index))
+    assert got["cpu_s_per_message"] == pytest.approx(48e-6)
+    lo, hi = got["cpu_ci_s_per_message"]
+    assert 44e-6 <= lo <= 48e-6 <= hi <= 52e-6
+    assert got["cpu_tail_share"] == pytest.approx(0.03)
+    assert got["cpu_tail_mean_s"] == pytest.approx(3e-3)
+    assert got["cpu_mean_s_per_message"] == pytest.approx(x.mean())
+
+
+def test_cpu_per_message_is_the_median_of_the_launches_medians():
+    """Three launches at 50, 100 and 60 us (a few us of jitter each): 60 us, each launch's
+    median kept, and a repetition's tail judged against its own launch (200 us is 4x the
+    first launch's median, not the second's)."""
+    import pandas as pd
+
+    from calibrate.probes.link import cpu_per_message
+    levels = (50e-6, 100e-6, 60e-6)
+    x = pd.Series([lv + (i % 5) * 1e-6 - 2e-6 for lv in levels for i in range(40)]
+                  + [250e-6, 250e-6])
+    launch = pd.Series([k for k in range(3) for _ in range(40)] + [0, 1])
+    got = cpu_per_message(x, launch)
+    assert got["cpu_s_per_message"] == pytest.approx(60e-6)
+    assert got["cpu_launch_medians_s"] == pytest.approx(list(levels), abs=1e-12)
+    assert got["cpu_tail_share"] == pytest.approx(1 / 122)

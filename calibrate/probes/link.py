@@ -29,6 +29,16 @@ because the link is a token bucket:
   rest took at the payload rate is that buffer (``link.socket_buffer``,
   ``Link.socket_buffer_bytes``).
 
+* **gloo's CPU a message**: rank 0's process time over each ping-pong, halved. The sizes up
+  to 64 KiB are timed round by round (``interleaved``), 32 x ``--repeats`` times each, in
+  ``--cpu-launches`` launches of the ranks (the first times every size, the others the
+  small ones); the CPU a byte ``c1`` is the slope of the line through the per-size medians,
+  the CPU a message (``cpu_per_message``) the median of the launches' medians of the small
+  sizes' repetitions less ``c1 n``. ``[fit]`` keeps each launch's median (they spread far
+  wider than one launch's bootstrap interval, which is kept too), the share of repetitions
+  in the device thread's tail and the mean with it, and the machine's load before and
+  after (docs/results/phantom.md, "gloo's CPU a message: the calibrations' spread").
+
 The TOML is what ``contracts.cluster.load_cluster`` reads (hosts,
 ``cores_per_host`` = this machine's cores, ``shared_cores = true``, link
 bandwidth = 1/beta and latency = alpha of MPI), plus ``link.shaped_bandwidth``
@@ -38,7 +48,7 @@ other shaped rates (payload efficiency = 1/beta over the shaped rate).
 Without a cluster up, or without root: one line on stderr and exit code 2.
 
 Imports: mpi4py, pandas, torch, calibrate (comm_probe, linefit), real.cluster, real.launch.dist,
-cli, contracts.files.
+psutil (the machine's load), cli, contracts.files.
 """
 from __future__ import annotations
 
@@ -66,6 +76,10 @@ PROG = "python -m calibrate.link"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SIZES = (8, 64, 512, 4096, 256 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 SMALL_MAX = 4096                     # latency regime: n <= 4 KiB
+INTERLEAVED_MAX = 64 * 1024          # sizes timed round by round (``interleaved``), ...
+SMALL_REPEATS_PER_REPEAT = 32        # ... this many times --repeats each
+CPU_TAIL_FACTOR = 4.0                # a repetition above 4x the median CPU is in the tail
+CPU_LAUNCHES = 5                     # launches whose small sizes give the CPU a message
 BUCKETS_FOR_BANDWIDTH = 8            # bandwidth regime: n >= 8 bucket depths (and >= 256 KiB)
 BUFFER_SIZES = (12 * 2**20, 16 * 2**20)  # socket-buffer probe: above Linux's tcp_rmem + tcp_wmem
 
@@ -111,14 +125,23 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
     comm = MPI.COMM_WORLD
     rows = []
 
+    def row(backend, n, i, t):
+        return {"backend": backend, "bytes": n, "rep": i, "time_s": t[0], "cpu_s": t[1],
+                **dict(zip(("loop_cpu_s", "loop_wakeups"), t[2:]))}
+
     def sweep(backend, make_call, barrier, counters=None):
+        small = [n for n in sizes if n <= INTERLEAVED_MAX]
+        calls = {n: make_call("sendrecv", n) for n in small}
+        for n in small:                                          # warm-up, as time_op's
+            cp.time_op(calls[n], barrier, 0, warmup=2)
+        for i, n in interleaved(small, repeats_small):
+            t, = cp.time_op(calls[n], barrier, 1, warmup=0, scale=0.5, counters=counters)
+            rows.append(row(backend, n, i, t))
         for n in sizes:
-            reps = repeats_small if n <= 64 * 1024 else repeats_large
-            times = cp.time_op(make_call("sendrecv", n), barrier, reps, warmup=2, scale=0.5,
-                               counters=counters)
-            rows.extend({"backend": backend, "bytes": n, "rep": i, "time_s": t[0], "cpu_s": t[1],
-                         **dict(zip(("loop_cpu_s", "loop_wakeups"), t[2:]))}
-                        for i, t in enumerate(times))
+            if n > INTERLEAVED_MAX:
+                times = cp.time_op(make_call("sendrecv", n), barrier, repeats_large, warmup=2,
+                                   scale=0.5, counters=counters)
+                rows.extend(row(backend, n, i, t) for i, t in enumerate(times))
     sweep("mpi", lambda op, n: cp.mpi_call(comm, op, n), comm.Barrier)
     if with_gloo:
         import torch
@@ -137,6 +160,14 @@ def probe_ranks(out_csv: Path, sizes: tuple[int, ...], repeats_small: int, repea
         pd.DataFrame(rows).to_csv(out_csv, index=False)
         if buffer_rows:
             pd.DataFrame(buffer_rows).to_csv(buffer_csv(out_csv), index=False)
+
+
+def interleaved(sizes: list[int], repeats: int) -> list[tuple[int, int]]:
+    """(repetition, size) in the order the small sizes are timed: round by round, every size
+    once a round, the order reversed every other round, so that a drift of the machine over
+    the probe (the first repetitions cost more, docs/results/phantom.md) falls on every size
+    alike instead of on the sizes timed first."""
+    return [(i, n) for i in range(repeats) for n in (sizes if i % 2 == 0 else sizes[::-1])]
 
 
 def exchange_rows(comm, n: int, repeats: int) -> list[dict]:
@@ -205,15 +236,47 @@ def fit_cpu(g: pd.DataFrame) -> dict[str, float]:
     med = g.groupby("bytes")["cpu_s"].median()
     line = fit_line(med.index, med.values)
     out = {"cpu_s_per_message": line.intercept, "cpu_s_per_byte": line.slope,
+           "cpu_line_intercept_s": line.intercept,
            "cpu_medians_s": {int(n): float(c) for n, c in med.items()}}
+    small = g[g["bytes"] <= SMALL_MAX]
+    if len(small) >= 20:
+        launch = small["launch"] if "launch" in small.columns else pd.Series(0, small.index)
+        out.update(cpu_per_message(small["cpu_s"] - line.slope * small["bytes"], launch))
     if "loop_wakeups" in g.columns and g["loop_wakeups"].notna().all():
         wakeups = g.groupby("bytes")["loop_wakeups"].median()
         out["wakeup_medians"] = {int(n): float(w) for n, w in wakeups.items()}
     return out
 
 
-def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> str:
-    """The cluster file: link = the MPI fit; both backends and the provenance in [fit]."""
+def cpu_per_message(per_message_s: pd.Series, launch: pd.Series, resamples: int = 2000,
+                    seed: int = 0) -> dict:
+    """gloo's CPU a message from the small sizes' repetitions (each less ``c1 n``): each
+    launch's median, and their median, with a 95% bootstrap interval over the repetitions
+    (resampled within each launch: one launch's interval is narrow, the launches' medians
+    spread far wider, which ``cpu_launch_medians_s`` keeps), and the tail beside it: the
+    share of repetitions above ``CPU_TAIL_FACTOR`` x their launch's median and the mean with
+    it. Medians, not the mean: gloo's device thread now and then spins a timeslice on a small
+    message (docs/results/phantom.md, "gloo's CPU a message: the calibrations' spread")."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    groups = [g.to_numpy(dtype=float) for _, g in per_message_s.groupby(launch)]
+    medians = np.array([np.median(x) for x in groups])
+    boot = np.median([np.median(rng.choice(x, (resamples, len(x))), axis=1) for x in groups],
+                     axis=0)
+    tail = np.concatenate([x > CPU_TAIL_FACTOR * m for x, m in zip(groups, medians)])
+    x = np.concatenate(groups)
+    return {"cpu_s_per_message": float(np.median(medians)),
+            "cpu_ci_s_per_message": (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))),
+            "cpu_launch_medians_s": [float(m) for m in medians],
+            "cpu_mean_s_per_message": float(x.mean()), "cpu_tail_share": float(tail.mean()),
+            "cpu_tail_mean_s": float(x[tail].mean()) if tail.any() else 0.0,
+            "cpu_repetitions": int(len(x))}
+
+
+def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str,
+                 machine: dict | None = None) -> str:
+    """The cluster file: link = the MPI fit; both backends and the provenance in [fit], with
+    ``machine``'s load where given (the CPU a message rises on a busy machine)."""
     mpi = fits["mpi"]
     shaped = cluster.bandwidth_bits_per_s
     lines = [
@@ -242,6 +305,7 @@ def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> st
         f"created_utc = \"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\"",
         f"host = \"{platform.node()}\"", f"command = {json.dumps(command)}",
         f"burst_bytes = {cluster.burst_bytes}",
+        *[f"{k} = {json.dumps(v)}" for k, v in (machine or {}).items()],
     ]
     for backend, f in sorted(fits.items()):
         lines += [
@@ -256,6 +320,7 @@ def cluster_toml(cluster, cores: int, fits: dict[str, dict], command: str) -> st
         if "cpu_medians_s" in f:     # kept, so a later model can fit the CPU again
             lines.append(f"{backend}_median_cpu_s = "
                          f"[{', '.join(f'{c:.6g}' for c in f['cpu_medians_s'].values())}]")
+        lines += _cpu_spread_lines(backend, f)
         if "wakeup_medians" in f:    # the device thread's, halved as the times
             lines.append(f"{backend}_median_device_wakeups = "
                          f"[{', '.join(f'{w:.6g}' for w in f['wakeup_medians'].values())}]")
@@ -267,23 +332,46 @@ def _cpu_lines(gloo: dict | None) -> list[str]:
     so the CPU they use is work the hosts' cores must find time for)."""
     if not gloo or "cpu_s_per_message" not in gloo:
         return []
+    launches = gloo.get("cpu_launch_medians_s", [])
+    ci = (f" (median of {len(launches)} launches' medians, "
+          f"{min(launches) * 1e6:.1f}-{max(launches) * 1e6:.1f} us)" if launches else "")
     return [f"cpu_per_message = \"{duration_text(gloo['cpu_s_per_message'])}\"   # gloo: a rank's "
-            "CPU per message sent or received",
+            f"CPU per message sent or received{ci}",
             f"cpu_per_byte = \"{duration_text(gloo['cpu_s_per_byte'])}\"   # ... and per byte "
             f"({gloo['cpu_s_per_byte'] * 1e9:.3g} ns)"]
 
 
+def _cpu_spread_lines(backend: str, f: dict) -> list[str]:
+    """The spread of the CPU a message (``cpu_per_message``): its CI, the tail, the mean with
+    it, and the intercept of the line through the per-size medians (the estimate before)."""
+    if backend != "gloo" or "cpu_ci_s_per_message" not in f:
+        return []
+    lo, hi = f["cpu_ci_s_per_message"]
+    return [f"{backend}_cpu_per_message_ci_s = [{lo:.6g}, {hi:.6g}]",
+            f"{backend}_cpu_launch_medians_s = "
+            f"[{', '.join(f'{m:.6g}' for m in f['cpu_launch_medians_s'])}]",
+            f"{backend}_cpu_mean_s_per_message = {f['cpu_mean_s_per_message']:.6g}",
+            f"{backend}_cpu_tail_share = {f['cpu_tail_share']:.4g}   # above "
+            f"{CPU_TAIL_FACTOR:g}x the median",
+            f"{backend}_cpu_tail_mean_s = {f['cpu_tail_mean_s']:.6g}",
+            f"{backend}_cpu_line_intercept_s = {f['cpu_line_intercept_s']:.6g}",
+            f"{backend}_cpu_repetitions = {f['cpu_repetitions']}"]
+
+
 # ------------------------------------------------------------------ orchestration
 
-def run_probe(cluster, workdir: Path, args) -> pd.DataFrame:
+def run_probe(cluster, workdir: Path, args, launch: int = 0) -> pd.DataFrame:
+    """One ``mpirun`` of the ranks' probe: every size and the socket-buffer probe (launch
+    0), or the sizes up to ``SMALL_MAX`` alone (a later launch, for the CPU a message)."""
     from real.cluster import mpi_env, mpirun_command
-    out_csv = workdir / "link_pingpong.csv"
+    out_csv = workdir / ("link_pingpong.csv" if launch == 0 else f"link_cpu_{launch}.csv")
     out_csv.unlink(missing_ok=True)
+    sizes = args.sizes if launch == 0 else [n for n in args.sizes if n <= SMALL_MAX]
+    delays = [f"{1.5 * 8 * n / cluster.bandwidth_bits_per_s + 0.2:.3f}" for n in args.buffer_sizes]
     argv = [sys.executable, "-m", "calibrate.link", "--ranks", "--raw", str(out_csv),
-            "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
+            "--sizes", ",".join(map(str, sizes)), "--repeats", str(args.repeats),
             "--buffer-sizes", ",".join(map(str, args.buffer_sizes)),
-            "--buffer-delays", ",".join(f"{1.5 * 8 * n / cluster.bandwidth_bits_per_s + 0.2:.3f}"
-                                        for n in args.buffer_sizes)]
+            "--buffer-delays", ",".join(delays if launch == 0 else [])]
     if args.no_gloo:
         argv.append("--no-gloo")
     env = os.environ | mpi_env(cluster) | {
@@ -296,7 +384,24 @@ def run_probe(cluster, workdir: Path, args) -> pd.DataFrame:
     if done.returncode != 0 or not out_csv.exists():
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RuntimeError(f"the ping-pong across the cluster failed (exit {done.returncode}): {tail}")
-    return pd.read_csv(out_csv)
+    rows = pd.read_csv(out_csv).assign(launch=launch)
+    if launch:
+        out_csv.unlink()
+        rows = rows[rows["backend"] != "mpi-exchange"]
+    return rows
+
+
+def probe_launches(cluster, workdir: Path, args) -> pd.DataFrame:
+    """``--cpu-launches`` runs of the probe, the first whole, the rest its small sizes: where
+    the scheduler puts the two ranks' threads is settled at each launch and sets the CPU a
+    message for all its repetitions (docs/results/phantom.md, "gloo's CPU a message: the
+    calibrations' spread"), so repetitions within one launch do not show the spread.
+    All rows (column ``launch``) go into ``link_pingpong.csv``."""
+    launches = 1 if args.no_gloo else args.cpu_launches      # MPI's CPU is not used
+    raw = pd.concat([run_probe(cluster, workdir, args, k) for k in range(launches)],
+                    ignore_index=True)
+    raw.to_csv(workdir / "link_pingpong.csv", index=False)
+    return raw
 
 
 def calibrate_link(cluster, out: Path, args, command: str) -> dict[str, dict]:
@@ -304,7 +409,12 @@ def calibrate_link(cluster, out: Path, args, command: str) -> dict[str, dict]:
         # resolved here: the ranks run from the repository, not from the caller's folder
         workdir = Path(args.workdir).resolve() if args.workdir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        raw = run_probe(cluster, workdir, args)
+        import psutil
+        busy = psutil.cpu_percent(interval=1.0) / 100 * (os.cpu_count() or 1)
+        machine = {"busy_cores_before": round(busy, 3),     # the second before the probe
+                   "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+        raw = probe_launches(cluster, workdir, args)
+        machine["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
         fits = fit_link(raw, cluster.burst_bytes)
         fits["mpi"].update(two_way_share(raw, fits["mpi"]))
         if buffer_csv(workdir / "link_pingpong.csv").exists():
@@ -316,7 +426,7 @@ def calibrate_link(cluster, out: Path, args, command: str) -> dict[str, dict]:
             if (largest["rest_s"] < 0.02 * largest["delay_s"]).all():   # all of it crossed
                 mpi["socket_buffer_bytes"] = float(largest["bytes"].max())
                 mpi["socket_buffer_at_least"] = True
-    atomic_write_text(out, cluster_toml(cluster, os.cpu_count() or 1, fits, command))
+    atomic_write_text(out, cluster_toml(cluster, os.cpu_count() or 1, fits, command, machine))
     return fits
 
 
@@ -344,8 +454,11 @@ def build_parser() -> Parser:
                    help="the cluster's prefix (real.cluster up --prefix)")
     p.add_argument("--sizes", type=_sizes, default=SIZES, help="message sizes in bytes")
     p.add_argument("--repeats", type=cli.int_in(1, 10_000), default=5,
-                   help="ping-pongs per size above 64 KiB (8x as many up to 64 KiB)")
+                   help="ping-pongs per size above 64 KiB (32x as many up to 64 KiB, interleaved)")
     p.add_argument("--no-gloo", action="store_true", help="MPI only")
+    p.add_argument("--cpu-launches", type=cli.int_in(1, 100), default=CPU_LAUNCHES,
+                   help="launches of the probe whose small sizes give gloo's CPU a message "
+                        "(the first also times every size)")
     p.add_argument("--buffer-sizes", type=_sizes, default=BUFFER_SIZES,
                    help="message sizes of the socket-buffer probe (bytes; larger than the buffer)")
     p.add_argument("--buffer-delays", default="", help=argparse.SUPPRESS)    # rank side
@@ -370,7 +483,7 @@ def main(argv=None) -> int:
 def run(args, argv: list[str]) -> int:
     if args.ranks:
         delays = tuple(float(d) for d in args.buffer_delays.split(",") if d)
-        probe_ranks(Path(args.raw), args.sizes, 8 * args.repeats, args.repeats, not args.no_gloo,
+        probe_ranks(Path(args.raw), args.sizes, SMALL_REPEATS_PER_REPEAT * args.repeats, args.repeats, not args.no_gloo,
                     args.buffer_sizes if delays else (), delays)
         return 0
     from real.cluster import read_state
