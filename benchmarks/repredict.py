@@ -33,7 +33,10 @@ keep no probe tables to refit from. (On one host the ranks spin: the server is n
 idle, and the curve charges its back-to-back median.) ``--copy-probe CSV`` gives each profile
 without them the host's copies of a flat vector (``python -m calibrate.copy_probe``: into
 kept memory and into a new tensor, ``Profile.copy_s``), which the schemes that average one
-flat vector pay around their calls.
+flat vector pay around their calls. ``--cpu-per-message US`` predicts the emulated links with
+that CPU a gloo message instead of each folder's calibrated one: the calibration's figure
+varies from one calibration to the next more than its own interval says, and the predictions
+at the two ends of that spread are the range the prediction carries.
 
 A phantom validation's folder (``docs/results/phantom-N``: its ``workloads`` and
 ``link.toml``) is predicted again from its run records (``records.tar.xz``) with the profile
@@ -79,11 +82,15 @@ PROG = "python -m benchmarks.repredict"
 CLUSTER_SAMPLES = 768     # pipelines.validate_cluster's default --train-size
 
 
-def cluster_of(folder: Path, row, prof):
-    """The machine a row ran on: the calibrated host, or the emulated cluster."""
+def cluster_of(folder: Path, row, prof, cpu_s_per_message: float | None = None):
+    """The machine a row ran on: the calibrated host, or the emulated cluster (its CPU a
+    message ``cpu_s_per_message`` where given instead of the calibration's)."""
     if not (folder / "link.toml").exists():
         return calibrated_cluster(prof.cores)
     cal = load_link_calibration(folder / "link.toml")
+    if cpu_s_per_message is not None:
+        from dataclasses import replace
+        cal = replace(cal, cpu_s_per_message=cpu_s_per_message)
     link = Link(bandwidth_bytes_per_s=row["bandwidth_bits_per_s"] / 8 * cal.payload_efficiency,
                 latency_s=cal.latency_s, socket_buffer_bytes=cal.socket_buffer_bytes,
                 ack_share=cal.ack_share, cpu_s_per_message=cal.cpu_s_per_message,
@@ -94,10 +101,12 @@ def cluster_of(folder: Path, row, prof):
 
 
 def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
-              loop_s: float = 0.0, copy_rows: list[dict] = ()) -> pd.DataFrame:
+              loop_s: float = 0.0, copy_rows: list[dict] = (),
+              cpu_s_per_message: float | None = None) -> pd.DataFrame:
     """One row per row of the folder's ``compare.csv``, predicted again (``loop_s``: the
     training loop's Python a step for a profile without it; ``copy_rows``: a copy probe's
-    rows for a profile without the host's copies)."""
+    rows for a profile without the host's copies; ``cpu_s_per_message``: the link's CPU a
+    message instead of the calibration's)."""
     emulated = (folder / "link.toml").exists()
     prof = profiles.load(folder / ("profile.json" if emulated else "holdout_profile.json"))
     if loop_s and not prof.loop_s_per_step:
@@ -114,7 +123,7 @@ def repredict(folder: Path, cluster_samples: int, server_rows: list[dict] = (),
         work = Workload(model=r["model"], batch_per_worker=int(r["batch_per_worker"]),
                         dataset_samples=cluster_samples if emulated else 60000, epochs=1.0,
                         threads_per_worker=int(r["threads"]))
-        on = cluster_of(folder, r, prof)
+        on = cluster_of(folder, r, prof, cpu_s_per_message)
         mach = machine(prof, "", on, model_workloads(prof, workload_files(None), [work.model]))
         new = simulate(SchemeConfig(r["scheme"]), int(r["workers"]), work, on, mach.profile, 0)
         rows.append({"folder": folder.name, "scheme": r["scheme"], "model": r["model"],
@@ -137,8 +146,8 @@ def calibrate_workers_of(shipped: pd.DataFrame) -> int:
     return int(kept.max()) if len(kept) else int(shipped["workers"].min()) - 1
 
 
-def repredict_phantom(folder: Path, server_rows: list[dict] = (),
-                      copy_rows: list[dict] = ()) -> tuple[pd.DataFrame, str]:
+def repredict_phantom(folder: Path, server_rows: list[dict] = (), copy_rows: list[dict] = (),
+                      cpu_s_per_message: float | None = None) -> tuple[pd.DataFrame, str]:
     """One row per row of a phantom folder's ``compare.csv``, predicted again from its
     records, and the folder's error table (``table.md``'s first) of the new predictions;
     ``ValueError`` with one line where the folder lacks what that needs."""
@@ -152,7 +161,9 @@ def repredict_phantom(folder: Path, server_rows: list[dict] = (),
         with record_archive.unpacked(folder) as runs:
             df, why = compared(folder, folder / "profile.json", calibrate_workers_of(shipped),
                                server_rows=tuple(server_rows), runs=runs,
-                               copy_rows=tuple(copy_rows))
+                               copy_rows=tuple(copy_rows),
+                               link_values=({} if cpu_s_per_message is None
+                                            else {"cpu_s_per_message": cpu_s_per_message}))
     except record_archive.ArchiveError as e:
         raise ValueError(str(e)) from None
     if df is None:
@@ -283,6 +294,10 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--copy-probe", type=cli.input_file, metavar="CSV",
                     help="a copy probe's CSV (python -m calibrate.copy_probe): the host's "
                          "copies of a flat vector, for profiles that have none")
+    ap.add_argument("--cpu-per-message", type=cli.nonnegative_float, metavar="US",
+                    help="the emulated links' CPU a gloo message, microseconds, instead of each "
+                         "folder's calibrated cpu_per_message: the predictions at either end "
+                         "of the calibrations' spread")
     ap.add_argument("--pool", action="store_true",
                     help="print the held-out rows of all the folders pooled per scheme: "
                          "median and worst |error|, points, folders, goal met")
@@ -318,13 +333,14 @@ def run(a) -> int:
         except ValueError as e:
             return cli.usage_error(PROG, f"--copy-probe {e}")
     frames, tables = [], []
+    cpu_s = None if a.cpu_per_message is None else a.cpu_per_message / 1e6
     for f in folders:
         if not is_phantom(f):
             frames.append(repredict(f, sizes.get(f.name, CLUSTER_SAMPLES), server_rows,
-                                     a.loop_ms / 1e3, copy_rows))
+                                     a.loop_ms / 1e3, copy_rows, cpu_s))
             continue
         try:
-            rows, table = repredict_phantom(f, server_rows, copy_rows)
+            rows, table = repredict_phantom(f, server_rows, copy_rows, cpu_s)
         except ValueError as e:
             return cli.usage_error(PROG, f"{e}")
         frames.append(rows)

@@ -434,7 +434,8 @@ def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
 
 
 def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
-             server_rows: tuple = (), runs: Path | None = None, copy_rows: tuple = ()):
+             server_rows: tuple = (), runs: Path | None = None, copy_rows: tuple = (),
+             link_values: dict | None = None):
     """Every phantom record under ``runs`` (default ``OUT/runs``) predicted on its cluster
     (``simulator.compare`` with the calibrated link, less the mechanism ``without`` names:
     ``WITHOUT``), with the held-out flags; the profile's models without a server update take
@@ -442,7 +443,8 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
     none, what it moves), a profile without the host's copies takes ``copy_rows``' (a copy
     probe's rows, ``calibrate.copy_probe``), or else ``OUT/copies.csv``'s where the
-    validation made one; (rows, the link) or a usage line."""
+    validation made one; ``link_values`` replace the calibrated link's fields of those names
+    (``benchmarks.repredict --cpu-per-message``); (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
     from calibrate.probes.copy_probe import read_rows, with_copy_probe
     from simulator.compare import compare
@@ -463,6 +465,7 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
         if not prof.loop_s_per_step and without != LOOP:
             prof = replace(prof, loop_s_per_step=held_in_loop_s(runs or out / "runs", link,
                                                                 calibrate_workers))
+        link = replace(link, **(link_values or {}))
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
