@@ -40,3 +40,14 @@ def test_the_split_recovers_a_byte_and_a_wakeup():
     # the CPU a byte calibrate.link would fit at each rate: k + s / (2 u)
     assert table["cpu_ns_per_byte"].tolist() == pytest.approx(
         [(K_S + S_S / (2 * u)) * 1e9 for u in RATES.values()])
+
+
+def test_the_runs_messages_a_step_are_gloos_ring():
+    """benchmarks/gloo_run_cpu.py counts rank 0's sends and receives: one 39,360-byte ring at
+    P = 2 is 4 segments, 2 iterations a phase, a send and a receive each (8); the CNN's
+    10-element bias at P = 8 leaves 6 of 16 segments empty (gloo_ring_lengths)."""
+    from benchmarks.gloo_run_cpu import messages_a_step
+    assert messages_a_step("ddp", 2, [39_360]) == 8
+    assert messages_a_step("ddp", 8, [39_360]) == 2 * 2 * 14
+    assert messages_a_step("allreduce", 2, [40, 39_320]) == 16
+    assert messages_a_step("allreduce", 8, [40]) < 2 * 2 * 14
