@@ -276,10 +276,11 @@ def faithless(runs: Path, scheme: str, p: int) -> str | None:
 # 1.8 s a rank (real.sweep's "ok in S s" of 64 runs of 2 to 13 ranks at 1 Gbit/s and
 # 200 Mbit/s less their steps, phantom-11, -12 and a check at P = 12; the median run
 # within 0.9 s of it; 2-core VM, quiet, 2026-11-27). CLUSTER_S brings 13 hosts up and
-# down, LINK_S is calibrate.link with the copy probe (9 s and 2 s, the same day).
+# down, LINK_S is calibrate.link with the copy probe (2 s, the same day; calibrate.link
+# with its five launches for gloo's CPU a message 43-54 s at 200 Mbit/s, 2026-11-28).
 RUN_S_PER_RANK = 1.8
 CLUSTER_S = 5.0
-LINK_S = 12.0
+LINK_S = 55.0
 
 
 def planned_runs(args, out: Path, loads: list[Phantom], profile, link) -> list[dict]:
