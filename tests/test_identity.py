@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from real.launch import sweep as real_sweep
 from real.launch import train
 from real.records.identity import record_settings, run_settings
 from contracts import record
-from tests.conftest import py
 
 BASE = ["--algorithm", "psgd", "--model", "linear", "--dataset", "synthetic",
         "--train-size", "512"]
@@ -107,31 +107,38 @@ def test_an_older_record_without_identity_gets_its_settings_from_its_config():
         run_settings(args, 2)
 
 
-def sweep(out, size: str, *more: str):
-    return py("real.sweep", "--algorithm", "serial", "--workers", "1", "--model", "linear",
-              "--dataset", "synthetic", "--train-size", size, "--test-size", "64",
-              "--out", str(out), *more)
+def sweep(capsys, out, size: str, *more: str):
+    """real.sweep's main in this process (its points still run as subprocesses): (exit code,
+    stdout, stderr). The command as a user types it: test_sweep's test_sweep_p1_p2_table_and_plots."""
+    capsys.readouterr()
+    try:
+        code = real_sweep.main(["--algorithm", "serial", "--workers", "1", "--model", "linear",
+                                "--dataset", "synthetic", "--train-size", size, "--test-size",
+                                "64", "--out", str(out), *more])
+    except SystemExit as e:
+        code = e.code
+    return (code, *capsys.readouterr())
 
 
 @pytest.mark.slow
-def test_a_sweep_never_passes_off_a_run_of_other_settings_as_new(tmp_path):
+def test_a_sweep_never_passes_off_a_run_of_other_settings_as_new(tmp_path, capsys):
     out = tmp_path / "sweep"
-    first = sweep(out, "256")
-    assert first.returncode == 0, first.stderr
-    assert "Threads" in first.stdout.splitlines()[0]        # the table states them
+    code, stdout, stderr = sweep(capsys, out, "256")
+    assert code == 0, stderr
+    assert "Threads" in stdout.splitlines()[0]               # the table states them
     rec_path = out / "serial-P1-r0" / "record.json"
     before = rec_path.read_bytes()
-    again = sweep(out, "256")                     # the same settings: reused, said so
-    assert again.returncode == 0 and "reused 1 run(s)" in again.stderr
+    code, _, stderr = sweep(capsys, out, "256")    # the same settings: reused, said so
+    assert code == 0 and "reused 1 run(s)" in stderr
     assert rec_path.read_bytes() == before
-    other = sweep(out, "2048")                    # other settings: refused before any work
-    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1, other.stderr
-    assert "train_size 256 -> 2048" in other.stderr
-    assert "--resume" in other.stderr and "--fresh" in other.stderr
+    code, _, stderr = sweep(capsys, out, "2048")   # other settings: refused before any work
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "train_size 256 -> 2048" in stderr
+    assert "--resume" in stderr and "--fresh" in stderr
     assert rec_path.read_bytes() == before
-    resumed = sweep(out, "2048", "--resume")      # run anew, and says why
-    assert resumed.returncode == 0, resumed.stderr
-    assert "serial-P1-r0: run anew (settings differ: train_size 256 -> 2048)" in resumed.stderr
+    code, _, stderr = sweep(capsys, out, "2048", "--resume")      # run anew, and says why
+    assert code == 0, stderr
+    assert "serial-P1-r0: run anew (settings differ: train_size 256 -> 2048)" in stderr
     rec = json.loads(rec_path.read_text())
     assert rec["identity"]["settings"]["train_size"] == 2048
     assert rec["results"]["train_samples"] == 2048
