@@ -93,3 +93,24 @@ def test_mxnet_dgx2_points_moved_between_releases_but_mixed_precision_at_16():
     dgx2 = {k: v for k, v in moved.items() if k[0] == "DGX-2"}
     assert len(dgx2) == 8 and dgx2["DGX-2", "amp", 16] == 0.8
     assert all(-2.1 <= v <= -1.4 for k, v in dgx2.items() if k != ("DGX-2", "amp", 16))
+
+
+def test_efficientnets_rule_out_the_update_on_the_dgx1_and_a_constant_on_the_dgx_a100():
+    """EfficientNet through the same loop and servers: on the DGX-1 every model loses
+    15.5-21.2 ms beyond FP32, B4 with the optimizer stepped once in 16 iterations at eight
+    GPUs; B0's FP32 and mixed-precision steps are equally long at one GPU (97.7 / 98.4 ms)
+    yet lose 11.9 and 33.1 ms; on the DGX A100 B0 loses 7.6 ms beyond TF32 and B4 0.7."""
+    ps = published.EFFICIENTNETS
+    beyond = {(m, s): 1e3 * (published.lost_s(a) - published.lost_s(o))
+              for m, s in dict.fromkeys((p.model, p.system) for p in ps)
+              for a, o in [published.pair(ps, m, s)]}
+    dgx1 = [v for (m, s), v in beyond.items() if s == "DGX-1 16GB"]
+    assert len(beyond) == 8 and 15.4 < min(dgx1) and max(dgx1) < 21.3
+    b4 = published.pair(ps, "efficientnet-b4", "DGX-1 16GB")[0]
+    assert [published.optimizer_period(b4, g) for g in (1, 8)] == [128, 16]
+    amp, fp32 = published.pair(ps, "efficientnet-b0", "DGX-1 16GB")
+    assert [round(1e3 * q.batch / q.throughput[1], 1) for q in (amp, fp32)] == [98.4, 97.7]
+    assert [round(1e3 * published.lost_s(q), 1) for q in (amp, fp32)] == [33.1, 11.9]
+    assert beyond["efficientnet-b0", "DGX A100"] == pytest.approx(7.6, abs=0.05)
+    assert beyond["efficientnet-b4", "DGX A100"] == pytest.approx(0.7, abs=0.05)
+    assert "| efficientnet-b4 | DGX-1 16GB |" in "\n".join(published.efficientnet_lines())

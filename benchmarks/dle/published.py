@@ -35,8 +35,18 @@ second on a DGX-1 lose as much as ResNet-50's 8,322 through the same loader) nor
 tensor (it would grow 2.8 times from ResNet-50 to SE-ResNeXt). Nor do they grow as the
 check's model of the optimizer's update does (``modelled_update_beyond_s``: 4.8, 9.3 and
 13.7 ms beyond the one-GPU run for the three models' 707, 1,370 and 2,030 calls, against
-9.9, 9.2 and 9.2 ms lost beyond FP32 / TF32 on the DGX A100). Not found; nothing here is
-applied to a prediction.
+9.9, 9.2 and 9.2 ms lost beyond FP32 / TF32 on the DGX A100).
+
+**EfficientNet** (``efficientnet/README.md`` and ``configs.yml`` at 7bdfc81d: the same loop,
+loader, container and servers; RMSprop, AutoAugment, an optimizer batch of 4,096, so eight
+GPUs step the optimizer once in 2 to 32 iterations; ``efficientnet_lines``). On the DGX-1
+all four models lose 15.5-21.2 ms beyond FP32, B4 with its optimizer stepped once in 16
+iterations at eight GPUs: there the loss is not the update after ``found_inf.item()``; and
+B0's FP32 and mixed-precision steps are equally long at one GPU (97.7 / 98.4 ms) yet lose
+11.9 and 33.1 ms at eight, so it is not a step too short to hide the same host work. On the
+DGX A100 B0 loses 7.6 and 12.3 ms beyond TF32, as the ResNets do, while B4 (a 387 ms step at
+2,570 images a second) loses 0.7 and -1.6 ms: there it is not a constant cost a step of
+mixed precision. Not found; nothing here is applied to a prediction.
 
 Imports: cli, benchmarks.dle.check, contracts.cluster, simulator.model.hardware.
 """
@@ -184,6 +194,39 @@ SIBLINGS = (
 )
 
 
+# EfficientNet's tables (``efficientnet/README.md`` at 7bdfc81d, "Training performance
+# results", pytorch-21.03, the benchmark command ``launch.py --mode benchmark_training
+# --epochs 1 --prof 100`` as ResNet-50's): the same ``main.py``, ``training.py`` loop
+# (autocast, GradScaler, ``torch.cuda.synchronize()`` each step), DataLoader with 16
+# workers a GPU on the DGX A100 and 8 on the DGX-1, servers and container; its own
+# ``configs.yml`` entries at the same commit: RMSprop, AutoAugment, bicubic, NHWC in mixed
+# precision, an optimizer batch of 4,096 (``efficientnet_b0_params_4k``,
+# ``efficientnet_b4_params_4k``), and the batch a GPU of the DGXA100 and DGX1V-16G entries.
+# The README's DGX-1 32GB table is left out: its eight-GPU rows read 17.6x one GPU (B4, both
+# precisions), more than eight GPUs can, so its one-GPU rows are not of the same runs.
+EFFICIENTNET_SOURCE = ("PyTorch/Classification/ConvNets/efficientnet/README.md and "
+                       "configs.yml at 7bdfc81d (pytorch-21.03)")
+EFFICIENTNET_OPTIMIZER_BATCH = 4096
+EFFICIENTNETS = (
+    Point("efficientnet-b0", "DGX A100", "amp", 256, {1: 2489, 8: 16652}),
+    Point("efficientnet-b0", "DGX A100", "tf32", 256, {1: 1078, 8: 8193}),
+    Point("efficientnet-b0", "DGX-1 16GB", "amp", 128, {1: 1301, 8: 7789}),
+    Point("efficientnet-b0", "DGX-1 16GB", "fp32", 64, {1: 655, 8: 4672}),
+    Point("efficientnet-b4", "DGX A100", "amp", 128, {1: 331, 8: 2570}),
+    Point("efficientnet-b4", "DGX A100", "tf32", 64, {1: 157, 8: 1223}),
+    Point("efficientnet-b4", "DGX-1 16GB", "amp", 32, {1: 204, 8: 1366}),
+    Point("efficientnet-b4", "DGX-1 16GB", "fp32", 16, {1: 83, 8: 616}),
+    Point("efficientnet-widese-b0", "DGX A100", "amp", 256, {1: 2512, 8: 16368}),
+    Point("efficientnet-widese-b0", "DGX A100", "tf32", 256, {1: 1078, 8: 8244}),
+    Point("efficientnet-widese-b0", "DGX-1 16GB", "amp", 128, {1: 1299, 8: 7875}),
+    Point("efficientnet-widese-b0", "DGX-1 16GB", "fp32", 64, {1: 655, 8: 4592}),
+    Point("efficientnet-widese-b4", "DGX A100", "amp", 128, {1: 331, 8: 2585}),
+    Point("efficientnet-widese-b4", "DGX A100", "tf32", 64, {1: 157, 8: 1223}),
+    Point("efficientnet-widese-b4", "DGX-1 16GB", "amp", 32, {1: 204, 8: 1356}),
+    Point("efficientnet-widese-b4", "DGX-1 16GB", "fp32", 16, {1: 83, 8: 612}),
+)
+
+
 def points() -> tuple[Point, ...]:
     """ResNet-50's PyTorch points (``check.TABLES``), then its siblings'."""
     return tuple(Point("resnet50", t.system.replace(" 80GB", ""), t.precision, t.batch,
@@ -251,23 +294,55 @@ def modelled_update_beyond_s(model: str, system: str) -> float:
     return update_calls(model) * device.host_call_s * 7 / 8
 
 
+def pair(ps, model: str, system: str) -> tuple[Point, Point]:
+    """The mixed-precision point of ``model`` on ``system`` and its FP32 / TF32 point."""
+    return tuple(next(p for p in ps if (p.model, p.system) == (model, system)
+                      and (p.precision == "amp") == want) for want in (True, False))
+
+
+def loss_cells(amp: Point, other: Point) -> list[str]:
+    """Each precision's step at one and eight GPUs (what eight lose), the images a second
+    mixed precision asks at eight, and what it loses beyond the other precision."""
+    steps = [f"{1e3 * q.batch / q.throughput[1]:.1f} -> "
+             f"{8e3 * q.batch / q.throughput[8]:.1f} ms (+{1e3 * lost_s(q):.1f})"
+             for q in (amp, other)]
+    return [steps[0], f"{amp.throughput[8]:,}", steps[1],
+            f"{1e3 * (lost_s(amp) - lost_s(other)):+.1f} ms"]
+
+
+LOSS_HEADER = ("mixed precision: 1 -> 8 GPUs (lost) | images/s at 8 | FP32 / TF32: 1 -> 8 GPUs "
+               "(lost) | mixed precision's loss beyond FP32 / TF32's")
+
+
 def sibling_lines() -> list[str]:
     """Each model and server: the steps, what eight GPUs lose in each precision, what mixed
     precision loses beyond the other, and what the check's modelled update would add."""
     ps = points()
-    out = ["| model | system | mixed precision: 1 -> 8 GPUs (lost) | images/s at 8 | "
-           "FP32 / TF32: 1 -> 8 GPUs (lost) | mixed precision's loss beyond FP32 / TF32's | "
-           "the modelled update's calls beyond one GPU |",
+    out = [f"| model | system | {LOSS_HEADER} | the modelled update's calls beyond one GPU |",
            "|---|---|---:|---:|---:|---:|---:|"]
     for model, system in dict.fromkeys((p.model, p.system) for p in ps):
-        amp, other = (next(p for p in ps if (p.model, p.system) == (model, system)
-                           and (p.precision == "amp") == want) for want in (True, False))
-        cells = [f"{1e3 * q.batch / q.throughput[1]:.1f} -> "
-                 f"{8e3 * q.batch / q.throughput[8]:.1f} ms (+{1e3 * lost_s(q):.1f})"
-                 for q in (amp, other)]
-        out.append(f"| {model} | {system} | {cells[0]} | {amp.throughput[8]:,} | {cells[1]} "
-                   f"| {1e3 * (lost_s(amp) - lost_s(other)):+.1f} ms | {update_calls(model):,} "
+        cells = loss_cells(*pair(ps, model, system))
+        out.append(f"| {model} | {system} | {' | '.join(cells)} | {update_calls(model):,} "
                    f"calls: {1e3 * modelled_update_beyond_s(model, system):.1f} ms |")
+    return out
+
+
+def optimizer_period(p: Point, gpus: int) -> int:
+    """Iterations between two optimizer steps: ``main.py``'s ``batch_size_multiplier =
+    int(optimizer_batch_size / (world_size x batch_size))`` (at 7bdfc81d)."""
+    return int(EFFICIENTNET_OPTIMIZER_BATCH / (gpus * p.batch))
+
+
+def efficientnet_lines() -> list[str]:
+    """Each EfficientNet and server: the steps and losses of ``sibling_lines``, and how
+    often each precision's runs step the optimizer at one and at eight GPUs."""
+    out = [f"| model | system | {LOSS_HEADER} | optimizer steps once in (iterations, 1 / 8 "
+           "GPUs): mixed precision; FP32 / TF32 |", "|---|---|---:|---:|---:|---:|---:|"]
+    for model, system in dict.fromkeys((p.model, p.system) for p in EFFICIENTNETS):
+        amp, other = pair(EFFICIENTNETS, model, system)
+        period = "; ".join(f"{optimizer_period(q, 1)} / {optimizer_period(q, 8)}"
+                           for q in (amp, other))
+        out.append(f"| {model} | {system} | {' | '.join(loss_cells(amp, other))} | {period} |")
     return out
 
 
@@ -278,6 +353,8 @@ def markdown() -> str:
             f"80 GB after; `{PROG}`)\n\n" + "\n".join(release_lines())
             + "\n\nResNet-50 beside its siblings, the same loader, container and servers "
             f"({SIBLINGS_SOURCE}; `{PROG}`)\n\n" + "\n".join(sibling_lines())
+            + "\n\nEfficientNet through the same loop, loader, container and servers "
+            f"({EFFICIENTNET_SOURCE}; `{PROG}`)\n\n" + "\n".join(efficientnet_lines())
             + "\n\nMXNet's points on a DGX-1 and a DGX-2 one release earlier, the same "
             "benchmark, servers and batch (MxNet/Classification/RN50v1.5/README.md at e470c215 "
             f"and 8c42220b; `{PROG}`)\n\n" + "\n".join(mxnet_lines())
