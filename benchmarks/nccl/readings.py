@@ -28,6 +28,13 @@ NCCL's source (``intra.bandwidth``: 235, 240, 360 GB/s) and ``share`` that of th
 the model runs there (LL128's 0.92, or its cap's share where lower; 1 for Simple), beside
 NCCL's own latency of that protocol (call and ``2 (P - 1)`` steps, ``tuning.cc``). Where
 NCCL's cost model holds the two agree; what is left over is what the model lacks there.
+
+And it sets the two A100 tables side by side, without the model (``side_by_side``): Azure's
+time over SuperBench's at each size from 1 MiB. Both ran ``all_reduce_perf -g 8`` in one
+process; their other settings (SuperBench ``-c 0`` and 20 timed calls, Azure a data check,
+40 calls and ``NCCL_ALGO`` forced) do not reach the time nccl-tests prints, which is the
+mean over back-to-back calls with the check after the timed loop (``BenchTime``,
+``src/common.cu``).
 """
 from __future__ import annotations
 
@@ -129,6 +136,24 @@ def beyond_report() -> list[str]:
     return lines
 
 
+def side_by_side(first: str = "a100-8x-azure", second: str = "a100-8x-superbench",
+                 smallest: int = 2**20) -> list[tuple[int, float, float]]:
+    """(size, first table's time, second's) in seconds at every size both publish from
+    ``smallest`` on: two runs of one server compared without any model."""
+    by_name = {t.name: dict(t.rows) for t in tables()}
+    a, b = by_name[first], by_name[second]
+    return [(n, a[n], b[n]) for n in sorted(set(a) & set(b)) if n >= smallest]
+
+
+def side_by_side_report() -> list[str]:
+    rows = side_by_side()
+    return ["", "The two A100 tables against each other (no model): Azure's time (NCCL 2.18.5, "
+            "in-place) over SuperBench's (2.4-2.12, the faster of its two columns)", "",
+            "| " + " | ".join(size_text(n) for n, _, _ in rows) + " |",
+            "|" + "---:|" * len(rows),
+            "| " + " | ".join(f"{a / b:.2f}" for _, a, b in rows) + " |"]
+
+
 def report() -> str:
     names = list(READINGS)
     lines = ["| table | size | protocol | published (us) | " + " | ".join(names) + " |",
@@ -145,7 +170,8 @@ def report() -> str:
         within = ", ".join(f"{sum(abs(r['error']) <= 0.10 for r in rows[name])} by {name}"
                            for name in names)
         counts.append(f"{table.name}: sizes within 10% of {len(rows[names[0]])}: {within}")
-    return "\n".join(lines + [""] + counts + slice_report() + beyond_report())
+    return "\n".join(lines + [""] + counts + slice_report() + beyond_report()
+                     + side_by_side_report())
 
 
 def build_parser() -> cli.Parser:
