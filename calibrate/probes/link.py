@@ -1,7 +1,7 @@
 """``python -m calibrate.link``: fit the link of the emulated cluster, write a cluster TOML.
 
     python -m real.cluster up --hosts 5 --bandwidth 200mbit
-    python -m calibrate.link --out cluster.toml          # ~15 s at 200 Mbit/s
+    python -m calibrate.link --out cluster.toml          # ~50 s at 200 Mbit/s (~25 s with --cpu-launches 1)
 
 Runs the ping-pong of ``calibrate.probes.comm_probe`` (rank 0 sends n bytes, rank 1
 sends them back; half the round trip is recorded) between host 0 and host 1
