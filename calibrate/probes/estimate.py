@@ -39,7 +39,9 @@ REFERENCE = {
              "comm_s": {"auto": {"a": -2.93, "b": 5.88}, "one": {"a": 1.51, "b": 0.5}}},
     "quick": {"compute_s_per_point": {"cnn": 0.397, "linear": 0.341, "mlp": 0.343,
                                       "ps_cnn": 0.559, "vgg11": 1.335},
-              "sharing_s_per_k": 4.65, "server_s": 2.42, "scheduler_s": 25.6, "fit_s": 4.92,
+              # scheduler_s: the quick plan's smaller scheduler probe alone (python -m
+              # calibrate.probe --part scheduler --quick, load 0.7-1.0, 2026-11-28; 26.4 s before)
+              "sharing_s_per_k": 4.65, "server_s": 2.42, "scheduler_s": 16.8, "fit_s": 4.92,
               "comm_s": {"auto": {"a": 3.75, "b": 0.0}, "one": {"a": 2.01, "b": 0.0}}},
 }
 REFERENCE_MACHINE = "a 2-core VM (AMD EPYC), quiet, 2026-11-27"

@@ -59,6 +59,11 @@ class ProbePlan:
     # the idle waits (seconds, sleeping polls of ``real.launch.dist.wait``) the real server's
     # update is timed after, one curve point each (``compute_probe.server_update_rows``)
     server_idle_s: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.03)
+    # the scheduler probe (``calibrate.probes.sched_probe``): seconds two processes share one
+    # core (the time slice), tries of the balance delay, timed steps of the woken-rank wait
+    slice_s: float = 2.0
+    balance_tries: int = 40
+    wake_steps: int = 200
 
     def comm_repeats(self, n_bytes: int) -> int:
         if n_bytes <= 64 * 1024:
@@ -84,13 +89,14 @@ def full_plan(cores: int | None = None) -> ProbePlan:
 
 
 def quick_plan(cores: int | None = None) -> ProbePlan:
-    """About a minute: fewer batches and sizes, two ranks, the default and ring allreduce."""
+    """About a minute: fewer batches and sizes, two ranks, the default and ring allreduce,
+    half the scheduler probe's samples (time slices over 1 s, 20 balance tries, 100 steps)."""
     cores = cores or host_cores()
     return replace(
         full_plan(cores), batches=(16, 64), step_repeats_min=3, step_repeats_max=8,
         point_s=0.3, warmup_steps=1, sharing_ks=(1, 2, 2 * cores), sharing_window_s=1.5,
         server_params=(1_000, 100_000, 10_000_000), server_repeats=5,
-        server_idle_s=(0.0, 0.002, 0.03),
+        server_idle_s=(0.0, 0.002, 0.03), slice_s=1.0, balance_tries=20, wake_steps=100,
         comm_workers=(2,), comm_algorithms=("auto", "ring"),
         comm_sizes_bytes=powers_of_4(4, 4 * 2**20)[::2] + (16 * 2**20,),
         comm_repeats_small=10, comm_repeats_large=3, comm_warmup=1, timeout_s=120.0)

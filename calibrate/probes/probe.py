@@ -173,14 +173,14 @@ def run_server(plan, out: Path) -> None:
 
 def run_scheduler(plan, out: Path) -> None:
     from calibrate.probes import sched_probe
-    rows = sched_probe.off_core_rows()
+    rows = sched_probe.off_core_rows(plan.slice_s)
     if not rows:
         raise CalibrationError("cannot pin processes to a core here (no sched_setaffinity)")
     write_rows(out / "scheduler.csv", rows)
-    balance = sched_probe.balance_rows()
+    balance = sched_probe.balance_rows(plan.balance_tries)
     if balance:                          # needs 2 cores and sched_getcpu; else fluid cores
         write_rows(out / "balance.csv", balance)
-    wake = sched_probe.wake_rows(plan.sharing_model, plan.sharing_batch)
+    wake = sched_probe.wake_rows(plan.sharing_model, plan.sharing_batch, plan.wake_steps)
     if wake:                             # else woken ranks are taken to start at once
         write_rows(out / "wake.csv", wake)
 

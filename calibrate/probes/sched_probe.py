@@ -146,12 +146,13 @@ WAKE_WARMUP = 20
 
 def _gloo_turns(core, store: str, model_name: str, batch: int, repeats: int, world: int,
                 ranks, out) -> None:
-    if core is not None:
-        os.sched_setaffinity(0, {core})
     import torch
     import torch.distributed as dist
 
     from calibrate.probes.compute_probe import LR, make_model, synthetic_batch, timed_step
+    if core is not None:        # pinned after the imports (they run on every core): each
+        for tid in os.listdir("/proc/self/task"):     # thread, torch's idle one included
+            os.sched_setaffinity(int(tid), {core})
     torch.set_num_threads(1)
     rank = ranks.get()
     model = make_model(model_name)
