@@ -13,13 +13,12 @@ beside them: the phantom step's autograd, the loop, the update). Printed beside 
 folder's calibrated ``cpu_per_message`` (``calibrate.link``). Faithful records only (not
 disturbed, not testbed-bound), as ``simulator.compare`` takes them. Reads records only.
 
-Imports: numpy, contracts (record_archive, cluster), libraries.gloo.
+Imports: numpy, contracts (record_archive, cluster, workload), libraries.gloo.
 """
 from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +26,11 @@ import numpy as np
 import cli
 from contracts import record_archive
 from contracts.cluster import load_link_calibration
+from contracts.workload import load_workload
 from libraries.gloo import gloo_ring_lengths
 
 PROG = "python benchmarks/gloo_run_cpu.py"
 SCHEMES = ("allreduce", "ddp")
-
-
-def tensor_bytes(workload_toml: Path) -> list[int]:
-    """The workload's gradient tensors in bytes (float32), layer by layer."""
-    w = tomllib.loads(Path(workload_toml).read_text())
-    return [4 * t["params"] for layer in w["layers"] for t in layer["tensors"]]
 
 
 def messages_a_step(scheme: str, p: int, tensors: list[int]) -> int:
@@ -49,7 +43,8 @@ def messages_a_step(scheme: str, p: int, tensors: list[int]) -> int:
 
 def run_rows(folder: Path) -> list[dict]:
     """One row per faithful gloo-ring record of the folder: P, rate, CPU a rank a step."""
-    tensors = tensor_bytes(next((folder / "workloads").glob("cnn*.toml")))
+    workload = load_workload(next((folder / "workloads").glob("cnn*.toml")))
+    tensors = [t.bytes for t in workload.tensors]
     rows = []
     with record_archive.unpacked(folder) as runs:
         for path in sorted(runs.glob("cnn*/*/*/record.json")):
