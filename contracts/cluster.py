@@ -414,6 +414,10 @@ class Cluster:
         """The cluster a run of ``ranks`` ranks has: these hosts (see ``GrowingCluster``)."""
         return self
 
+    def hosts_at(self, ranks: int) -> int:
+        """``at(ranks).hosts``, without making the cluster."""
+        return self.hosts
+
 
 @dataclass(frozen=True)
 class GrowingCluster:
@@ -424,10 +428,14 @@ class GrowingCluster:
     one_host_linked: bool = True       # False: a run on one host has no link (shared memory)
 
     def at(self, ranks: int) -> Cluster:
-        per_host = self.base.ranks_per_host or self.base.cores_per_host
-        hosts = max(1, -(-ranks // per_host))
+        hosts = self.hosts_at(ranks)
         link = self.base.link if hosts > 1 or self.one_host_linked else None
         return replace(self.base, hosts=hosts, placement="packed", link=link)
+
+    def hosts_at(self, ranks: int) -> int:
+        """``at(ranks).hosts``, without making the cluster (a sweep's checks ask it for
+        every point before any is made: ``simulator.engine.sweep.check_request``)."""
+        return max(1, -(-ranks // (self.base.ranks_per_host or self.base.cores_per_host)))
 
 
 def calibrated_cluster(cores: int) -> Cluster:

@@ -34,7 +34,7 @@ from contracts.files import atomic_write_text
 from pipelines import accuracy
 from simulator import predict, question
 from simulator.engine.placement import runnable
-from simulator.engine.sweep import Sweep, check_request, points_of
+from simulator.engine.sweep import Sweep, check_request, counts_of, points_of
 from simulator.model.schemes import SCHEMES
 from simulator.describe import DATASETS
 
@@ -118,10 +118,10 @@ def resolve(args) -> Sweep:
     profile, workload = given.machine.profile, given.workload
     cfgs = runnable(question.configs(with_predict_defaults(args), args.schemes),
                     given.setting, args.schemes != list(SCHEMES), max(args.workers))
-    job = Sweep(tuple(pt for cfg in cfgs for pt in points_of(given.setting, cfg, args.workers)
-                      if pt.workers in args.workers), workload, profile)
-    check_request(job, given.setting.at(max(args.workers)), len(args.seeds))
-    return job
+    plan = [(cfg, [p for p in counts_of(given.setting, cfg, args.workers) if p in args.workers])
+            for cfg in cfgs]
+    check_request(plan, given.setting, workload, len(args.seeds))
+    return Sweep(points_of(given.setting, plan), workload, profile)
 
 
 def with_predict_defaults(args) -> argparse.Namespace:

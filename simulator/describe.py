@@ -99,6 +99,9 @@ class Setting:
     def at(self, ranks: int) -> Cluster:
         return self.cluster.at(ranks)
 
+    def hosts_at(self, ranks: int) -> int:
+        return self.cluster.hosts_at(ranks)
+
 
 def resolve_cluster(args, profile, profile_origin: str) -> Setting:
     """The cluster the flags and files describe. With no preset or file: hosts like the

@@ -6,14 +6,15 @@ first (what they refuse on their own, the heterogeneity, each scheme's knobs:
 ``configs``), then the files (``read_inputs``: the profile, ``--profile`` else the one
 shipped; the cluster and where each of its numbers came from, ``describe.resolve_cluster``;
 the profile on the cluster's hardware and the workload, ``describe.inputs``), then the
-schemes the placement admits on that cluster (``engine.placement.runnable``) and every
-point of the sweep (``engine.sweep.points_of``: a scheme, P and the cluster its ranks
-take). What cannot be meant or would not finish is refused there, before any simulation
-(``engine.sweep.check_request``), and each point's cluster is resolved once
-(``engine.sweep.laid_out``: ``placement.layout``). The engines then take
+schemes the placement admits on that cluster (``engine.placement.runnable``) and the P of
+each (``engine.sweep.counts_of``). What cannot be meant or would not finish is refused
+there, before any point is made (``engine.sweep.check_request``); then every point of the
+sweep (``engine.sweep.points_of``: a scheme, P and the cluster its ranks take), each
+point's cluster resolved once (``engine.sweep.laid_out``: ``placement.layout``). The engines then take
 ``Question.sweep`` and nothing else; the output takes the words. ``pipelines.replay``
 resolves its own sweep with the same steps (``read_inputs``, ``configs``, ``runnable``,
-``points_of``, ``check_request``; its replays simulate each point on its cluster).
+``counts_of``, ``check_request``, ``points_of``; its replays simulate each point on its
+cluster).
 
 Imports: contracts, simulator.describe, simulator.engine (machine, placement, sweep),
 simulator.model (config, schemes).
@@ -30,7 +31,8 @@ from contracts.workload import Workload
 from simulator import describe
 from simulator.engine.machine import Machine
 from simulator.engine.placement import runnable
-from simulator.engine.sweep import Point, Sweep, check_request, laid_out, point, points_of
+from simulator.engine.sweep import (Point, Sweep, check_request, counts_of, laid_out, point,
+                                    points_of)
 from simulator.model.config import ALGORITHMS, Heterogeneity, SchemeConfig
 from simulator.model.schemes import SCHEMES
 
@@ -85,11 +87,10 @@ def resolve(args) -> Question:
     largest, explicit = setting.at(max(args.workers)), args.schemes != ["all"]
     cfgs = [c for c in cfgs if explicit or SCHEMES[c.name].in_all or largest.device]
     cfgs = runnable(cfgs, setting, explicit, max(args.workers))
-    job = Sweep(tuple(p for cfg in cfgs for p in points_of(setting, cfg, args.workers,
-                                                          args.baseline)),
-                given.workload, mach.profile, args.seed, het, args.baseline)
-    check_request(job, largest)
-    job = laid_out(job)
+    plan = [(cfg, counts_of(setting, cfg, args.workers, args.baseline)) for cfg in cfgs]
+    check_request(plan, setting, given.workload)
+    job = laid_out(Sweep(points_of(setting, plan), given.workload, mach.profile, args.seed,
+                         het, args.baseline))
     return Question(job, setting, largest, given.measured, given.origin, mach.provenance,
                     tuple(cfgs), tuple(args.workers), args.dataset or describe.DEFAULT_DATASET,
                     args.dataset_size is not None,

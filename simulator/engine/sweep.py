@@ -1,11 +1,11 @@
 """Predictions over worker counts, with one speedup baseline for every scheme.
 
 ``sweep(Sweep)`` runs ``simulate_on`` for every ``Point`` (a scheme, P and the cluster its
-ranks take) of a sweep resolved beforehand (``points_of`` decides which points for
+ranks take) of a sweep resolved beforehand (``counts_of`` decides which P for
 ``simulator.question``: ``serial`` at P = 1 only, a scheme that needs one host where its
-ranks fit on one; ``check_request`` refuses a sweep that cannot be meant or would not
-finish, by what a simulation costs; ``laid_out`` then resolves each point's cluster once,
-``placement.layout``, and the engines take it) and
+ranks fit on one; ``check_request`` refuses a plan that cannot be meant or would not
+finish, by what its simulations cost, before ``points_of`` makes its points; ``laid_out``
+then resolves each point's cluster once, ``placement.layout``, and the engines take it) and
 returns plain rows (one dict per point) that ``output.tables`` prints and ``output.plots``
 draws. Speedup has one definition for the whole table: against the fastest scheme at the
 baseline's worker count P0 (by default 1: the fastest single worker),
@@ -154,14 +154,23 @@ def point(cluster, cfg: SchemeConfig, workers: int) -> Point:
     return Point(cfg, workers, cluster.at(SCHEMES[cfg.name].ranks(workers)))
 
 
-def points_of(cluster, cfg: SchemeConfig, workers: list[int], baseline: int = 1) -> list[Point]:
-    """Every prediction of one scheme: at each P of ``workers`` and the baseline's P0, at
-    P = 1 alone for serial, and for a scheme that needs one host only where its ranks fit
-    on one."""
+# What a sweep is asked, before any point is made: each scheme with the P it is predicted at.
+Plan = list[tuple[SchemeConfig, list[int]]]
+
+
+def counts_of(cluster, cfg: SchemeConfig, workers: list[int], baseline: int = 1) -> list[int]:
+    """The P of every prediction of one scheme: each P of ``workers`` and the baseline's
+    P0, P = 1 alone for serial, and for a scheme that needs one host only where its ranks
+    fit on one (``cluster.hosts_at``: no cluster is made)."""
     spec = SCHEMES[cfg.name]
     counts = [1] if spec.single_worker else sorted(set(workers) | {baseline})
-    points = [point(cluster, cfg, p) for p in counts]
-    return [pt for pt in points if not (spec.single_host and pt.cluster.hosts > 1)]
+    return [p for p in counts if not (spec.single_host and cluster.hosts_at(spec.ranks(p)) > 1)]
+
+
+def points_of(cluster, plan: Plan) -> tuple[Point, ...]:
+    """Every prediction of ``plan``: each scheme at each of its P on the cluster its ranks
+    take, in the plan's order."""
+    return tuple(point(cluster, cfg, p) for cfg, counts in plan for p in counts)
 
 
 # What a prediction costs, measured on a 2-core host (simulator.bench and timed predict runs):
@@ -174,40 +183,75 @@ REFUSE_ABOVE_S = 1800.0            # half an hour: a typo (P or epochs), not a q
 NOTE_ABOVE_S = 30.0
 
 
-def check_request(job: Sweep, largest: Cluster, runs_each: int = 1) -> None:
+@dataclass(frozen=True)
+class Cost:
+    """What a plan asks the engines: ``simulations`` (every point, ``runs_each`` times),
+    their ``worker_iterations`` in all, each weighted by how many ranks share a core of
+    its pool, and the most worker-iterations of one prediction (``largest``)."""
+    simulations: int
+    worker_iterations: float
+    largest: int
+
+    @property
+    def seconds(self) -> float:
+        return (self.worker_iterations / WORKER_ITERATIONS_PER_S
+                + self.simulations * SECONDS_PER_SIMULATION)
+
+
+def check_request(plan: Plan, cluster, workload: Workload, runs_each: int = 1) -> None:
     """Refuse what cannot be meant or would not finish (``predict`` and ``pipelines.replay``,
-    which simulates every point ``runs_each`` times, once a seed): a batch larger than the
-    training set, more threads than a host has cores, and sweeps whose estimated simulation
-    time or memory is out of reach (the estimate is named)."""
-    workload, threads = job.workload, job.workload.threads_per_worker
+    which simulates every point ``runs_each`` times, once a seed), from ``plan`` before any
+    point is made (``--workers 65536`` asks for half a million): a batch larger than the
+    training set, more threads than a host has cores, a point that needs more accelerators
+    than the cluster has, and sweeps whose estimated simulation time or memory is out of
+    reach (the estimate is named: ``cost_of``)."""
+    host, threads = cluster.at(1), workload.threads_per_worker
     if workload.iterations is None and workload.batch_per_worker > workload.dataset_samples:
         raise ConfigError(f"--batch-size {workload.batch_per_worker} is more than the "
                           f"{workload.dataset_samples} samples of the training set")
-    if threads is not None and threads > largest.cores_per_host:
-        raise ConfigError(f"--threads {threads} is more than the {largest.cores_per_host} "
+    if threads is not None and threads > host.cores_per_host:
+        raise ConfigError(f"--threads {threads} is more than the {host.cores_per_host} "
                           "cores of a host (oversubscribed threads are not modelled)")
-    work, biggest = 0.0, 0
-    for pt in job.points:
-        spec, p, on = SCHEMES[pt.scheme.name], pt.workers, pt.cluster
-        if on.device is not None and spec.ranks(p) > on.hosts * (on.ranks_per_host
-                                                                 or on.cores_per_host):
-            raise ConfigError(f"{pt.scheme.name} at P = {p} needs {spec.ranks(p)} accelerators, "
-                              f"more than the {on.hosts} hosts x {on.cores_per_host} of the "
-                              "cluster (leave hosts out of the file to let them grow with "
-                              "P, or give --hosts)")
-        iterations = workload.iterations_per_worker(p)
-        per_pool = max(1, -(-spec.ranks(p) // on.core_pools))
-        work += p * iterations * max(1.0, per_pool / on.cores_per_host)
-        biggest = max(biggest, p * iterations)
-    points, work = runs_each * len(job.points), runs_each * work
-    fits_in_memory(f"one prediction of {biggest} worker-iterations", 16 * biggest)
-    seconds = work / WORKER_ITERATIONS_PER_S + points * SECONDS_PER_SIMULATION
-    if seconds > REFUSE_ABOVE_S:
-        raise ConfigError(f"this prediction would run {points} simulations of {work:.3g} "
-                          f"worker-iterations in all, about {_minutes(seconds)}: ask for fewer "
-                          "--workers, --epochs or --iterations")
-    if seconds > NOTE_ABOVE_S:
-        print(f"predict: note: {points} simulations, about {_minutes(seconds)}", file=sys.stderr)
+    cost = cost_of(plan, cluster, workload, runs_each)
+    fits_in_memory(f"one prediction of {cost.largest} worker-iterations", 16 * cost.largest)
+    if cost.seconds > REFUSE_ABOVE_S:
+        raise ConfigError(f"this prediction would run {cost.simulations} simulations of "
+                          f"{cost.worker_iterations:.3g} worker-iterations in all, about "
+                          f"{_minutes(cost.seconds)}: ask for fewer --workers, --epochs or "
+                          "--iterations")
+    if cost.seconds > NOTE_ABOVE_S:
+        print(f"predict: note: {cost.simulations} simulations, about "
+              f"{_minutes(cost.seconds)}", file=sys.stderr)
+
+
+def cost_of(plan: Plan, cluster, workload: Workload, runs_each: int = 1) -> Cost:
+    """The ``Cost`` of ``plan``, point by point without making one: a point's cluster,
+    ``cluster.at(ranks)``, is ``cluster.at(1)`` on ``cluster.hosts_at(ranks)`` hosts (its
+    cores, slots, accelerators and core sharing are the same). A point that needs more
+    accelerators than its hosts hold is refused here, the first in the plan's order."""
+    host = cluster.at(1)
+    cores, accelerators = host.cores_per_host, host.device is not None
+    slots = host.ranks_per_host or cores
+    iterations: dict[int, int] = {}            # per P: the same for every scheme
+    work, largest = 0.0, 0
+    for cfg, counts in plan:
+        spec = SCHEMES[cfg.name]
+        for p in counts:
+            ranks = spec.ranks(p)
+            hosts = cluster.hosts_at(ranks)
+            if accelerators and ranks > hosts * slots:
+                raise ConfigError(f"{cfg.name} at P = {p} needs {ranks} accelerators, more "
+                                  f"than the {hosts} hosts x {cores} of the cluster (leave "
+                                  "hosts out of the file to let them grow with P, or give "
+                                  "--hosts)")
+            if p not in iterations:
+                iterations[p] = workload.iterations_per_worker(p)
+            pools = 1 if host.shared_cores else hosts          # Cluster.core_pools
+            per_pool = -(-ranks // pools)
+            work += p * iterations[p] * (per_pool / cores if per_pool > cores else 1.0)
+            largest = max(largest, p * iterations[p])
+    simulations = sum(len(counts) for _, counts in plan)
+    return Cost(runs_each * simulations, runs_each * work, largest)
 
 
 def _minutes(seconds: float) -> str:
