@@ -279,6 +279,40 @@ def report(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def chain_rate_s(work_s: np.ndarray, p: int, iterations: int, rng) -> float:
+    """Time a ring iteration of a ring of ``p`` ranks in lock step with two segments in
+    flight (``gloo/allreduce.cc``, ``ring``: iteration k waits for its own iteration k - 1
+    and for the neighbour ``rank + 1``'s iteration k - 2), each rank-iteration taking a
+    time drawn from ``work_s``: ``t_i(k) = max(t_i(k - 1), t_{i+1}(k - 2)) + W_ik``, the
+    rate over the last three quarters of ``iterations``. With every draw alike it is that
+    draw (the model's ring: no rank waits on its neighbour); with a spread a late rank
+    holds up the ones behind it on the ring, more of them the more ranks there are."""
+    before, last = np.zeros(p), np.zeros(p)       # t(k - 2), t(k - 1)
+    start = iterations // 4
+    for k in range(iterations):
+        now = np.maximum(last, np.roll(before, -1)) + rng.choice(work_s, size=p)
+        before, last = last, now
+        if k == start:
+            mark = float(now.max())
+    return (float(last.max()) - mark) / (iterations - 1 - start)
+
+
+def chain_growth(work_s: np.ndarray, ps, iterations: int = 4000, seed: int = 0) -> dict:
+    """``chain_rate_s`` at each P over its rate at P = 2 (the P a link calibration sees)."""
+    rng = np.random.default_rng(seed)
+    rates = {p: chain_rate_s(work_s, p, iterations, rng) for p in sorted({2, *ps})}
+    return {p: rates[p] / rates[2] for p in ps}
+
+
+def pingpong_times_s(link_dir: Path, max_bytes: int = 4096) -> np.ndarray:
+    """gloo's small half round trips of a link calibration (``link_pingpong.csv.xz``)."""
+    rows = pd.read_csv(link_dir / "link_pingpong.csv.xz")
+    rows = rows[(rows["backend"] == "gloo") & (rows["bytes"] <= max_bytes)]
+    if rows.empty:
+        raise ValueError(f"{link_dir} has no gloo rows of at most {max_bytes} bytes")
+    return rows["time_s"].to_numpy(float)
+
+
 def build_parser() -> cli.Parser:
     ap = cli.Parser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="+", type=cli.input_folder,
@@ -289,6 +323,10 @@ def build_parser() -> cli.Parser:
                     help="the links' CPU a gloo message, microseconds, instead of each folder's "
                          "calibrated one")
     ap.add_argument("--out", type=cli.output_file(".csv"), help="also write the rows as CSV")
+    ap.add_argument("--chain", type=cli.input_folder, metavar="LINK_DIR",
+                    help="also print a ring's time an iteration at each P over P = 2 with each "
+                         "rank-iteration drawn from this link calibration's gloo ping-pong "
+                         "(link_pingpong.csv.xz): a candidate, not the model")
     return ap
 
 
@@ -307,6 +345,13 @@ def run(a) -> int:
     if a.out:
         atomic_write_text(a.out, df.to_csv(index=False))
     cli.print_out(report(df))
+    if a.chain:
+        try:
+            growth = chain_growth(pingpong_times_s(Path(a.chain)), sorted(set(df["workers"])))
+        except (ValueError, OSError, KeyError) as e:
+            return cli.usage_error(PROG, f"--chain {a.chain}: {e}")
+        cli.print_out("ring chain of the ping-pong's times, an iteration over P = 2: " + ", ".join(
+            f"P = {p} x{g:.2f}" for p, g in growth.items()))
     return 0
 
 

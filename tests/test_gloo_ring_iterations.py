@@ -1,7 +1,9 @@
 """benchmarks.gloo_ring_iterations: a gloo ring's time taken apart, against closed forms."""
+import numpy as np
 import pytest
 
-from benchmarks.gloo_ring_iterations import PARTS, mean_parts, ring_iterations, ring_parts
+from benchmarks.gloo_ring_iterations import (PARTS, chain_growth, chain_rate_s, mean_parts,
+                                             ring_iterations, ring_parts)
 from tests.test_gloo_schedule import routes_of
 
 
@@ -39,3 +41,18 @@ def test_without_cpu_a_rank_waits_on_wires_and_its_parts_sum_to_its_end():
     for rank in ranks:
         assert sum(parts[rank][k] for k in ("cpu", *PARTS[2:])) == pytest.approx(end_s, rel=1e-9)
         assert parts[rank]["cpu"] == 0.0 and parts[rank]["wire"] > 0.5 * end_s
+
+
+def test_a_ring_of_equal_iterations_never_waits_on_its_neighbour():
+    """Every rank-iteration alike: the ring's time an iteration is that time at every P."""
+    rng = np.random.default_rng(0)
+    for p in (2, 3, 8):
+        assert chain_rate_s(np.array([3e-4]), p, 400, rng) == pytest.approx(3e-4, rel=1e-12)
+
+
+def test_a_spread_of_iteration_times_slows_larger_rings():
+    """Iterations of 1 or 9 (mean 5): a ring of two is already slower than the mean, and
+    one of eight slower still (a late rank holds up the ring behind it)."""
+    growth = chain_growth(np.array([1.0, 9.0]), [2, 8], iterations=2000, seed=1)
+    rate2 = chain_rate_s(np.array([1.0, 9.0]), 2, 2000, np.random.default_rng(1))
+    assert rate2 > 5.0 and growth[8] > 1.05
