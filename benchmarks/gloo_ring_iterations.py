@@ -1,7 +1,8 @@
 """gloo's ring allreduce a ring iteration: the phantom runs against the model, part by part.
 
     python -m benchmarks.gloo_ring_iterations docs/results/phantom-13 docs/results/phantom-14 \
-        docs/results/phantom-16 [--mbit 1000] [--cpu-per-message US] [--out iterations.csv]
+        docs/results/phantom-16 docs/results/phantom-17 [--mbit 1000] [--cpu-per-message US] \
+        [--chain docs/results/phantom-17/link] [--out iterations.csv]
 
 A ring iteration is one step of a phase of gloo's ring (``gloo/allreduce.cc``, ``ring``: a
 segment sent to ``rank - 1`` and one received from ``rank + 1``); a call runs
@@ -10,7 +11,10 @@ CNN's tensors, empty ones included), the allreduce scheme one call a tensor a st
 
 *Measured*: a rank's ``comm_s`` a step (its eight calls and the divisions, from the records'
 ``iterations.csv``, the first step left out), mean over the ranks, median over a point's
-faithful runs; divided by the ring iterations a step.
+faithful runs; divided by the ring iterations a step. Beside it, from the same records, a
+rank's CPU (all its threads, the load meter: the whole window, the steps' CPU outside the
+calls included) and its threads' waits for a core (the CPU check's ``thread_waits``), each
+a step over the ring iterations a step.
 
 *Model*: each call as the prediction prices it (``costs.simulated_alone_s``: the call's
 messages alone in SimPy, from time 0 on every rank, the record's link and token buckets),
@@ -25,9 +29,14 @@ with every yield of ``comm.gloo.ring_allreduce`` timed on each rank and put in o
   buckets, latency, hand-off);
 * ``sent``: waiting for its own send of k - 2 to be delivered.
 
-Mean over the ranks, a ring iteration. The model's comm a step (the sum of the calls)
-is checked against ``simulator.compare``'s prediction of the same point. Reads records only;
-about 20 s for three folders.
+and ``latency``: the profile's gloo latency a step beyond its ping-pong
+(``Transport.step_extra_s``, fitted on one host at P = 2) times the closed form's
+``2 (P - 1)`` steps, which the price adds to the ring's messages. Mean over the ranks, a
+ring iteration; the parts add up to ``simulator.compare``'s predicted comm of the point.
+
+``--chain LINK_DIR``: a candidate, not the model: a ring whose rank-iterations take times
+drawn from a link calibration's small gloo ping-pongs (``chain_rate_s``), its time an
+iteration at each P over P = 2. Reads records only; about 3 s for four folders.
 
 Imports: numpy, pandas, simpy (through the model), contracts, libraries.gloo, simulator.
 """
@@ -234,7 +243,10 @@ def folder_rows(folder: Path, mbit: int, link_values: dict) -> list[dict]:
     from contracts import record_archive
     from contracts.workload import load_workload
     from simulator.compare import usable_records
-    workload = load_workload(next((folder / "workloads").glob("cnn*.toml")))
+    files = sorted((folder / "workloads").glob("cnn*.toml"))
+    if not files or not (folder / "profile.json").is_file():
+        raise ValueError("not a phantom validation of the CNN (workloads/cnn*.toml, profile.json)")
+    workload = load_workload(files[0])
     tensors = [float(t.bytes) for t in workload.tensors]
     with record_archive.unpacked(folder) as runs, tempfile.TemporaryDirectory() as tmp:
         allreduce_runs(runs, mbit, Path(tmp))
@@ -333,6 +345,10 @@ def build_parser() -> cli.Parser:
 def run(a) -> int:
     from contracts.files import atomic_write_text
     values = {} if a.cpu_per_message is None else {"cpu_s_per_message": a.cpu_per_message * 1e-6}
+    try:
+        work_s = pingpong_times_s(Path(a.chain)) if a.chain else None
+    except (ValueError, OSError, KeyError) as e:
+        return cli.usage_error(PROG, f"--chain {a.chain}: {e}")
     rows = []
     for folder in a.folders:
         try:
@@ -345,11 +361,8 @@ def run(a) -> int:
     if a.out:
         atomic_write_text(a.out, df.to_csv(index=False))
     cli.print_out(report(df))
-    if a.chain:
-        try:
-            growth = chain_growth(pingpong_times_s(Path(a.chain)), sorted(set(df["workers"])))
-        except (ValueError, OSError, KeyError) as e:
-            return cli.usage_error(PROG, f"--chain {a.chain}: {e}")
+    if work_s is not None:
+        growth = chain_growth(work_s, sorted(set(df["workers"])))
         cli.print_out("ring chain of the ping-pong's times, an iteration over P = 2: " + ", ".join(
             f"P = {p} x{g:.2f}" for p, g in growth.items()))
     return 0
