@@ -25,6 +25,14 @@ from contracts import record
 from tests.conftest import MPIRUN, ROOT, run_cmd
 
 TIMEOUT_S = 10
+# The --timeout of the two tests that wait it out (a survivor's own MPI deadline, the recorder's
+# stop of a rank stuck in a blocking call): the fault ends the run by construction (rank 1 dies
+# or stops for good); the timeout need only outlast a healthy rank's silences before it. Those
+# were at most 2.0 s between a rank's "sync" phase and its first iteration, 0.34 s in MPI_Init
+# (the ranks' start-up skew) and 0.01 s in an MPI wait, beside 0, 3 and 7 busy loops on the
+# 2-core VM (load up to 4.3; real.launch.supervise's heartbeats and dist.wait, timed, 2026-11-28):
+# the recorder's limit is WAITED_OUT_S + 3 s of silence, the MPI deadline WAITED_OUT_S.
+WAITED_OUT_S = 6
 FLAGS = ["--dataset", "synthetic", "--model", "linear", "--train-size", "512",
          "--test-size", "64", "--batch-size", "32", "--epochs", "2", "--average-every", "2",
          "--timeout", str(TIMEOUT_S)]
@@ -73,8 +81,9 @@ def test_dead_rank_ends_the_run_quickly_and_is_named(tmp_path, alg):
 @pytest.mark.parametrize("alg, says", [("psgd", "PeerTimeout"),    # MPI deadline
                                        ("allreduce", "gloo")])     # closed connection
 def test_survivor_notices_and_the_record_names_the_dead_rank(tmp_path, alg, says):
-    r, took = faulty_run(alg, tmp_path, "-disable-auto-cleanup")
-    assert r.returncode != 0 and took < TIMEOUT_S + 30, r.stderr[-2000:]
+    r, took = faulty_run(alg, tmp_path, "-disable-auto-cleanup",
+                         flags=[*FLAGS[:-2], "--timeout", str(WAITED_OUT_S)])
+    assert r.returncode != 0 and took < WAITED_OUT_S + 30, r.stderr[-2000:]
     rec = failed_record(tmp_path / "x", 10)
     failure = rec["failure"]
     assert rec["status"] == "failed" and failure["rank"] == 1, failure
@@ -145,10 +154,10 @@ def faulted_run(tmp_path, alg: str, fault: dict, timeout_s: float = TIMEOUT_S) -
 def test_a_rank_stuck_in_a_blocking_allreduce_is_stopped_and_recorded(tmp_path):
     """mpi_allreduce calls the blocking Allreduce: the recorder's deadline ends the hang
     and the record names the rank, with the iterations both ranks completed (issue 40)."""
-    rec = faulted_run(tmp_path, "mpi_allreduce", HOLD)
+    rec = faulted_run(tmp_path, "mpi_allreduce", HOLD, timeout_s=WAITED_OUT_S)
     failure = rec["failure"]
     assert rec["status"] == "failed" and failure["kind"] == "hung" and failure["rank"] == 1
-    assert f"--timeout {TIMEOUT_S} s" in failure["cause"]
+    assert f"--timeout {WAITED_OUT_S} s" in failure["cause"]
     it = record.read_iterations(tmp_path / "x")
     for rank in (0, 1):                   # rank 1 hung at iteration 3, after finishing 0-2
         assert {0, 1, 2} <= set(it[it["rank"] == rank]["iteration"]), it
