@@ -73,6 +73,15 @@ def cpu_per_step_s(rec: dict, steps: int) -> float:
     return statistics.fmean(r["cpu_percent"] / 100 * r["window_s"] for r in per_rank) / steps
 
 
+def core_wait_per_step_s(rec: dict, steps: int) -> float:
+    """A rank's threads' time runnable without a core a step (summed over its threads; mean
+    over the ranks) from the record's CPU check (``testbed.checks.cpu.thread_waits``);
+    NaN where the record has none."""
+    waits = [sum(w for w, _n in r) for r in rec["testbed"]["checks"]["cpu"].get("thread_waits")
+             or () if r is not None]
+    return statistics.fmean(waits) / steps if waits else float("nan")
+
+
 def predicted_row(compare_csv: Path, scheme: str, workers: int, bits_per_s: float) -> dict:
     """The compare row of (scheme, P, rate)."""
     with open(compare_csv) as f:

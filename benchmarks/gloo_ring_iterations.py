@@ -152,17 +152,16 @@ def predicted_parts(folder: Path, runs: Path, link_values: dict) -> tuple[dict, 
     def ring(p2p, ranks, i, n_bytes, tag):
         yield from timed_ring(current[-1])(p2p, ranks, i, n_bytes, tag)
 
+    price_of = fast.collective_s
+
     def price(run, kind, ranks, n, algorithm="ring"):
         current.append(defaultdict(lambda: defaultdict(float)))
-        start = len(priced)
         total_s = price_of(run, kind, ranks, n, algorithm)
         parts = current.pop()
         if kind == "allreduce" and parts and (len(ranks), n) not in priced:
-            del start
             priced[(len(ranks), n)] = {"price_s": total_s,
                                        **mean_parts(parts, run.routes, ranks)}
         return total_s
-    price_of = fast.collective_s
     shipped = pd.read_csv(folder / "compare.csv")
     with mock.patch.dict(collectives.ALLREDUCE, {"gloo_ring": ring}), \
             mock.patch.object(costs, "ring_alone_s", lambda *a, **k: None), \
@@ -190,8 +189,8 @@ def ring_parts(routes, ranks, n_bytes: float, gamma_s_per_byte: float) -> tuple[
 def mean_parts(parts: dict, routes, ranks) -> dict:
     """One priced ring's parts, mean over its ranks (s), and their sum (``call_s``); the
     CPU split into ``c(n)`` and what ``max(1, P / C)`` adds to it (``comm.gloo.message_cpu_s``)."""
-    link = routes.link
-    share = max(1.0, len(ranks) / link.cpu_shared_cores) if link.cpu_shared_cores else 1.0
+    from simulator.model.comm.gloo import cpu_share
+    share = cpu_share(routes.link, len(ranks))
     out = dict.fromkeys(PARTS, 0.0)
     for rank in ranks:
         got = parts[rank]
@@ -210,18 +209,16 @@ def measured_point(recs: list[dict]) -> dict:
     steps) and ``core_wait_s`` (a rank's threads' time runnable without a core, summed over
     its threads: the CPU check's ``thread_waits``, mean over the ranks, over the steps);
     and ``steps``, the steps a rank made."""
+    from benchmarks.ddp_breakdown import core_wait_per_step_s, cpu_per_step_s
     from simulator.compare import iterations_of
     runs = []
     for rec in recs:
         it = iterations_of(rec)
         steps = int(it.groupby("rank").size().max())
         later = it[it["iteration"] > it.groupby("rank")["iteration"].transform("min")]
-        waits = [sum(w for w, _n in r) for r in rec["testbed"]["checks"]["cpu"]["thread_waits"]
-                 if r is not None]
-        cpu = [x["cpu_percent"] / 100 * x["window_s"] for x in rec["load"]["per_rank"]]
         runs.append({"comm_s": float(later.groupby("rank")["comm_s"].mean().mean()),
-                     "cpu_s": float(np.mean(cpu)) / steps,
-                     "core_wait_s": float(np.mean(waits)) / steps if waits else np.nan,
+                     "cpu_s": cpu_per_step_s(rec, steps),
+                     "core_wait_s": core_wait_per_step_s(rec, steps),
                      "steps": steps})
     return {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
 

@@ -71,13 +71,11 @@ def step_figures(it: pd.DataFrame, server: bool) -> dict:
 
 def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
     """One record's steady epoch split (``epoch_parts``) and its step figures."""
-    from benchmarks.ddp_breakdown import epoch_parts
+    from benchmarks.ddp_breakdown import core_wait_per_step_s, epoch_parts
     rows = it.astype({"rank": str, "iteration": str}).to_dict("records")
     parts = epoch_parts(rec, rows)
-    cpu = rec["testbed"]["checks"]["cpu"]
-    bar = max(m["max_wait_share"] for m in cpu["machines"])
-    waits = [sum(w for w, _ in r) for r in cpu.get("thread_waits") or () if r is not None]
-    core_wait = statistics.fmean(waits) / parts["steps"] if waits else float("nan")
+    bar = max(m["max_wait_share"] for m in rec["testbed"]["checks"]["cpu"]["machines"])
+    core_wait = core_wait_per_step_s(rec, parts["steps"])
     starts = rec["timings"].get("rank_starts_s")
     return {**parts, **step_figures(it, server), "bar_share": bar, "core_wait_s": core_wait,
             "start_spread_s": max(starts) if starts else float("nan")}

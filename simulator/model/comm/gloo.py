@@ -91,8 +91,13 @@ def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
     link = routes.link
     if link is None or routes.placement[a] == routes.placement[b]:
         return 0.0
-    share = max(1.0, p / link.cpu_shared_cores) if link.cpu_shared_cores else 1.0
-    return share * (link.cpu_s_per_message + link.cpu_s_per_byte * n_bytes)
+    return cpu_share(link, p) * (link.cpu_s_per_message + link.cpu_s_per_byte * n_bytes)
+
+
+def cpu_share(link, p: int) -> float:
+    """How much longer a message's CPU takes where ``p`` ranks share the link's
+    ``cpu_shared_cores``: ``max(1, P / C)``; 1 where each rank has a core of its own."""
+    return max(1.0, p / link.cpu_shared_cores) if link.cpu_shared_cores else 1.0
 
 
 def host_ring_allreduce(p2p, ranks, i, n_bytes, tag):
