@@ -37,7 +37,7 @@ from simulator.model.comm import call_cpu_s
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
 from simulator.model.comm.closed_forms import steps as step_count
 from simulator.model.comm.costs import collective_time_s
-from simulator.model.comm.iallreduce import RouteFlights, leave_s, polled
+from simulator.model.comm.iallreduce import polled, shared_leave_s
 from simulator.model.network import nccl_order
 from simulator.model.schemes.fusion import ahead, cycles, uncovered_s
 
@@ -131,9 +131,8 @@ def simulate_fast(run: Layout, cfg, plan, workload, seed, steps: np.ndarray):
         work = np.stack([steps[:, a:b].sum(axis=1) for a, b in zip(bounds, bounds[1:])])
         if spec.exchange == "average" and p > 1 and polled(transport):   # one segment (run)
             done = finish(work)[-1]
-            parts = _polled_end(done, leave_s(list(done), transport.poll_s, n,
-                                              RouteFlights(routes, ranks),
-                                              reduce_s_per_byte=g))
+            parts = _polled_end(done, shared_leave_s(list(done), transport.poll_s, n,
+                                                     routes, ranks, reduce_s_per_byte=g))
         else:
             parts = _segments(finish(work), coll("allreduce", ranks, n, plan.algorithm))
     else:

@@ -35,7 +35,7 @@ from libraries.gloo import gloo_ring_sent_segments
 from simulator.model.comm.closed_forms import collective_s, steps
 from contracts.profile import Transport
 from simulator.model.comm.choice import call_latency_s, ranks_per_host, resolve_algorithm
-from simulator.model.comm.iallreduce import RouteFlights, leave_s, polled, sent_bytes
+from simulator.model.comm.iallreduce import polled, sent_bytes, shared_leave_s
 from simulator.model.network import Routes, nccl_order
 from simulator.model.recorder import Recorder
 
@@ -229,9 +229,9 @@ class Comm:
         return group, i, seq, call
 
     def _polled(self, rank, ranks, n_bytes, record):
-        """``iallreduce`` in sleeping polls: once the last rank is in, ``leave_s`` from every
-        rank's arrival (``RouteFlights``); a rank waits until the last is in, and the rest
-        of its time in the call is comm."""
+        """``iallreduce`` in sleeping polls: once the last rank is in, ``shared_leave_s`` from
+        every rank's arrival (messages that cross one direction at once share it); a rank
+        waits until the last is in, and the rest of its time in the call is comm."""
         if len(ranks) == 1:
             return
         env = self.env
@@ -242,9 +242,9 @@ class Comm:
         call.arrived += 1
         if call.arrived == len(ranks):
             call.last_at = arrived_at
-            call.leaves = leave_s(call.arrivals, self.transport.poll_s, n_bytes,
-                                  RouteFlights(self.routes, ranks),
-                                  reduce_s_per_byte=self.gamma_s_per_byte)
+            call.leaves = shared_leave_s(call.arrivals, self.transport.poll_s, n_bytes,
+                                         self.routes, ranks,
+                                         reduce_s_per_byte=self.gamma_s_per_byte)
             if hasattr(self, "network"):          # (the message fidelity counts bytes)
                 for r, sent in zip(ranks, sent_bytes(len(ranks), n_bytes)):
                     self.network.bytes_sent[r] += sent

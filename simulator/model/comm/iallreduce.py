@@ -48,15 +48,18 @@ call, it polls at its back-off from then on; a poll runs the hook (the round com
 up what it received, ``reduce_s_per_byte``, which holds the poll, then post the next round
 or leave after the last), then the network (take what arrived, ack it). A message reaches
 its receiver ``flight_s`` after it was posted (``RouteFlights``: as the message model moves
-it alone, the token buckets of a shaped link included). Nothing is fitted: the schedule
+it alone, the token buckets of a shaped link included); ``shared_leave_s`` plays the
+chain again with the messages that cross one NIC direction at once sharing it
+(``comm.sharing``: off a power of two the fold and the first halving rounds enter the
+same ranks together). Nothing is fitted: the schedule
 is MPICH's, the polls ``real.launch.dist.wait``'s, ``poll_s`` the record's. Not included:
 each sleep's own lateness (50-80 us on the 2-core VM), a large message's sending and
 receiving paced by the polls (the kernel's socket buffers hold what one poll leaves).
 ``benchmarks/iallreduce_rounds.py`` replays the same function against the measured call
 (``benchmarks/iallreduce_polls.py``); the engines (``engine.fast``, ``Comm.iallreduce`` in
-both fidelities) play it with ``RouteFlights``.
+both fidelities) play it with ``shared_leave_s``.
 
-Imports: libraries.mpich, model.comm.polls, model.network.
+Imports: libraries.mpich, model.comm.polls, model.comm.sharing, model.network.
 """
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ from typing import NamedTuple
 
 from libraries.mpich import MPI_ELEMENT_BYTES
 from simulator.model.comm import polls
+from simulator.model.comm.sharing import Message, finish_s
 from simulator.model.network import LINK_KEYS, TokenBuckets
 
 IALLREDUCE_SHORT_BYTES = 2048    # generic.json, collective=iallreduce: avg_msg_size<=2048
@@ -90,22 +94,30 @@ def polled(transport) -> bool:
 
 
 class RouteFlights:
-    """The chain's messages between ``ranks`` (by index) over ``routes``, each priced as
-    ``costs.message_times_s`` prices a step's (nothing else is in flight: every rank is in
-    the call, and a rank's next send waits for the ack of its last): its path's latency
+    """The chain's messages between ``ranks`` (by index) over ``routes``, each priced alone
+    as ``costs.message_times_s`` prices a step's (a rank's next send waits for the ack of
+    its last, but two ranks may send to one: ``shared_leave_s``): its path's latency
     and the receiver's hand-off, then its bytes at the path's narrowest capacity, shared
     with the TCP ACKs of the partner's message where the round is an exchange
     (``Link.ack_share``), less what the shaped link's token buckets
     (``network.TokenBuckets``) let through at once. A direction's bucket refills once its
-    message has left; ``flight_s`` is called in time order, as the chain posts."""
+    message has left; ``flight_s`` is called in time order, as the chain posts.
 
-    def __init__(self, routes, ranks: tuple[int, ...]):
+    Each data message (not an ack) is written to ``messages`` as priced alone, known by
+    (sender, receiver, bytes, how many such it sent before); ``delays_s`` adds to a
+    message the time that sharing a direction with others cost it (``shared_leave_s``)."""
+
+    def __init__(self, routes, ranks: tuple[int, ...], delays_s: dict | None = None):
         self.routes, self.ranks = routes, ranks
         link = routes.link
         self.buckets = (TokenBuckets(link.burst_bytes)
                         if link is not None and link.burst_bytes > 0 else None)
         self.sending: list[tuple] = []          # (done sending at, order, its directions)
         self.order = 0
+        self.delays_s = delays_s or {}
+        self.keys: list[tuple] = []
+        self.messages: list[Message] = []
+        self.sent: dict[tuple, int] = {}
 
     def __call__(self, src: int, dst: int, n_bytes: float, now_s: float,
                  paired: bool = False) -> float:
@@ -129,7 +141,15 @@ class RouteFlights:
             self.buckets.start(metered)
             self.order += 1
             heapq.heappush(self.sending, (now_s + busy_s, self.order, metered))
-        return latency_s + busy_s
+        if n_bytes == ACK_BYTES:
+            return latency_s + busy_s
+        key = (src, dst, n_bytes, self.sent.get((src, dst, n_bytes), 0))
+        self.sent[key[:3]] = key[3] + 1
+        delay_s = self.delays_s.get(key, 0.0)
+        self.keys.append(key)
+        self.messages.append(Message(now_s + latency_s, busy_s, resources,
+                                     now_s + latency_s + busy_s + delay_s))
+        return latency_s + busy_s + delay_s
 
 
 def _pof2(p: int) -> int:
@@ -330,4 +350,30 @@ def leave_s(arrivals_s: list[float], poll_s: float, n_bytes: float,
             break
     if None in leave:
         raise RuntimeError("iallreduce: the schedule never ended (a message lost?)")
+    return leave
+
+
+SHARING_ROUNDS = 8    # plays of the chain at most before the delays from sharing settle
+
+
+def shared_leave_s(arrivals_s: list[float], poll_s: float, n_bytes: float, routes,
+                   ranks: tuple[int, ...], **kw) -> list[float]:
+    """``leave_s`` over ``routes`` with the messages that cross one NIC direction at once
+    sharing it (``comm.sharing``): the chain is played with each message priced alone,
+    the messages' ends are played again from their post times with the directions shared
+    max-min fairly, and the chain is played again with each message later by what sharing
+    cost it, until those delays no longer change (posts move with them). A chain whose
+    messages never overlap on a direction is played once, priced as ``RouteFlights``."""
+    delays: dict = {}
+    for _ in range(SHARING_ROUNDS):
+        flights = RouteFlights(routes, ranks, delays)
+        leave = leave_s(arrivals_s, poll_s, n_bytes, flights, **kw)
+        ends = finish_s(flights.messages)
+        new = {key: end - m.start_s - m.busy_s
+               for key, m, end in zip(flights.keys, flights.messages, ends)
+               if end - m.start_s - m.busy_s > 1e-12}
+        if new.keys() == delays.keys() and all(
+                abs(new[k] - delays[k]) <= 1e-9 for k in new):
+            return leave
+        delays = new
     return leave
