@@ -40,15 +40,22 @@ import cli
 PROG = "python benchmarks/ddp_breakdown.py"
 
 
-def epoch_parts(rec: dict, rows: list[dict]) -> dict:
+def epoch_parts(rec: dict, rows: list[dict], server: bool = False) -> dict:
     """One record's steady epoch split into setup, loop, rows and skew (seconds, each already
-    scaled by n / (n - 1)), and rank 0's rows per step after its first."""
+    scaled by n / (n - 1), n the steps), and *once*: what the workers do once after their
+    steps (rows of ``iteration`` -1, the slowest worker's: psgd's closing average), taken
+    out of the loop and not scaled, as ``compare.steady_epoch_s`` does (``server``: rank 0
+    is a server, whose rows are not a worker's); and rank 0's rows per step after its first."""
     from real.records.timing import window_parts
     by_rank: dict[str, list[float]] = {}
+    once: dict[str, float] = {}
     for r in rows:
+        row_s = float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"])
         if int(r["iteration"]) >= 0:
-            by_rank.setdefault(r["rank"], []).append(
-                float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"]))
+            by_rank.setdefault(r["rank"], []).append(row_s)
+        elif not (server and r["rank"] == "0"):
+            once[r["rank"]] = once.get(r["rank"], 0.0) + row_s
+    once_s = max(once.values(), default=0.0)
     mine = by_rank["0"]
     n = max(len(v) for v in by_rank.values())
     if n < 3:
@@ -57,9 +64,9 @@ def epoch_parts(rec: dict, rows: list[dict]) -> dict:
     window = window_parts(rec["timings"], [r for r in rows if r["rank"] == "0"
                                            and int(r["iteration"]) >= 0])
     first_max_s = max(v[0] for v in by_rank.values())
-    parts = {"setup_s": window["setup_s"], "loop_s": window["loop_s"],
+    parts = {"setup_s": window["setup_s"], "loop_s": window["loop_s"] - once_s,
              "rows_s": sum(mine[1:]), "skew_s": mine[0] - first_max_s}
-    out = {k: v * scale for k, v in parts.items()}
+    out = {k: v * scale for k, v in parts.items()} | {"once_s": once_s}
     out["steady_s"] = sum(out.values())
     out["steps"] = n
     out["step_rows_s"] = statistics.fmean(mine[1:])
@@ -128,7 +135,8 @@ def breakdown(folders: list[Path], compare_csv: Path, workload_file: Path) -> di
     n = recs[0][1]["steps"]
     slept_ms = load_workload(workload_file).step_s * 1e3
     mean = {k: statistics.fmean(p[k] for _, p in recs) * 1e3
-            for k in ("setup_s", "loop_s", "rows_s", "skew_s", "steady_s", "step_rows_s")}
+            for k in ("setup_s", "loop_s", "rows_s", "skew_s", "once_s", "steady_s",
+                      "step_rows_s")}
     pred_ms, pred_compute_ms = float(row["predicted_s"]) * 1e3, float(row["predicted_compute_s"]) * 1e3
     return {
         "point": {"scheme": scheme, "workers": workers, "mbit": bits / 1e6, "steps": n,
@@ -138,7 +146,7 @@ def breakdown(folders: list[Path], compare_csv: Path, workload_file: Path) -> di
         "epoch_ms": {"measured": round(mean["steady_s"], 1), "predicted": round(pred_ms, 1),
                      "rel_error": round((pred_ms - mean["steady_s"]) / mean["steady_s"], 4),
                      "gap": {k[:-2]: round(mean[k], 1) for k in ("setup_s", "loop_s", "skew_s")}
-                     | {"rows": round(mean["rows_s"] - pred_ms, 1)}},
+                     | {"rows": round(mean["rows_s"] + mean["once_s"] - pred_ms, 1)}},
         "step_ms": {"measured_rows": round(mean["step_rows_s"], 2), "slept": round(slept_ms, 2),
                     "measured_tail": round(mean["step_rows_s"] - slept_ms, 2),
                     "predicted": round(pred_ms / n, 2),

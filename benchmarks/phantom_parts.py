@@ -13,8 +13,9 @@ n / (n - 1)):
   the ranks' uneven start, DDP's constructor, the parameter server's first w) plus the
   first rows' *skew* (rank 0's first row less the slowest one's: a collective's first
   row absorbs the uneven start, and the skew gives it back);
-* *steps*: rank 0's rows after its first and its loop's Python between them (a closing
-  average, ``iteration`` -1, falls in the loop).
+* *steps*: rank 0's rows after its first and its loop's Python between them, and once,
+  unscaled, the slowest worker's closing average (``iteration`` -1), as
+  ``compare.steady_epoch_s`` counts it.
 
 The gap, predicted less measured, is then *steps* (the model's whole epoch against the
 steps) plus *outside* (which the model does not hold apart from its steps: its start-up
@@ -73,7 +74,7 @@ def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
     """One record's steady epoch split (``epoch_parts``) and its step figures."""
     from benchmarks.ddp_breakdown import core_wait_per_step_s, epoch_parts
     rows = it.astype({"rank": str, "iteration": str}).to_dict("records")
-    parts = epoch_parts(rec, rows)
+    parts = epoch_parts(rec, rows, server)
     bar = max(m["max_wait_share"] for m in rec["testbed"]["checks"]["cpu"]["machines"])
     core_wait = core_wait_per_step_s(rec, parts["steps"])
     starts = rec["timings"].get("rank_starts_s")
@@ -86,13 +87,13 @@ def point_row(recs: list[dict], pred: dict, slept_step_s: float,
     """A point's parts (ms an epoch, ms a step), measured (mean over ``recs``' parts)
     against ``pred`` (its compare row: ``measured_s``, ``predicted_s`` and its compute, comm
     and wait per epoch), and where the gap lies. The error is the compare row's; the parts
-    are ``epoch_parts``', whose n is the steps (a closing average not counted as one). With
+    are ``epoch_parts``', whose n is the steps (a closing average counted once, not as one). With
     ``overlaps`` (DDP: the buckets' all-reduces run inside the compute row) the compute row
     is not set against the model's compute: its whole gap is ``comm``."""
     m = {k: statistics.fmean(r[k] for r in recs) for k in recs[0]}
     n = int(recs[0]["steps"])
     outside = m["setup_s"] + m["skew_s"]
-    steps = m["loop_s"] + m["rows_s"]
+    steps = m["loop_s"] + m["rows_s"] + m["once_s"]
     predicted = pred["predicted_s"]
     pred_compute = pred["predicted_compute_s"] / n
     gap = {"outside": -outside,

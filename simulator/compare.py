@@ -369,20 +369,25 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     """A run's training time per epoch, warm-up excluded: the slowest worker's first
     iteration (connections opened on first use, DDP's buckets set up, the ranks' uneven
     start) is taken out of the training time and the rest scaled back to every
-    iteration. The whole time per epoch where the iterations cannot be read or a worker
-    made fewer than 3."""
+    iteration. What a run does once after its iterations (its rows of ``iteration`` -1:
+    psgd's and async_avg's closing average) is not an iteration: it is taken out before
+    the scaling and added back once (the slowest worker's). The whole time per epoch
+    where the iterations cannot be read or a worker made fewer than 3."""
     wall_s = rec["timings"]["train_wall_s"]
     it = iterations_of(rec)
     if it is None:
         return wall_s / epochs
     workers = it[it["rank"] > 0] if SCHEMES[scheme].server else it
-    counts = workers.groupby("rank").size()
+    row_s = workers["compute_s"] + workers["comm_s"] + workers["wait_s"]
+    once = workers["iteration"] < 0
+    steps = workers[~once]
+    counts = steps.groupby("rank").size()
     if counts.empty or counts.min() < 3:
         return wall_s / epochs
-    first = workers.groupby("rank").head(1)
-    first_s = float((first["compute_s"] + first["comm_s"] + first["wait_s"]).max())
+    first_s = float(row_s[steps.groupby("rank").head(1).index].max())
+    once_s = float(row_s[once].groupby(workers["rank"][once]).sum().max()) if once.any() else 0.0
     n = int(counts.max())
-    return (wall_s - first_s) * n / (n - 1) / epochs
+    return ((wall_s - first_s - once_s) * n / (n - 1) + once_s) / epochs
 
 
 def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:

@@ -44,6 +44,25 @@ def test_parts_sum_to_compares_steady_epoch():
     assert parts["steady_s"] == pytest.approx(steady_epoch_s(rec, "ddp", 1), abs=1e-12)
 
 
+def test_a_closing_average_counts_once_not_as_a_step():
+    """psgd's closing average (rows of iteration -1: 300 ms on rank 0, 500 ms on rank 1,
+    inside rank 0's epoch and the window) is added once, the slowest worker's, and is not
+    scaled by n / (n - 1) with the steps; compare's steady epoch agrees."""
+    rec, rows = _record_and_rows()
+    for rank, avg_s in ((0, 0.300), (1, 0.500)):
+        rows.append({"rank": str(rank), "epoch": "0", "iteration": "-1", "compute_s": "0",
+                     "comm_s": str(avg_s), "wait_s": "0"})
+    rec = {"timings": {"train_wall_s": 0.210 + 0.500, "epoch_s": [0.180 + 0.500]}}
+    parts = ddp_breakdown.epoch_parts(rec, rows)
+    assert parts["once_s"] == pytest.approx(0.500)
+    assert parts["loop_s"] == pytest.approx(0.005 * 4 / 3)
+    rec["_iterations"] = pd.DataFrame(rows).astype(
+        {"rank": int, "iteration": int, "compute_s": float, "comm_s": float, "wait_s": float})
+    steady_s = steady_epoch_s(rec, "psgd", 1)
+    assert steady_s == pytest.approx((0.210 - 0.065) * 4 / 3 + 0.500)
+    assert parts["steady_s"] == pytest.approx(steady_s, abs=1e-12)
+
+
 def test_too_few_steps_is_an_error():
     rec, rows = _record_and_rows()
     with pytest.raises(ValueError, match="fewer than 3"):
