@@ -117,7 +117,7 @@ class RouteFlights:
         self.delays_s = delays_s or {}
         self.keys: list[tuple] = []
         self.messages: list[Message] = []
-        self.sent: dict[tuple, int] = {}
+        self.counts: dict[tuple, int] = {}      # data messages so far, by (src, dst, bytes)
 
     def __call__(self, src: int, dst: int, n_bytes: float, now_s: float,
                  paired: bool = False) -> float:
@@ -143,13 +143,18 @@ class RouteFlights:
             heapq.heappush(self.sending, (now_s + busy_s, self.order, metered))
         if n_bytes == ACK_BYTES:
             return latency_s + busy_s
-        key = (src, dst, n_bytes, self.sent.get((src, dst, n_bytes), 0))
-        self.sent[key[:3]] = key[3] + 1
+        return latency_s + busy_s + self._record(src, dst, n_bytes, now_s + latency_s,
+                                                 busy_s, resources)
+
+    def _record(self, src: int, dst: int, n_bytes: float, start_s: float, busy_s: float,
+                resources: tuple) -> float:
+        """Write a data message down as priced alone; returns its delay from sharing."""
+        key = (src, dst, n_bytes, self.counts.get((src, dst, n_bytes), 0))
+        self.counts[key[:3]] = key[3] + 1
         delay_s = self.delays_s.get(key, 0.0)
         self.keys.append(key)
-        self.messages.append(Message(now_s + latency_s, busy_s, resources,
-                                     now_s + latency_s + busy_s + delay_s))
-        return latency_s + busy_s + delay_s
+        self.messages.append(Message(start_s, busy_s, resources, start_s + busy_s + delay_s))
+        return delay_s
 
 
 def _pof2(p: int) -> int:
