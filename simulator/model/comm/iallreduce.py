@@ -373,10 +373,9 @@ def shared_leave_s(arrivals_s: list[float], poll_s: float, n_bytes: float, route
     for _ in range(SHARING_ROUNDS):
         flights = RouteFlights(routes, ranks, delays)
         leave = leave_s(arrivals_s, poll_s, n_bytes, flights, **kw)
-        ends = finish_s(flights.messages)
-        new = {key: end - m.start_s - m.busy_s
-               for key, m, end in zip(flights.keys, flights.messages, ends)
-               if end - m.start_s - m.busy_s > 1e-12}
+        late = [end - m.start_s - m.busy_s
+                for m, end in zip(flights.messages, finish_s(flights.messages))]
+        new = {key: d for key, d in zip(flights.keys, late) if d > 1e-12}
         if new.keys() == delays.keys() and all(
                 abs(new[k] - delays[k]) <= 1e-9 for k in new):
             return leave

@@ -44,14 +44,7 @@ class Message(NamedTuple):
 
 def overlapping(messages: list[Message]) -> set[int]:
     """The messages (by index) whose time on a resource, as last priced, overlaps another
-    message's on the same resource, and every message linked to them that way."""
-    parent = list(range(len(messages)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+    message's on the same resource: a sweep of each resource's messages in start order."""
     by_key: dict = {}
     for i, m in enumerate(messages):
         if m.busy_s > 0:
@@ -63,12 +56,10 @@ def overlapping(messages: list[Message]) -> set[int]:
         last, end_s = None, -math.inf
         for i in members:
             if last is not None and messages[i].start_s < end_s - _EPS:
-                parent[root(i)] = root(last)
                 linked.update((i, last))
             if messages[i].until_s > end_s:
                 last, end_s = i, messages[i].until_s
-    roots = {root(i) for i in linked}
-    return {i for i in range(len(messages)) if root(i) in roots}
+    return linked
 
 
 def finish_s(messages: list[Message]) -> list[float]:
