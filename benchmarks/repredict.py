@@ -94,7 +94,7 @@ def cluster_of(folder: Path, row, prof, cpu_s_per_message: float | None = None):
     link = Link(bandwidth_bytes_per_s=row["bandwidth_bits_per_s"] / 8 * cal.payload_efficiency,
                 latency_s=cal.latency_s, socket_buffer_bytes=cal.socket_buffer_bytes,
                 ack_share=cal.ack_share, cpu_s_per_message=cal.cpu_s_per_message,
-                cpu_s_per_byte=cal.cpu_s_per_byte,
+                cpu_s_per_byte=cal.cpu_s_per_byte, cpu_s_per_wakeup=cal.cpu_s_per_wakeup,
                 cpu_shared_cores=prof.cores if cal.cpu_s_per_message or cal.cpu_s_per_byte else 0)
     return Cluster(hosts=int(row["hosts"]), cores_per_host=prof.cores, link=link,
                    shared_cores=True)

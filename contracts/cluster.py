@@ -105,7 +105,7 @@ SECTION_KEYS = {
     "cluster": ("hosts", "cores_per_host", "devices_per_host", "placement", "shared_cores",
                 "ranks_per_host", "cpu_cores"),
     "link": ("bandwidth", "latency", "payload_efficiency", "socket_buffer", "ack_share", "nics",
-             "shaped_bandwidth", "cpu_per_message", "cpu_per_byte"),
+             "shaped_bandwidth", "cpu_per_message", "cpu_per_byte", "cpu_per_wakeup"),
     "intra": ("bandwidth", "latency", "payload_efficiency"),
     "host_link": ("bandwidth", "latency"),
     "device": ("name", "flops", "ddp_buffer", "ddp_gradient", "memory_bandwidth", "host_call"),
@@ -123,6 +123,10 @@ TOP_KEYS = ("name", "source")
 # TCP over Ethernet with delayed ACKs: one 66-byte ACK frame (14 Ethernet + 20 IP + 32 TCP
 # with timestamps) for every two full 1514-byte frames of data
 ACK_SHARE = 66 / (2 * 1514)
+# A TCP segment's payload on a 1500-byte MTU (1500 - 20 IP - 20 TCP - 12 timestamps), and the
+# largest packet TCP hands a device that segments for it (veth: GSO, 64 KiB: 45 segments)
+SEGMENT_PAYLOAD_BYTES = 1448
+GSO_PAYLOAD_BYTES = 45 * SEGMENT_PAYLOAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,12 @@ class Link:
     from the process time of gloo's ping-pong). 0: not measured (a sleeping rank's calls
     then cost their transport's ``cpu_fraction`` of their local time).
 
+    ``cpu_s_per_wakeup``: the CPU of one wake-up of the receiver's gloo device thread
+    (``Loop::run``'s ``epoll_wait`` returns, ``Pair::handleEvents`` reads what arrived,
+    ``gloo/transport/tcp/loop.cc``, ``pair.cc``). It wakes once for every packet the link
+    delivers on its own, so a message's CPU depends on the link, not only on the rank:
+    ``message_cpu_s``. 0: not measured (``cpu_s_per_byte`` is then all of it).
+
     ``cpu_shared_cores``: where the hosts are network namespaces of one machine (the
     emulated cluster), the cores that run every host's messages: that CPU lies on a gloo
     ring's path (``comm.gloo``) and ``P`` ranks share these cores for it. 0: each rank
@@ -162,6 +172,7 @@ class Link:
     cpu_s_per_byte: float = 0.0
     burst_bytes: float = 0.0
     cpu_shared_cores: int = 0
+    cpu_s_per_wakeup: float = 0.0
 
     def __post_init__(self):
         positive("link bandwidth", self.bandwidth_bytes_per_s)
@@ -170,9 +181,36 @@ class Link:
         nonnegative("link cpu_s_per_message", self.cpu_s_per_message)
         nonnegative("link cpu_s_per_byte", self.cpu_s_per_byte)
         nonnegative("link burst_bytes", self.burst_bytes)
+        nonnegative("link cpu_s_per_wakeup", self.cpu_s_per_wakeup)
         whole("link cpu_shared_cores", self.cpu_shared_cores, 0)
         if not 0.0 <= self.ack_share < 1.0:
             raise ConfigError(f"link ack_share must be in [0, 1) (got {self.ack_share!r})")
+
+    def message_cpu_s(self, n_bytes: float) -> float:
+        """A rank's CPU for one message of ``n_bytes`` it sends or receives over this link,
+        ``c(n) = cpu_s_per_message + cpu_s_per_byte * n + wakeup_cpu_s(n)``."""
+        return self.cpu_s_per_message + self.cpu_s_per_byte * n_bytes + self.wakeup_cpu_s(n_bytes)
+
+    def wakeup_cpu_s(self, n_bytes: float) -> float:
+        """A message's share of the receiver's wake-ups beyond its first: the bytes past
+        the link's bucket cross at the rate, ``delivered_bytes`` at a time, each waking the
+        receiver's device thread; those within it arrive back to back and are read at once.
+        Half of it a side (``c(n)`` prices the sender and the receiver alike, as
+        ``calibrate.link`` halves a round trip)."""
+        past = max(0.0, n_bytes - self.burst_bytes)
+        return self.cpu_s_per_wakeup * past / (2 * delivered_bytes(self.burst_bytes))
+
+
+def delivered_bytes(burst_bytes: float) -> float:
+    """The payload a shaped link delivers at once, so the receiver's thread wakes per:
+    tc ``tbf`` cuts a packet longer than its bucket into segments (Linux
+    ``net/sched/sch_tbf.c``, ``tbf_enqueue`` -> ``tbf_segment``, the length counting every
+    segment's headers: ``qdisc_pkt_len_init``), which then arrive one by one at the rate:
+    a segment each below a 64 KiB bucket, a whole GSO packet at or above it, or with no
+    bucket (``burst_bytes`` 0: a NIC's line rate)."""
+    if 0 < burst_bytes < GSO_PAYLOAD_BYTES:
+        return float(SEGMENT_PAYLOAD_BYTES)
+    return float(GSO_PAYLOAD_BYTES)
 
 
 TOPOLOGIES = ("switch", "two_tier")
@@ -459,7 +497,8 @@ class LinkCalibration:
     socket_buffer_bytes: float = 0.0    # crosses before the receive is posted (0: not measured)
     ack_share: float = 0.0              # the reverse direction's share an ACK stream takes
     cpu_s_per_message: float = 0.0      # a rank's CPU per message sent or received (gloo)
-    cpu_s_per_byte: float = 0.0
+    cpu_s_per_byte: float = 0.0         # ... per byte, beside the wake-ups (Link.cpu_s_per_byte)
+    cpu_s_per_wakeup: float = 0.0       # ... per wake-up of the receiver (Link.cpu_s_per_wakeup)
 
 
 def load_link_calibration(path: str | Path) -> LinkCalibration:
@@ -474,13 +513,41 @@ def load_link_calibration(path: str | Path) -> LinkCalibration:
         shaped_bytes = parse_bandwidth(shaped)
     except ValueError as e:
         raise ConfigError(f"cluster file {path}: link.shaped_bandwidth: {e}") from None
-    return LinkCalibration(latency_s=cluster.link.latency_s,
-                           payload_efficiency=cluster.link.bandwidth_bytes_per_s / shaped_bytes,
+    efficiency = cluster.link.bandwidth_bytes_per_s / shaped_bytes
+    burst = raw.get("fit", {}).get("burst_bytes", 0) * efficiency
+    per_byte, per_wakeup = cpu_per_byte_and_wakeup(cluster.link, burst)
+    return LinkCalibration(latency_s=cluster.link.latency_s, payload_efficiency=efficiency,
                            shaped_bits_per_s=8 * shaped_bytes, source=str(path),
                            socket_buffer_bytes=cluster.link.socket_buffer_bytes,
                            ack_share=cluster.link.ack_share,
                            cpu_s_per_message=cluster.link.cpu_s_per_message,
-                           cpu_s_per_byte=cluster.link.cpu_s_per_byte)
+                           cpu_s_per_byte=per_byte, cpu_s_per_wakeup=per_wakeup)
+
+
+# gloo's CPU over the emulated cluster of the 2-core VM, the half round trip of its ping-pong
+# (``python benchmarks/gloo_wire_cpu.py --summary``, docs/results/gloo-wire-cpu): a byte
+# where the shaper does not segment (500 Mbit/s - 10 Gbit/s, less the wake-ups there), and a
+# wake-up from the rise of the CPU a byte where it does (100, 200 Mbit/s). For the part a
+# calibration's own link cannot show.
+PROBED_CPU_S_PER_BYTE = 0.35e-9
+PROBED_CPU_S_PER_WAKEUP = 8.7e-6
+
+
+def cpu_per_byte_and_wakeup(link: Link, burst_bytes: float) -> tuple[float, float]:
+    """A calibrated link's CPU per byte beside the wake-ups, and per wake-up of the
+    receiver. A file with ``cpu_per_wakeup`` has both; an older one has only its CPU a byte
+    at its own link (of ``burst_bytes``, payload), which is mostly wake-ups where the
+    shaper segments (a wake-up per 1448 bytes: the wake-up is what it measures, the byte
+    takes the probe's price) and mostly bytes where it does not (a wake-up per 64 KiB:
+    the byte is what it measures, the wake-up the probe's), each at least 0."""
+    if link.cpu_s_per_wakeup or not link.cpu_s_per_byte:
+        return link.cpu_s_per_byte, link.cpu_s_per_wakeup
+    u = delivered_bytes(burst_bytes)
+    if u == SEGMENT_PAYLOAD_BYTES:
+        per_byte = min(PROBED_CPU_S_PER_BYTE, link.cpu_s_per_byte)
+        return per_byte, 2 * u * (link.cpu_s_per_byte - per_byte)
+    return (max(0.0, link.cpu_s_per_byte - PROBED_CPU_S_PER_WAKEUP / (2 * u)),
+            PROBED_CPU_S_PER_WAKEUP)
 
 
 # ---------------------------------------------------------------- cluster files
@@ -580,7 +647,8 @@ class _Reader:
                     self.parsed(section, "socket_buffer", parse_bytes, "0B"),
                     self.get(section, "ack_share", 0.0),
                     self.parsed(section, "cpu_per_message", parse_duration, "0s"),
-                    self.parsed(section, "cpu_per_byte", parse_duration, "0s"))
+                    self.parsed(section, "cpu_per_byte", parse_duration, "0s"),
+                    cpu_s_per_wakeup=self.parsed(section, "cpu_per_wakeup", parse_duration, "0s"))
 
 
 def _known(raw: dict) -> None:

@@ -215,17 +215,17 @@ def emulated_link(bits_per_s: float, latency_s: float = 0.0,
     """A link of the emulated cluster shaped at ``bits_per_s`` by token buckets of
     ``burst_bytes`` (the record's ``real.cluster`` setting, on the wire): with a
     calibration (``calibrate.link``), its payload share of that rate and of the burst,
-    latency, socket buffer, ACK share and CPU per message and byte, that CPU on the
+    latency, socket buffer, ACK share and CPU per message, byte and wake-up, that CPU on the
     machine's ``cores``, which every namespace shares (``Link.cpu_shared_cores``)."""
-    bandwidth, buffer, acks, cpu, share = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0), 1.0
+    bandwidth, buffer, acks, cpu, share = bits_per_s / 8, 0.0, 0.0, (0.0, 0.0, 0.0), 1.0
     if link is not None:
         share, latency_s = link.payload_efficiency, link.latency_s
         bandwidth = bandwidth * share
         buffer, acks = link.socket_buffer_bytes, link.ack_share
-        cpu = (link.cpu_s_per_message, link.cpu_s_per_byte)
+        cpu = (link.cpu_s_per_message, link.cpu_s_per_byte, link.cpu_s_per_wakeup)
     return Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency_s, socket_buffer_bytes=buffer,
                 ack_share=acks, cpu_s_per_message=cpu[0], cpu_s_per_byte=cpu[1],
-                burst_bytes=float(burst_bytes or 0) * share,
+                cpu_s_per_wakeup=cpu[2], burst_bytes=float(burst_bytes or 0) * share,
                 cpu_shared_cores=cores if any(cpu) else 0)
 
 

@@ -368,7 +368,7 @@ def call_cpu_s(t: Transport, kind: str, p: int, n_bytes: float, algorithm: str,
     """CPU one rank of a sleeping backend spends in a collective. On one host:
     ``cpu_fraction`` of its contention-free time with the backend's own costs. Across a
     ``link`` whose CPU per message was measured: that cost for every message the rank
-    sends or receives, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n`` (an allreduce
+    sends or receives, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n`` and its wake-ups (an allreduce
     step both sends and receives a chunk: twice; gloo's ring sends and receives each of
     its segments that carry bytes, ``(P - 1) N / P`` a phase on average over the ranks:
     ``libraries.gloo.gloo_ring_sent_segments``), and its reductions. A gather's or
@@ -379,7 +379,8 @@ def call_cpu_s(t: Transport, kind: str, p: int, n_bytes: float, algorithm: str,
     if link is not None and kind == "allreduce" and algorithm == "gloo_ring":
         share = (p - 1) / p                   # of the buffer a rank sends, receives, adds
         messages = share * gloo_ring_sent_segments(p, n_bytes)
-        return (4 * (messages * link.cpu_s_per_message + share * n_bytes * link.cpu_s_per_byte)
+        mean_bytes = share * n_bytes / messages if messages else 0.0
+        return (4 * (messages * link.message_cpu_s(mean_bytes))
                 + share * n_bytes * t.gamma_s_per_byte)
     if link is not None:
         both = 2.0 if kind == "allreduce" else 1.0

@@ -73,7 +73,7 @@ def ring_allreduce(p2p, ranks, i, n_bytes, tag):
 
 def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
     """The CPU one gloo message of ``n_bytes`` between ranks ``a`` and ``b`` costs a rank
-    on the ring's path: the link's ``c(n) = cpu_s_per_message + cpu_s_per_byte * n``
+    on the ring's path: the link's ``c(n)`` (``Link.message_cpu_s``: per message, byte and wake-up)
     (``calibrate.link``, from the process time of gloo's ping-pong) between hosts, 0 on
     one host; times ``max(1, P / cpu_shared_cores)`` where the hosts' messages share a
     machine's cores (``Link.cpu_shared_cores``: the emulated cluster's namespaces).
@@ -91,7 +91,7 @@ def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
     link = routes.link
     if link is None or routes.placement[a] == routes.placement[b]:
         return 0.0
-    return cpu_share(link, p) * (link.cpu_s_per_message + link.cpu_s_per_byte * n_bytes)
+    return cpu_share(link, p) * link.message_cpu_s(n_bytes)
 
 
 def cpu_share(link, p: int) -> float:
