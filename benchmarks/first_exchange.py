@@ -73,7 +73,7 @@ def folder_rows(folder: Path, copy_rows: list) -> list[dict]:
     from contracts import profile as profiles
     from contracts import record_archive
     from contracts.cluster import load_link_calibration
-    from pipelines.validate_phantom import held_in_loop_s
+    from pipelines.held_in import held_in_loop_s
     from simulator.compare import usable_records
     from simulator.model.schemes.holder import DEFAULT_K
     shipped = pd.read_csv(folder / "compare.csv")

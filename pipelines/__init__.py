@@ -10,6 +10,8 @@ simulator starts none of their commands (``tests/test_layout.py``).
 * ``validate_cluster``: the communication-bound experiment on the emulated cluster (real
   compute, one rank per host, several link rates);
 * ``validate_phantom``: the same on phantom runs (compute slept), up to 32 hosts;
+  ``held_in``: what its comparison calibrates from the runs it holds in (the loop's Python
+  a step, gloo's allreduce latency a ring step);
 * ``predict`` (``--target-accuracy``) and ``replay``: time to accuracy, the real model
   trained along each predicted schedule (``accuracy``: simulate, ``real.replay``, the curve).
 

@@ -30,13 +30,14 @@ and the libraries, which is what this validates:
 4. **compare**: every record predicted on its own cluster (its shaped rate, the
    calibrated link, one host per rank with cores of its own, the compute the workload
    at its scale; the training loop's Python a step, from the held-in records where the
-   profile has none: ``held_in_loop_s``), held out: P above ``--calibrate-workers`` or a
+   profile has none, and gloo's allreduce latency a ring step, from the held-in allreduce
+   runs where there are any: ``pipelines.held_in``), held out: P above ``--calibrate-workers`` or a
    rate other than ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
    workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png`` (compute, communication
    and waiting, measured beside predicted); the table ends with the held-out errors again
    with each of the link's mechanisms taken out (the calibration's per-message CPU,
    socket buffer, ACK share, payload share; the shapers' token buckets; the loop's
-   Python): what each one moves on these records.
+   Python; the allreduce runs' latency): what each one moves on these records.
 
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
@@ -65,6 +66,7 @@ from pathlib import Path
 import cli
 from contracts.files import atomic_write_text
 from pipelines import validate_cluster as vc
+from pipelines.held_in import held_in_allreduce_step_s, held_in_loop_s, with_allreduce_step_s
 
 # python -m simulator.validate_phantom where that old path handed over (the program typed)
 PROG = cli.program("python -m pipelines.validate_phantom")
@@ -411,29 +413,6 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
 
 # ------------------------------------------------------------------ step 4: the comparison
 
-def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
-    """``Profile.loop_s_per_step`` from the records the comparison holds in (P up to
-    ``calibrate_workers`` at the link's calibrated rate; ``calibrate.fits.runs``: rank 0's
-    loop outside its rows a step, the median), for a profile without it: the phantom
-    ranks' own loop, measured where the link is. 0 where none holds it."""
-    from calibrate.fits.runs import loop_per_step_s, loop_sample_s
-    from contracts import record
-    from simulator.compare import workers_of
-    samples = []
-    for d in record.find_runs(runs):
-        try:
-            rec = record.read(d)
-            rate = rec["identity"]["settings"]["cluster"]["bandwidth_bits_per_s"]
-            held_in = (workers_of(rec) <= calibrate_workers
-                       and abs(rate - link.shaped_bits_per_s) < 1)
-            loop = loop_sample_s(rec, record.read_iterations(d)) if held_in else None
-        except (record.RecordError, KeyError, TypeError):
-            continue
-        if loop is not None:
-            samples.append(loop)
-    return loop_per_step_s(tuple(samples))
-
-
 def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str = "",
              server_rows: tuple = (), runs: Path | None = None, copy_rows: tuple = (),
              link_values: dict | None = None):
@@ -442,7 +421,9 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     ``WITHOUT``), with the held-out flags; the profile's models without a server update take
     ``server_rows``' (a server probe's ``server_update.csv``), a profile without the training
     loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
-    none, what it moves), a profile without the host's copies takes ``copy_rows``' (a copy
+    none, what it moves), gloo's allreduce latency a ring step is the held-in allreduce
+    runs' where there are any (``held_in_allreduce_step_s``; ``without`` STEP: the
+    profile's one-host probe), a profile without the host's copies takes ``copy_rows``' (a copy
     probe's rows, ``calibrate.copy_probe``), or else ``OUT/copies.csv``'s where the
     validation made one; ``link_values`` replace the calibrated link's fields of those names
     (``benchmarks.repredict --cpu-per-message``); (rows, the link) or a usage line."""
@@ -467,6 +448,10 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
             prof = replace(prof, loop_s_per_step=held_in_loop_s(runs or out / "runs", link,
                                                                 calibrate_workers))
         link = replace(link, **(link_values or {}))
+        step_s = held_in_allreduce_step_s(runs or out / "runs", prof, link, calibrate_workers,
+                                          [out / "workloads"])
+        if step_s is not None and without != STEP:
+            prof = with_allreduce_step_s(prof, step_s)
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
@@ -491,7 +476,8 @@ WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
            "payload share": {"payload_efficiency": 1.0}}
 BUCKETS = "token buckets"     # the shapers' bursts (the records' burst_bytes), taken out too
 LOOP = "loop's Python"        # the held-in records' loop outside the rows, taken out too
-MECHANISMS = (*WITHOUT, BUCKETS, LOOP)
+STEP = "allreduce runs' latency"   # the held-in allreduce runs' latency a ring step, likewise
+MECHANISMS = (*WITHOUT, BUCKETS, LOOP, STEP)
 
 
 def mechanisms(out: Path, profile_path: Path, calibrate_workers: int,

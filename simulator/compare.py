@@ -296,7 +296,7 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
             link: LinkCalibration | None = None, workloads=None,
             cluster: Cluster | None = None, include_disturbed: bool = False,
             skipped: list | None = None, keep: tuple[str, ...] = (),
-            buckets: bool = True) -> pd.DataFrame:
+            buckets: bool = True, only=None) -> pd.DataFrame:
     """One row per (configuration, P): measured mean ± CI, predicted, relative error.
 
     Records marked disturbed (or with another mark of ``record.left_out_reason``, such as
@@ -306,6 +306,8 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     the records compared in ``df.attrs["records"]``. Records (and groups the profile
     cannot predict) left out otherwise go to ``skipped``. ``buckets=False`` predicts the
     emulated cluster's links without their token buckets (what that mechanism moves).
+    ``only``: a test of a group's key (scheme, P, workload, shaped rate, hosts) that keeps
+    just the groups it passes.
     """
     from report.stats import mean_ci95
     from simulator.engine import simulate
@@ -316,6 +318,8 @@ def compare(runs_dir, profile: profiles.Profile, seed: int = 0,
     groups, left_out = usable_records(runs_dir, link, skipped, include_disturbed, keep)
     files.update(phantom_workloads(groups, workloads))
     for (scheme, workers, workload, bw, hosts), recs in groups.items():
+        if only is not None and not only((scheme, workers, workload, bw, hosts)):
+            continue
         per_epoch = [steady_epoch_s(r, scheme.name, workload.epochs) for r in recs]
         mean, ci = mean_ci95(per_epoch)
         on = cluster or cluster_of(recs[0], link, buckets)

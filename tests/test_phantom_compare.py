@@ -59,19 +59,21 @@ def _raw():
     return tomllib.loads(WORKLOAD)
 
 
-def phantom_record(runs, workload_file, p=2, steps=12, scale=10.0, wall_s=None):
-    """A psgd phantom record (one average at the end) on an emulated cluster of p + 1 hosts
-    at 100 Mbit/s; its wall time ``steps`` slept steps unless given."""
+def phantom_record(runs, workload_file, p=2, steps=12, scale=10.0, wall_s=None,
+                   algorithm="psgd", bits_per_s=100e6):
+    """A psgd phantom record (one average at the end; or ``algorithm``'s) on an emulated
+    cluster of p + 1 hosts at 100 Mbit/s (or ``bits_per_s``); its wall time ``steps``
+    slept steps unless given."""
     sha = hashlib.sha256(workload_file.read_bytes()).hexdigest()
     step = 0.100 * scale / 10
     wall = wall_s if wall_s is not None else steps * step
     rec = record.RunRecord(
-        run_id=f"psgd-P{p}-r0",
-        config={"algorithm": "psgd", "model": "cnn", "batch_size": 32, "epochs": 1,
+        run_id=f"{algorithm}-P{p}-r0",
+        config={"algorithm": algorithm, "model": "cnn", "batch_size": 32, "epochs": 1,
                 "average_every": 0, "repeat": 0},
         environment={"workers": p, "ranks": p, "cores": 2, "threads_per_rank": 1,
                      "cluster": {"namespaces": [f"h{i}" for i in range(p + 1)],
-                                 "bandwidth_bits_per_s": 100e6}},
+                                 "bandwidth_bits_per_s": bits_per_s}},
         timings={"train_wall_s": wall, "epoch_s": [wall]},
         results={"train_samples": steps * 32 * p, "test_accuracy": None, "final_loss": None},
         comm={"bytes_sent_per_rank": [0] * p}, resources={},
@@ -139,6 +141,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     rows = {int(r.split("|")[2]): r for r in table.splitlines() if r.startswith("| psgd |")}
     assert rows[2].rstrip().endswith("| - |") and rows[4].rstrip().endswith("| P |")
     assert "| without per-message CPU |" in table and "| without loop's Python |" in table
+    assert "| without allreduce runs' latency |" in table
     assert (out / "errors.csv").exists() and (out / "breakdown-tiny-phantom-"
                                              f"{hashlib.sha256(f.read_bytes()).hexdigest()[:8]}"
                                              "-x10.png").exists()
@@ -289,3 +292,36 @@ def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypat
         vp.run_at("200mbit", args, out, [], vp.Stops(out / "stops.json"), None, 0.0)
     assert calls.count("calibrate.link") == 1
     assert (out / "link" / "link_pingpong.csv").is_file() and (out / "link.toml").is_file()
+
+
+def test_the_held_in_allreduce_runs_give_gloos_latency_a_ring_step(tmp_path):
+    """``pipelines.held_in.held_in_allreduce_step_s``: the latency a ring step at which the
+    model's epoch of the held-in allreduce run (P = 2 at the calibrated 100 Mbit/s) is its
+    measured one; a run held out by P or by its rate, or another scheme, takes no part;
+    without such a run, None (the profile's probe stands)."""
+    import shutil
+    from pathlib import Path
+
+    from contracts.cluster import load_link_calibration
+    from pipelines.held_in import held_in_allreduce_step_s, with_allreduce_step_s
+    (tmp_path / "workloads").mkdir()
+    f = tmp_path / "workloads" / "w.toml"
+    f.write_text(WORKLOAD)
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    shutil.copy(docs, tmp_path / "link.toml")
+    link = load_link_calibration(tmp_path / "link.toml")
+    prof = make_profile(cores=2, model="cnn")
+    runs = tmp_path / "runs"
+    phantom_record(runs / "a", f, p=2, algorithm="psgd")
+    assert held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"]) is None
+    phantom_record(runs / "b", f, p=2, algorithm="allreduce", wall_s=1.5)
+    step_s = held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"])
+    assert step_s > 0
+    fitted = compare.compare(runs / "b", with_allreduce_step_s(prof, step_s), link=link,
+                             workloads=[tmp_path / "workloads"], keep=("phantom",))
+    assert fitted.iloc[0]["predicted_s"] == pytest.approx(fitted.iloc[0]["measured_s"], rel=1e-6)
+    phantom_record(runs / "c", f, p=4, algorithm="allreduce", wall_s=9.0)     # held out: P
+    phantom_record(runs / "d", f, p=2, algorithm="allreduce", wall_s=9.0, bits_per_s=1e9)
+    assert held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"]) == pytest.approx(step_s)
+    gloo = next(t for t in with_allreduce_step_s(prof, step_s).transports if t.backend == "gloo")
+    assert gloo.step_extra_s("allreduce") == pytest.approx(step_s)
