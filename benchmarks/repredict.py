@@ -168,6 +168,7 @@ def repredict_phantom(folder: Path, server_rows: list[dict] = (), copy_rows: lis
         raise ValueError(str(e)) from None
     if df is None:
         raise ValueError(why)
+    note = df.attrs.get("allreduce_step", "")
     df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
     key = ["scheme", "workers", "model", "bandwidth_bits_per_s"]
     m = df.merge(shipped[key + ["predicted_s"]], on=key, how="left", suffixes=("", "_shipped"))
@@ -176,7 +177,7 @@ def repredict_phantom(folder: Path, server_rows: list[dict] = (), copy_rows: lis
                          "bandwidth_bits_per_s": m["bandwidth_bits_per_s"],
                          "measured_s": m["measured_s"], "shipped_s": m["predicted_s_shipped"],
                          "predicted_s": m["predicted_s"], "held_out": m["held_out_any"]})
-    return rows, markdown_errors(error_table(df))
+    return rows, "\n".join(filter(None, [note, markdown_errors(error_table(df))]))
 
 
 def moved(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:

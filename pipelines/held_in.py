@@ -10,7 +10,7 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   (``Transport.collective_alpha_s["allreduce"]``), from the held-in per-tensor
   ``allreduce`` runs. The one-host probe times it in a tight loop of calls on one host,
   and over the phantom validations' profiles it came out anywhere from 54 to 711 µs a step,
-  while the held-in runs give 345-777 µs (phantom-13 to -19): training's calls, each
+  while the held-in runs give 375-802 µs (phantom-13, -16 to -19): training's calls, each
   handed to ProcessGroupGloo's worker thread and waited on, over the link. It is
   ``calibrate.fits.fit_comm.run_allreduce_alpha`` measured where the link is.
 
@@ -84,3 +84,14 @@ def held_in_allreduce_step_s(runs: Path, profile, link, calibrate_workers: int,
     per_step_s = (at_probe["predicted_s"] - at_0["predicted_s"]) / STEP_PROBE_S
     latency_s = (at_0["measured_s"] - at_0["predicted_s"]) / per_step_s
     return max(0.0, float(latency_s.mean()))
+
+
+def step_note(step_s: float | None, profile) -> str:
+    """One line on where gloo's allreduce latency a ring step came from, for a table."""
+    gloo = next((t for t in profile.transports if t.backend == "gloo"), None)
+    probe = "" if gloo is None else f"{gloo.step_extra_s('allreduce') * 1e6:.0f} µs"
+    if step_s is None:
+        return (f"gloo's allreduce latency a ring step: the profile's one-host probe, {probe} "
+                "(no allreduce run held in)")
+    return (f"gloo's allreduce latency a ring step: {step_s * 1e6:.0f} µs from the held-in "
+            f"allreduce runs (the profile's one-host probe: {probe})")

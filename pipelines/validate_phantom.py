@@ -66,7 +66,8 @@ from pathlib import Path
 import cli
 from contracts.files import atomic_write_text
 from pipelines import validate_cluster as vc
-from pipelines.held_in import held_in_allreduce_step_s, held_in_loop_s, with_allreduce_step_s
+from pipelines.held_in import (held_in_allreduce_step_s, held_in_loop_s, step_note,
+                               with_allreduce_step_s)
 
 # python -m simulator.validate_phantom where that old path handed over (the program typed)
 PROG = cli.program("python -m pipelines.validate_phantom")
@@ -450,6 +451,7 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
         link = replace(link, **(link_values or {}))
         step_s = held_in_allreduce_step_s(runs or out / "runs", prof, link, calibrate_workers,
                                           [out / "workloads"])
+        note = step_note(step_s, prof)
         if step_s is not None and without != STEP:
             prof = with_allreduce_step_s(prof, step_s)
         if without in WITHOUT:
@@ -464,7 +466,9 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     if df.empty:
         return None, f"no completed phantom run records under {runs or out / 'runs'}"
     df["held_out"] = df["workers"] > calibrate_workers
-    return with_flags(df, link.shaped_bits_per_s), link
+    df = with_flags(df, link.shaped_bits_per_s)
+    df.attrs["allreduce_step"] = note
+    return df, link
 
 
 COPIES = "copies.csv"        # the validation's copy probe (calibrate.copy_probe), beside link.toml
@@ -557,7 +561,7 @@ def _report(out: Path, profile_path: Path, calibrate_workers: int, server_rows: 
     parts = [f"Link: OUT/link.toml (latency {link.latency_s * 1e6:.1f} us, payload "
              f"{link.payload_efficiency:.3f} of the shaped rate, measured at "
              f"{link.shaped_bits_per_s / 1e6:g} Mbit/s); held out: P > {calibrate_workers} "
-             "or another rate", "", markdown_errors(errors), ""]
+             "or another rate", "", df.attrs["allreduce_step"], "", markdown_errors(errors), ""]
     unprobed = unprobed_servers(out, profile_path, server_rows, df)
     if unprobed:
         note = (f"The profile measured no server update of {', '.join(unprobed)}: the "

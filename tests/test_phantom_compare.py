@@ -155,7 +155,9 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     assert new["predicted_s"].to_list() == pytest.approx(new["shipped_s"].to_list(), rel=1e-12)
     assert new["held_out"].to_dict() == {2: False, 4: True}
     printed = capsys.readouterr().out
-    assert table.split("\n\n")[1] in printed     # table.md's error table
+    note, errors = table.split("\n\n")[1:3]
+    assert note.startswith("gloo's allreduce latency a ring step: the profile's one-host probe")
+    assert f"{note}\n{errors}" in printed        # table.md's note and error table
     held = abs(new.loc[4, "predicted_s"] / new.loc[4, "measured_s"] - 1)   # --pool: P = 4 alone
     assert f"| psgd | {100 * held:.1f}% | {100 * held:.1f}% | 1 | v | " in printed
 
