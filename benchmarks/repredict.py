@@ -95,7 +95,8 @@ def cluster_of(folder: Path, row, prof, cpu_s_per_message: float | None = None):
                 latency_s=cal.latency_s, socket_buffer_bytes=cal.socket_buffer_bytes,
                 ack_share=cal.ack_share, cpu_s_per_message=cal.cpu_s_per_message,
                 cpu_s_per_byte=cal.cpu_s_per_byte, cpu_s_per_wakeup=cal.cpu_s_per_wakeup,
-                cpu_shared_cores=prof.cores if cal.cpu_s_per_message or cal.cpu_s_per_byte else 0)
+                cpu_shared_cores=prof.cores if (cal.cpu_s_per_message or cal.cpu_s_per_byte
+                                                 or cal.cpu_s_per_wakeup) else 0)
     return Cluster(hosts=int(row["hosts"]), cores_per_host=prof.cores, link=link,
                    shared_cores=True)
 

@@ -10,7 +10,7 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   (``Transport.collective_alpha_s["allreduce"]``), from the held-in per-tensor
   ``allreduce`` runs. The one-host probe times it in a tight loop of calls on one host,
   and over the phantom validations' profiles it came out anywhere from 54 to 711 µs a step,
-  while the held-in runs give 375-802 µs (phantom-13, -16 to -19): training's calls, each
+  while the held-in runs give 375-802 µs (phantom-13, -16 to -21): training's calls, each
   handed to ProcessGroupGloo's worker thread and waited on, over the link. It is
   ``calibrate.fits.fit_comm.run_allreduce_alpha`` measured where the link is.
 
@@ -61,8 +61,9 @@ def held_in_allreduce_step_s(runs: Path, profile, link, calibrate_workers: int,
     """gloo's allreduce latency a ring step beyond its ping-pong's alpha, from the held-in
     per-tensor ``allreduce`` runs where each rank has a core of the machine's (P up to
     ``calibrate_workers`` and ``profile.cores``, at the link's calibrated rate: the model
-    adds the ranks' sharing of cores itself, ``comm.gloo.cpu_share``): the latency at which the model's epoch of those runs equals their measured one,
-    all else priced as calibrated (``profile``, ``link``). The model waits that latency
+    adds the ranks' sharing of cores itself, ``comm.gloo.cpu_share``): the latency at
+    which the model's epoch of those runs equals their measured one, all else priced as
+    calibrated (``profile``, ``link``). The model waits that latency
     once a ring step of every call and spends no CPU on it (``Comm._extra_s``), so its
     epoch is a line in it: two predictions, at 0 and ``STEP_PROBE_S``, give the slope, and
     the latency is the mean over the held-in points, at least 0. None where no such run

@@ -368,7 +368,7 @@ def call_cpu_s(t: Transport, kind: str, p: int, n_bytes: float, algorithm: str,
     """CPU one rank of a sleeping backend spends in a collective. On one host:
     ``cpu_fraction`` of its contention-free time with the backend's own costs. Across a
     ``link`` whose CPU per message was measured: that cost for every message the rank
-    sends or receives, ``c(n) = cpu_s_per_message + cpu_s_per_byte * n`` and its wake-ups (an allreduce
+    sends or receives, ``Link.message_cpu_s``: per message, byte and wake-up (an allreduce
     step both sends and receives a chunk: twice; gloo's ring sends and receives each of
     its segments that carry bytes, ``(P - 1) N / P`` a phase on average over the ranks:
     ``libraries.gloo.gloo_ring_sent_segments``), and its reductions. A gather's or
