@@ -10,7 +10,7 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   (``Transport.collective_alpha_s["allreduce"]``), from the held-in per-tensor
   ``allreduce`` runs. The one-host probe times it in a tight loop of calls on one host,
   and over the phantom validations' profiles it came out anywhere from 54 to 711 µs a step,
-  while the held-in runs give 375-802 µs (phantom-13, -16 to -21): training's calls, each
+  while the held-in runs give 357-802 µs (phantom-13, -16 to -22): training's calls, each
   handed to ProcessGroupGloo's worker thread and waited on, over the link. It is
   ``calibrate.fits.fit_comm.run_allreduce_alpha`` measured where the link is.
 
