@@ -67,10 +67,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.compare import model_workloads, workload_files
+from simulator.compare import emulated_link, model_workloads, workload_files
 import cli
 from contracts import profile as profiles
-from contracts.cluster import Cluster, Link, calibrated_cluster, load_link_calibration
+from contracts.cluster import Cluster, calibrated_cluster, load_link_calibration
 from contracts.files import atomic_write_text
 from contracts.workload import Workload
 from report.stats import median_worst, scheme_sets
@@ -91,12 +91,7 @@ def cluster_of(folder: Path, row, prof, cpu_s_per_message: float | None = None):
     if cpu_s_per_message is not None:
         from dataclasses import replace
         cal = replace(cal, cpu_s_per_message=cpu_s_per_message)
-    link = Link(bandwidth_bytes_per_s=row["bandwidth_bits_per_s"] / 8 * cal.payload_efficiency,
-                latency_s=cal.latency_s, socket_buffer_bytes=cal.socket_buffer_bytes,
-                ack_share=cal.ack_share, cpu_s_per_message=cal.cpu_s_per_message,
-                cpu_s_per_byte=cal.cpu_s_per_byte, cpu_s_per_wakeup=cal.cpu_s_per_wakeup,
-                cpu_shared_cores=prof.cores if (cal.cpu_s_per_message or cal.cpu_s_per_byte
-                                                 or cal.cpu_s_per_wakeup) else 0)
+    link = emulated_link(row["bandwidth_bits_per_s"], link=cal, cores=prof.cores)
     return Cluster(hosts=int(row["hosts"]), cores_per_host=prof.cores, link=link,
                    shared_cores=True)
 
