@@ -2,6 +2,8 @@
 
     python -m benchmarks.phantom_parts docs/results/phantom-1 docs/results/phantom-6 \
         --schemes ps_sync,psgd --bandwidths 1000 [--server-probe WORKDIR] [--out parts.csv]
+    python -m benchmarks.phantom_parts docs/results/phantom-{13,14,15} --held-out --by-demand \
+        --plot demand.png
 
 Each folder's points are predicted again from its records as ``benchmarks.repredict`` does
 (the profile its comparison used, its calibrated link, its held-out flags) and each point's
@@ -33,7 +35,12 @@ wake-up waits the bar does not count included), summed over its threads, mean ov
 ranks, over the steps (``benchmarks.core_waits``' *all waits*, a step): what the two shared
 cores could have added to a step that the hosts the point stands for would not; and, in
 records that keep it (``timings.rank_starts_s``, which older records lack), the
-*start spread*: the last rank's start of training after the first's.
+*start spread*: the last rank's start of training after the first's; and the *CPU asked /
+cores*: the CPU the ranks' threads asked for (running or runnable, ``real.records.load``'s
+``demand_cores``) against the machine's cores, above 1 where the testbed had fewer cores
+than the ranks wanted, which the hosts the point stands for would not have lacked.
+``--by-demand`` prints the |error| by that share instead of the points (at most the cores,
+up to twice, beyond), ``--plot`` draws each point's |error| against it.
 
 *where*: the part that holds most of the gap: ``outside`` (start-up and the uneven start,
 outside any step), ``sleeps`` (the compute rows beyond the model's compute) or ``comm``
@@ -79,7 +86,19 @@ def record_parts(rec: dict, it: pd.DataFrame, server: bool) -> dict:
     core_wait = core_wait_per_step_s(rec, parts["steps"])
     starts = rec["timings"].get("rank_starts_s")
     return {**parts, **step_figures(it, server), "bar_share": bar, "core_wait_s": core_wait,
-            "start_spread_s": max(starts) if starts else float("nan")}
+            "start_spread_s": max(starts) if starts else float("nan"),
+            "demand_share": demand_share(rec)}
+
+
+def demand_share(rec: dict) -> float:
+    """The CPU the ranks asked for against the cores they could use, on the machine where
+    that was most (``load.machines``: ``demand_cores``, the ranks' time running or runnable
+    a second of the window, ``real.records.load``; over ``cores``). Above 1 the ranks'
+    threads wanted more cores than the testbed has, which the hosts the point stands for,
+    each with cores of its own, would not have lacked; NaN where the record has no meter."""
+    shares = [m["demand_cores"] / m["cores"] for m in rec.get("load", {}).get("machines", ())
+              if m.get("cores") and m.get("demand_cores") is not None]
+    return max(shares, default=float("nan"))
 
 
 def point_row(recs: list[dict], pred: dict, slept_step_s: float,
@@ -110,6 +129,7 @@ def point_row(recs: list[dict], pred: dict, slept_step_s: float,
             "predicted_comm_wait_step_ms": (pred["predicted_comm_s"]
                                             + pred["predicted_wait_s"]) / n * 1e3,
             "first_spread_ms": m["first_spread_s"] * 1e3, "bar_share": m["bar_share"],
+            "demand_share": m["demand_share"],
             "core_wait_step_ms": m["core_wait_s"] * 1e3,
             "start_spread_ms": m["start_spread_s"] * 1e3,
             "where": max(gap, key=lambda k: abs(gap[k])),
@@ -170,6 +190,7 @@ COLUMNS = {"folder": "folder", "scheme": "scheme", "model": "model", "workers": 
            "predicted_comm_wait_step_ms": "predicted ", "first_spread_ms": "first spread (ms)",
            "start_spread_ms": "start spread (ms)",
            "bar_share": "CPU bar", "core_wait_step_ms": "core waits a step (ms)",
+           "demand_share": "CPU asked / cores",
            "where": "where"}
 
 
@@ -178,6 +199,8 @@ def markdown(df: pd.DataFrame) -> str:
     def cell(k, v):
         if isinstance(v, float) and v != v:
             return "-"
+        if k == "demand_share":
+            return f"{v:.2f}"
         if k in ("error", "steps_error", "sleeps_overrun", "bar_share"):
             return f"{100 * v:+.1f}%" if k != "bar_share" else f"{100 * v:.1f}%"
         if k == "model":
@@ -187,6 +210,65 @@ def markdown(df: pd.DataFrame) -> str:
     for r in df.to_dict("records"):
         lines.append("| " + " | ".join(cell(k, r[k]) for k in COLUMNS) + " |")
     return "\n".join(lines)
+
+
+DEMAND_BINS = ((0.0, 1.0, "at most the cores"), (1.0, 2.0, "1-2x the cores"),
+               (2.0, float("inf"), "over 2x the cores"))
+
+
+def demand_bin(share: float) -> str:
+    """The ``DEMAND_BINS`` label of a point's CPU asked against the cores (NaN: unknown)."""
+    return next((label for lo, hi, label in DEMAND_BINS if lo < share <= hi), "unknown")
+
+
+def by_demand(df: pd.DataFrame, goal_worst: float = 0.12) -> pd.DataFrame:
+    """|error| by how much CPU the ranks asked of the testbed's cores (``DEMAND_BINS``),
+    for all schemes and for each: points, median, worst, and points beyond ``goal_worst``
+    (the phantom regime's 12%)."""
+    d = df.assign(abs_error=df["error"].abs(), demand=df["demand_share"].map(demand_bin))
+    out = []
+    for scheme, part in [("all", d), *d.groupby("scheme")]:
+        for _lo, _hi, label in DEMAND_BINS:
+            e = part[part["demand"] == label]["abs_error"]
+            if len(e):
+                out.append({"scheme": scheme, "CPU asked": label, "points": len(e),
+                            "median": e.median(), "worst": e.max(),
+                            "beyond goal": int((e > goal_worst).sum())})
+    return pd.DataFrame(out)
+
+
+def markdown_demand(table: pd.DataFrame) -> str:
+    """``by_demand``'s table in markdown (errors in percent)."""
+    lines = ["| scheme | CPU the ranks asked | points | median |error| | worst | beyond 12% |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in table.to_dict("records"):
+        lines.append(f"| {r['scheme']} | {r['CPU asked']} | {r['points']} | "
+                     f"{100 * r['median']:.1f}% | {100 * r['worst']:.1f}% | {r['beyond goal']} |")
+    return "\n".join(lines)
+
+
+def demand_figure(df: pd.DataFrame, path: Path, goal_worst: float = 0.12) -> Path:
+    """|error| of each point against the CPU its ranks asked of the cores, a colour a scheme,
+    the goal's worst as a line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from contracts.files import save_figure
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    for scheme, part in df.groupby("scheme"):
+        ax.plot(part["demand_share"], 100 * part["error"].abs(), "o", ms=4, alpha=0.7,
+                label=scheme)
+    ax.axhline(100 * goal_worst, color="k", lw=0.8, ls="--", label=f"goal: worst {goal_worst:.0%}")
+    ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("CPU the ranks asked / the machine's cores (running or runnable)")
+    ax.set_ylabel("|error| of time per epoch (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("phantom points: error against the testbed's CPU "
+                 "(python -m benchmarks.phantom_parts --by-demand)", fontsize=8)
+    return save_figure(fig, path)
 
 
 def build_parser() -> cli.Parser:
@@ -201,6 +283,11 @@ def build_parser() -> cli.Parser:
                     help="a server probe's workdir (server_update.csv), as for "
                          "benchmarks.repredict")
     ap.add_argument("--out", type=cli.output_file(".csv"), help="CSV to write (default: none)")
+    ap.add_argument("--by-demand", action="store_true",
+                    help="print |error| by the CPU the ranks asked of the machine's cores "
+                         "instead of the points")
+    ap.add_argument("--plot", type=cli.output_file(".png"),
+                    help="PNG of each point's |error| against that CPU (default: none)")
     return ap
 
 
@@ -223,11 +310,20 @@ def run(a) -> int:
             frames.append(folder_parts(Path(f), schemes, rates, server_rows))
         except ValueError as e:
             return cli.usage_error(PROG, str(e))
-    return print_parts(a, PROG, frames, ["scheme", "mbit", "workers", "folder"],
-                       "no point of those schemes and rates in the folders given",
-                       "gap = predicted - measured, ms an epoch; outside = before and after the "
-                       "steps (setup and first-row skew); steps only = the error against the "
-                       "steps", markdown)
+    if a.by_demand:
+        legend, table = ("|error| by the CPU the ranks asked (running or runnable, "
+                         "real.records.load) against the machine's cores",
+                         lambda df: markdown_demand(by_demand(df)))
+    else:
+        legend, table = ("gap = predicted - measured, ms an epoch; outside = before and after "
+                         "the steps (setup and first-row skew); steps only = the error against "
+                         "the steps", markdown)
+    code = print_parts(a, PROG, frames, ["scheme", "mbit", "workers", "folder"],
+                       "no point of those schemes and rates in the folders given", legend, table)
+    if a.plot and code == 0:
+        df = pd.concat(frames, ignore_index=True)
+        print(demand_figure(df[df["held_out"]] if a.held_out else df, a.plot))
+    return code
 
 
 def print_parts(a, prog: str, frames: list[pd.DataFrame], order: list[str], none_msg: str,

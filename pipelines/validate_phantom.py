@@ -134,7 +134,8 @@ def build_parser() -> cli.Parser:
     p.add_argument("--server-probe", type=cli.input_folder, metavar="WORKDIR",
                    help="a server probe's workdir (python -m calibrate.probe --part server): "
                         "its real server's update and cold-update curve, for the profile's "
-                        "models that have none")
+                        "models that have none; its table is kept as OUT/server_update.csv, "
+                        "which a later comparison of OUT takes without the flag")
     p.add_argument("--force-calibration", action="store_true",
                    help="keep a compute profile whose fits are below calibrate's bar")
     p.add_argument("--skip-runs", action="store_true", help="only compare what OUT holds")
@@ -427,7 +428,8 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     profile's one-host probe), a profile without the host's copies takes ``copy_rows``' (a copy
     probe's rows, ``calibrate.copy_probe``), or else ``OUT/copies.csv``'s where the
     validation made one; ``link_values`` replace the calibrated link's fields of those names
-    (``benchmarks.repredict --cpu-per-message``); (rows, the link) or a usage line."""
+    (``benchmarks.repredict --cpu-per-message``); without ``server_rows``, those
+    ``--server-probe`` kept in ``OUT`` (``kept_server_rows``); (rows, the link) or a usage line."""
     from calibrate.fits.fit_compute import with_server_probe
     from calibrate.probes.copy_probe import read_rows, with_copy_probe
     from simulator.compare import compare
@@ -435,6 +437,7 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     from contracts.checks import ConfigError
     from contracts.cluster import load_link_calibration
     from simulator.output.cluster_report import with_flags
+    server_rows = kept_server_rows(out, server_rows)
     try:
         prof = with_server_probe(profiles.load(profile_path), list(server_rows))
         if not copy_rows and (out / COPIES).exists():
@@ -605,6 +608,10 @@ def run(args) -> int:
     server_rows = server_probe_rows(args.server_probe) if args.server_probe else ()
     if isinstance(server_rows, str):
         return cli.usage_error(PROG, server_rows)
+    if args.server_probe and not args.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / SERVER_UPDATE,
+                          (Path(args.server_probe) / SERVER_UPDATE).read_text())
     if args.dry_run:
         loads = planned_workloads(args, out)
         if isinstance(loads, str):
@@ -622,16 +629,28 @@ def run(args) -> int:
         if not done:
             print(f"{PROG}: stopped after the --budget of {args.budget:g} min; the same "
                   "command resumes", file=sys.stderr)
-    return report(out, profile_path, args.calibrate_workers, server_rows)
+    return report(out, profile_path, args.calibrate_workers, kept_server_rows(out, server_rows))
 
 
-def server_probe_rows(workdir: str) -> tuple | str:
+SERVER_UPDATE = "server_update.csv"   # a server probe's table, kept in OUT by --server-probe
+
+
+def server_probe_rows(workdir: str | Path) -> tuple | str:
     """The rows of a server probe's ``server_update.csv`` under ``workdir``, or what is wrong."""
     from calibrate.probes.rawio import CalibrationError, read_rows
     try:
-        return tuple(read_rows(Path(workdir) / "server_update.csv").to_dict("records"))
+        return tuple(read_rows(Path(workdir) / SERVER_UPDATE).to_dict("records"))
     except CalibrationError as e:
         return f"--server-probe: {e} (python -m calibrate.probe --part server makes it)"
+
+
+def kept_server_rows(out: Path, given: tuple = ()) -> tuple:
+    """``given`` server probe rows, or else those ``--server-probe`` kept in ``OUT`` (a
+    shipped folder compares again as it was compared); () where neither."""
+    if given or not (out / SERVER_UPDATE).is_file():
+        return tuple(given)
+    rows = server_probe_rows(out)
+    return () if isinstance(rows, str) else rows
 
 
 if __name__ == "__main__":

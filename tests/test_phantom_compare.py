@@ -219,6 +219,24 @@ def test_a_server_scheme_whose_slept_model_has_no_measured_update_is_said(tmp_pa
     assert unprobed_servers(tmp_path, timed, (), ps) == []
 
 
+def test_a_server_probe_given_once_is_kept_in_the_folder(tmp_path):
+    """--server-probe's table is copied into OUT; a later comparison of OUT without the
+    flag takes it, rows given explicitly win, and a folder without one has none."""
+    from pipelines.validate_phantom import SERVER_UPDATE, kept_server_rows, server_probe_rows
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / SERVER_UPDATE).write_text("model,params,rep,update_s\ntiny,4000,0,0.0001\n"
+                                       "tiny,4000,1,0.0002\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert kept_server_rows(out) == ()
+    (out / SERVER_UPDATE).write_text((probe / SERVER_UPDATE).read_text())
+    kept = kept_server_rows(out)
+    assert kept == server_probe_rows(probe) and [r["update_s"] for r in kept] == [1e-4, 2e-4]
+    given = ({"model": "other", "params": 1, "rep": 0, "update_s": 1e-3},)
+    assert kept_server_rows(out, given) == given
+
+
 def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
     """``--dry-run``: every scheme not stopped, at every P and rate, ``--repeats`` runs of
     the predicted steps plus the runs' start-up (a cost a rank: the parameter server's

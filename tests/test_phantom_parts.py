@@ -113,3 +113,29 @@ def test_onehost_calls_cpu_is_the_models_share_of_every_ring_step():
                         cpu_fraction=0.5)
     assert calls_cpu_s(prof, "allreduce", 3, "toy") == pytest.approx(0.5 * 2 * 2 * 1e-3 * 2)
     assert calls_cpu_s(prof, "psgd", 3, "toy") != calls_cpu_s(prof, "psgd", 3, "toy")
+
+
+def test_demand_share_is_the_most_asked_machines_cpu_over_its_cores():
+    from benchmarks.phantom_parts import demand_share
+    rec = {"load": {"machines": [{"cores": 2, "demand_cores": 4.4},
+                                 {"cores": 4, "demand_cores": 2.0}]}}
+    assert demand_share(rec) == pytest.approx(2.2)
+    assert demand_share({}) != demand_share({})                      # no meter: NaN
+    parts = record_parts({**_record(0.150, 0.135), **rec}, _iterations(), server=False)
+    assert parts["demand_share"] == pytest.approx(2.2)
+
+
+def test_errors_are_binned_by_the_cpu_asked_of_the_cores():
+    from benchmarks.phantom_parts import by_demand, demand_bin
+    assert [demand_bin(x) for x in (0.3, 1.0, 1.01, 2.0, 2.5, float("nan"))] == [
+        "at most the cores", "at most the cores", "1-2x the cores", "1-2x the cores",
+        "over 2x the cores", "unknown"]
+    df = pd.DataFrame({"scheme": ["allreduce", "allreduce", "ddp", "ddp"],
+                       "error": [0.02, 0.29, -0.05, -0.13],
+                       "demand_share": [0.5, 2.2, 0.8, 1.5]})
+    t = by_demand(df).set_index(["scheme", "CPU asked"])
+    assert t.loc[("all", "at most the cores"), "points"] == 2
+    assert t.loc[("all", "at most the cores"), "worst"] == pytest.approx(0.05)
+    assert t.loc[("all", "over 2x the cores"), "beyond goal"] == 1
+    assert t.loc[("ddp", "1-2x the cores"), "beyond goal"] == 1
+    assert ("ddp", "over 2x the cores") not in t.index
