@@ -51,9 +51,12 @@ def test_after_the_back_off_a_send_costs_its_arrival_and_one_poll(arrival_s):
 @pytest.mark.parametrize("p", [1, 2, 4])
 def test_ps_sync_sends_of_w_wait_for_the_workers_acks(p):
     """w takes m = 2 ms to arrive (past the back-off, so every wait has reached 1 ms): each
-    send holds the server m + poll, a worker starts poll / 2 after its w arrived, so an
-    iteration is step + (P + 1) m + (P - 1) poll + poll / 2 (spinning ranks: step + (P + 1) m,
-    ``test_sim_model``), and the answers to the last pushes P (m + poll)."""
+    send holds the server m + poll, a worker starts poll / 2 after its w arrived, its push
+    takes m, and the server, waiting for the last one, sees it poll / 2 after it arrived and
+    copies it out of libfabric's buffer (n at the host's copy rate, ``take_pushes``), so an
+    iteration is step + (P + 1) m + (P - 1) poll + poll / 2 + poll / 2 + copy (spinning
+    ranks: step + (P + 1) m, ``test_sim_model``), and the answers to the last pushes
+    P (m + poll)."""
     prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
     n, alpha = prof.models[0].grad_bytes, 1e-5
     beta = (2e-3 - alpha) / n
@@ -65,7 +68,8 @@ def test_ps_sync_sends_of_w_wait_for_the_workers_acks(p):
     r = simulate(SchemeConfig("ps_sync", fidelity="message"), p, Workload(model="toy",
                                                                           iterations=3),
                  cluster, polled)
-    per_iteration = step_s + (p + 1) * m + (p - 1) * POLL_S + POLL_S / 2
+    copy_s = n * prof.transports[0].beta_s_per_byte
+    per_iteration = step_s + (p + 1) * m + (p - 1) * POLL_S + POLL_S / 2 + POLL_S / 2 + copy_s
     assert r.time_s == pytest.approx(3 * per_iteration + p * (m + POLL_S), rel=1e-9)
 
 

@@ -244,12 +244,13 @@ def test_shared_nic_is_congested():
 
 def test_ps_incast_time_grows_linearly_with_workers():
     """The server sends w to one worker after the other (P (alpha + n beta)); the workers
-    start as their w arrives, so only the last one's gradient is still on the wire when
-    it is done: (P + 1)(alpha + n beta) per iteration, linear in P (while a step outlasts
-    the sends: the server takes gradients in only after its last send), and after the
-    last iteration the server answers the last pushes: P more sends. At P = 8 the first w
-    opens the connections to workers 3 and 6, which MPI_Init left closed: 4 latencies each
-    (the ranks spin, ``polls.connect_s``)."""
+    start as their w arrives and push it whole (each worker on a host of its own: the
+    pushes cross while the server still sends), so only the last one's gradient is still
+    on the wire when it is done, and the server copies it out of libfabric's buffer (n at
+    the host's copy rate): (P + 1)(alpha + n beta) + copy per iteration, linear in P, and
+    after the last iteration the server answers the last pushes: P more sends. At P = 8
+    the first w opens the connections to workers 3 and 6, which MPI_Init left closed: 4
+    latencies each (the ranks spin, ``polls.connect_s``)."""
     prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
     n = prof.models[0].grad_bytes
     step_s = prof.models[0].step_fit(1).step_s(64)
@@ -258,7 +259,27 @@ def test_ps_incast_time_grows_linearly_with_workers():
                      Cluster(hosts=p + 1, cores_per_host=1, link=LINK), prof)
         per_iteration = (r.time_s - 3 * step_s - p * (ALPHA + n * BETA)
                          - opened * 4 * ALPHA) / 3
-        assert per_iteration == pytest.approx((p + 1) * (ALPHA + n * BETA), rel=1e-6)
+        copy_s = n * prof.transports[0].beta_s_per_byte
+        assert per_iteration == pytest.approx((p + 1) * (ALPHA + n * BETA) + copy_s, rel=1e-6)
+
+
+def test_ps_sync_pushes_cross_while_the_server_still_sends():
+    """A link so slow that a message takes ten steps: the early workers' pushes cross the
+    server's ingress while it still sends w to the later ones (MPICH's ofi netmod hands
+    them to libfabric whole, the tcp provider saves them unexpected), so an iteration is
+    still step + (P + 1) m + copy, where a push held for the server's receive would queue
+    behind the sends."""
+    prof = make_profile(cores=1, update_intercept_s=0.0, update_s_per_param=0.0)
+    n = prof.models[0].grad_bytes
+    step_s = prof.models[0].step_fit(1).step_s(64)
+    beta = 10 * step_s / n
+    m, p = ALPHA + n * beta, 4
+    r = simulate(SchemeConfig("ps_sync", fidelity="message"), p, wl(3),
+                 Cluster(hosts=p + 1, cores_per_host=1,
+                         link=Link(bandwidth_bytes_per_s=1 / beta, latency_s=ALPHA)), prof)
+    per_iteration = (r.time_s - p * m) / 3
+    copy_s = n * prof.transports[0].beta_s_per_byte
+    assert per_iteration == pytest.approx(step_s + (p + 1) * m + copy_s, rel=1e-6)
 
 
 # ------------------------------------------------------------------ fast path vs events

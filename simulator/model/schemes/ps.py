@@ -6,7 +6,14 @@
   receiver), every worker computes its gradient as soon as its w is in and
   pushes it (a gather to the server: an incast on the server's port), the
   server adds the P gradients (``gamma * P * grad_bytes``) and applies one
-  update. It sends w after the last update too (``serve_sync`` answers every
+  update. Where every worker is on another host than the server, a push does not
+  wait for the server's receive (MPICH's ofi netmod hands it to libfabric whole and
+  the tcp provider saves it unexpected, as for ``ps_async`` below): each crosses the
+  server's ingress as soon as it is sent, while the server still sends w to the
+  workers after it, and the server takes the pushes in the order they arrived, one
+  ``Recv`` from ``ANY_SOURCE`` at a time, copying each out of libfabric's buffer and
+  adding it before the next (``take_pushes``). A server that shares its host with
+  workers gathers by rendezvous as before (CMA on one host). It sends w after the last update too (``serve_sync`` answers every
   push; a worker's last step ends with that answer): P (I + 1) messages of w
   over I iterations. Where the ranks wait in sleeping polls (phantom runs,
   ``Transport.poll_s``), each send of w completes only once the server sees
@@ -57,14 +64,19 @@ def start_ps_sync(env, setup: Setup):
     group = plan.worker_ranks + (plan.server_rank,)          # the server gathers: last
     inbox = [simpy.Store(env) for _ in plan.worker_ranks]     # w, as each worker gets it
     since = [0.0] * plan.workers                              # when each began to wait for w
+    routes = setup.comm.routes
+    pushes = None                     # every worker on another host: pushes move whole
+    if routes.link is not None and all(routes.placement[w] != routes.placement[plan.server_rank]
+                                       for w in plan.worker_ranks):
+        pushes = simpy.Store(env)
     for w in setup.workers:
         env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
-                                   inbox[plan.worker_of(w.rank)], since))
+                                   inbox[plan.worker_of(w.rank)], since, pushes))
     env.process(ps_sync_server(env, setup.server, setup.comm, setup.recorder, plan, group,
-                               inbox, since))
+                               inbox, since, pushes))
 
 
-def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since):
+def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since, pushes=None):
     root = len(group) - 1
     for i in range(plan.iterations + 1):
         t0 = since[plan.worker_of(worker.rank)] = env.now
@@ -75,7 +87,33 @@ def ps_sync_worker(env, worker, comm, recorder, plan, group, inbox, since):
             return
         yield from train_step(env, worker, recorder, i)
         yield from host_copy(worker, plan.new_copy_s)       # flat_grads: a new tensor
-        yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
+        if pushes is None:
+            yield from comm.gather(worker.rank, group, plan.param_bytes, root=root)
+            continue
+        t0 = env.now                        # the whole push, the server in its turn or not
+        yield comm.leg(worker.rank, plan.server_rank, plan.param_bytes)
+        pushes.put(worker.rank)
+        recorder.add(worker.rank, "comm", t0, env.now, "push")
+
+
+def take_pushes(env, server, comm, recorder, plan, pushes):
+    """Generator: ``serve_sync``'s receives of the iteration's P pushes where they moved
+    whole (every worker on another host): one ``Recv`` from ``ANY_SOURCE`` after another,
+    each push taken in the order it arrived, copied out of libfabric's saved buffer (the
+    host's copy, ``Routes.shm``) and added to the sum (``acc += grad``) before the next
+    receive. A push that arrives while the server waits in sleeping polls is seen half its
+    interval between polls later (``polls.wake_lag_s``)."""
+    poll_s, n = comm.transport.poll_s, plan.param_bytes
+    copy_s = n * comm.routes.shm.beta_s_per_byte
+    t0 = env.now
+    for _ in plan.worker_ranks:
+        waiting = env.now
+        yield pushes.get()
+        if poll_s > 0 and env.now > waiting:
+            yield env.timeout(polls.wake_lag_s(env.now - waiting, poll_s))
+        yield env.timeout(copy_s)
+        yield comm.reduce(n)
+    recorder.add(server.rank, "comm", t0, env.now, "pushes")
 
 
 def send_w(env, comm, server, dst, n_bytes, inbox, since, unopened=()):
@@ -110,7 +148,7 @@ def send_w(env, comm, server, dst, n_bytes, inbox, since, unopened=()):
     yield env.timeout(t0 + polls.ack_seen_s(env.now - t0, span, poll_s) - env.now)
 
 
-def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
+def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since, pushes=None):
     root = len(group) - 1
     unopened = unopened_peers(comm.routes, server.rank, plan.worker_ranks)
     for i in range(plan.iterations):
@@ -120,10 +158,13 @@ def ps_sync_server(env, server, comm, recorder, plan, group, inbox, since):
             yield from send_w(env, comm, server, w, plan.param_bytes, inbox[k], since[k],
                               unopened)
         recorder.add(server.rank, "comm", t0, env.now, "send w")
-        yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
-        t0 = env.now
-        yield comm.reduce(plan.workers * plan.param_bytes)
-        recorder.add(server.rank, "compute", t0, env.now, "sum")
+        if pushes is not None:
+            yield from take_pushes(env, server, comm, recorder, plan, pushes)
+        else:
+            yield from comm.gather(server.rank, group, plan.param_bytes, root=root)
+            t0 = env.now
+            yield comm.reduce(plan.workers * plan.param_bytes)
+            recorder.add(server.rank, "compute", t0, env.now, "sum")
         version = yield from server.apply(recorder)
         for w in range(plan.workers):                    # the mean of the P pushes, once
             recorder.update(env.now, w, i, version, version)
