@@ -45,9 +45,12 @@ def test_a_late_receive_finds_the_first_bytes_there(n, buffer):
 
 def test_parameter_server_gradients_cross_while_it_still_sends_weights():
     """ps_sync at P = 2, one rank per host: the first worker's gradient crosses the
-    server's inbound link while the server still sends w to the second; with the
-    buffer the step is shorter by about one gradient's time on the link. (After the last
-    step the server answers the last pushes: two more sends of w, once.)"""
+    server's inbound link while the server still sends w to the second, whatever the
+    socket buffer: between hosts a push moves whole (MPICH's ofi netmod hands it to
+    libfabric, whose tcp provider saves it unexpected; ``model.schemes.ps.take_pushes``),
+    so a step is three messages' time on the link and the server's copy of the last push,
+    with no buffer as with one (a rendezvous gather without one would take four). (After
+    the last step the server answers the last pushes: two more sends of w, once.)"""
     n = 4e6
     prof = make_profile(cores=1, layer_param_counts=(int(n / 4),), step_intercept_s=0.0,
                         step_s_per_sample=1e-9)
@@ -57,9 +60,9 @@ def test_parameter_server_gradients_cross_while_it_still_sends_weights():
         cluster = Cluster(hosts=3, cores_per_host=1, link=Link(B, 0.0, buffer))
         return (simulate(SchemeConfig("ps_sync", fidelity="message", engine="des"), 2, work,
                          cluster, prof).time_s - 2 * n / B) / 4
-    without, with_buffer = step_s(0.0), step_s(2 * n)
-    assert without == pytest.approx(4 * n / B, rel=0.01)        # 2 sends, then 2 pushes
-    assert with_buffer == pytest.approx(3 * n / B, rel=0.01)    # push 1 rides along send 2
+    copy_s = n * prof.transports[0].beta_s_per_byte
+    for buffer in (0.0, 2 * n):
+        assert step_s(buffer) == pytest.approx(3 * n / B + copy_s, rel=0.01)
 
 
 def test_sizes_need_a_unit():
