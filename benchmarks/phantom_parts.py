@@ -239,7 +239,7 @@ def by_demand(df: pd.DataFrame, goal_worst: float = 0.12) -> pd.DataFrame:
 
 def markdown_demand(table: pd.DataFrame) -> str:
     """``by_demand``'s table in markdown (errors in percent)."""
-    lines = ["| scheme | CPU the ranks asked | points | median |error| | worst | beyond 12% |",
+    lines = ["| scheme | CPU the ranks asked | points | median | worst | beyond 12% |",
              "|---|---|---:|---:|---:|---:|"]
     for r in table.to_dict("records"):
         lines.append(f"| {r['scheme']} | {r['CPU asked']} | {r['points']} | "

@@ -13,11 +13,12 @@
   workers after it, and the server takes the pushes in the order they arrived, one
   ``Recv`` from ``ANY_SOURCE`` at a time, copying each out of libfabric's buffer and
   adding it before the next (``take_pushes``). A server that shares its host with
-  workers gathers by rendezvous as before (CMA on one host). It sends w after the last update too (``serve_sync`` answers every
-  push; a worker's last step ends with that answer): P (I + 1) messages of w
-  over I iterations. Where the ranks wait in sleeping polls (phantom runs,
-  ``Transport.poll_s``), each send of w completes only once the server sees
-  the worker's ack, after the worker's wake-up (``model.comm.polls``).
+  workers gathers by rendezvous as before (CMA on one host). It sends w after the
+  last update too (``serve_sync`` answers every push; a worker's last step ends
+  with that answer): P (I + 1) messages of w over I iterations. Where the ranks
+  wait in sleeping polls (phantom runs, ``Transport.poll_s``), each send of w
+  completes only once the server sees the worker's ack, after the worker's
+  wake-up (``model.comm.polls``).
 * ``ps_async``: the server applies each push as it arrives (first come, first
   served) and replies with the new w to that worker alone; workers never wait
   for each other. Staleness = updates applied between the worker's read of w
