@@ -63,7 +63,8 @@ class Tracer:
 
         import simpy
         self.env = simpy.Environment()
-        self.routes = types.SimpleNamespace(placement=tuple(placement), link=None)
+        self.routes = types.SimpleNamespace(placement=tuple(placement), link=None,
+                                            crosses=lambda src, dst: False)   # no link
         self.sends: list[tuple[float, int, int, float]] = []
         self.stages: list[tuple[float, float]] = []
         self._arrived: dict = {}

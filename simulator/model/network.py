@@ -84,6 +84,11 @@ class Routes:
         self._in_call[id(ranks)] = (ranks, view)
         return view
 
+    def crosses(self, src: int, dst: int) -> bool:
+        """A message src -> dst goes over the link: the two ranks are on different hosts
+        and the cluster has one."""
+        return self.link is not None and self.placement[src] != self.placement[dst]
+
     def params(self, src: int, dst: int) -> tuple[float, float]:
         """(alpha_s, beta_s_per_byte) of the path src -> dst."""
         if self.placement[src] == self.placement[dst] or self.link is None:

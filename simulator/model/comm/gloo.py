@@ -88,10 +88,9 @@ def message_cpu_s(routes, a: int, b: int, p: int, n_bytes: float) -> float:
     ``handleRemotePendingRecv``). The send of k on rank i is what rank i - 1 waits for
     two iterations on, so every rank's handling of every segment lies on the chain, and
     where P ranks share C cores each iteration's CPU takes P / C of its time."""
-    link = routes.link
-    if link is None or routes.placement[a] == routes.placement[b]:
+    if not routes.crosses(a, b):
         return 0.0
-    return cpu_share(link, p) * link.message_cpu_s(n_bytes)
+    return cpu_share(routes.link, p) * routes.link.message_cpu_s(n_bytes)
 
 
 def cpu_share(link, p: int) -> float:

@@ -67,8 +67,7 @@ def start_ps_sync(env, setup: Setup):
     since = [0.0] * plan.workers                              # when each began to wait for w
     routes = setup.comm.routes
     pushes = None                     # every worker on another host: pushes move whole
-    if routes.link is not None and all(routes.placement[w] != routes.placement[plan.server_rank]
-                                       for w in plan.worker_ranks):
+    if all(routes.crosses(w, plan.server_rank) for w in plan.worker_ranks):
         pushes = simpy.Store(env)
     for w in setup.workers:
         env.process(ps_sync_worker(env, w, setup.comm, setup.recorder, plan, group,
@@ -242,7 +241,7 @@ def first_w(env, server, comm, recorder, plan, loop, idle, first):
 def ps_async_worker(env, worker, comm, recorder, plan, server, loop, idle, first):
     me, n = worker.rank, plan.param_bytes
     routes = comm.routes
-    across = routes.link is not None and routes.placement[me] != routes.placement[server.rank]
+    across = routes.crosses(me, server.rank)
     copy_s = n * routes.shm.beta_s_per_byte          # the server's copy of a push
     poll_s = comm.transport.poll_s                   # sleeping polls: acknowledged answers
     t0 = env.now
