@@ -242,12 +242,13 @@ def result_settings(config: dict[str, Any], workers: int | None,
 def cluster_setting(cluster: dict[str, Any] | None) -> dict[str, Any] | None:
     """What of an emulated cluster (``real.cluster``'s state, plus the sweep's
     ``ranks_per_host``) changes a run: hosts, link rate, shaper queue, host queue, TCP's
-    slow start after idle where it was set, and how ranks are placed; not its names or
-    addresses."""
+    slow start after idle and congestion control where they were set, and how ranks are
+    placed; not its names or addresses."""
     if not cluster:
         return None
     keys = ("bandwidth_bits_per_s", "burst_bytes", "queue_s", "queue_bytes",
-            "host_queue_packets", "tcp_slow_start_after_idle", "ranks_per_host", "hostfile")
+            "host_queue_packets", "tcp_slow_start_after_idle", "tcp_congestion_control",
+            "ranks_per_host", "hostfile")
     out = {k: cluster[k] for k in keys if cluster.get(k) is not None}
     out["hosts"] = len(cluster.get("namespaces") or ())
     return out

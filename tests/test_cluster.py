@@ -68,6 +68,24 @@ def test_bad_bandwidth_is_a_usage_error(capsys):
     assert "lots" in capsys.readouterr().err
 
 
+def test_a_congestion_control_the_kernel_lacks_is_a_usage_error(capsys):
+    assert cluster_main(["up", "--congestion-control", "nosuchcc"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nosuchcc" in err and "cubic" in err
+
+
+def test_namespaces_are_allowed_the_asked_congestion_control_and_nothing_else(tmp_path):
+    (tmp_path / "tcp_available_congestion_control").write_text("reno bbr cubic\n")
+    allowed = tmp_path / "tcp_allowed_congestion_control"
+    allowed.write_text("reno bbr\n")
+    rc.netns.allow_congestion_control("cubic", tmp_path)
+    assert allowed.read_text().split() == ["reno", "bbr", "cubic"]
+    rc.netns.allow_congestion_control("bbr", tmp_path)          # already allowed: unchanged
+    assert allowed.read_text().split() == ["reno", "bbr", "cubic"]
+    with pytest.raises(ValueError, match="vegas"):
+        rc.netns.allow_congestion_control("vegas", tmp_path)
+
+
 def test_mpirun_command_runs_mpiexec_on_host_0_with_the_namespace_launcher():
     c = fake_cluster(3)
     cmd = rc.mpirun_command(c, 4, ["python", "prog.py"], ranks_per_host=2)
@@ -105,6 +123,8 @@ def no_leftovers(request):
 def test_up_builds_hosts_and_down_removes_everything():
     key = ["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"]
     machine_ssai = subprocess.run(key, capture_output=True, text=True).stdout
+    cc = ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]
+    machine_cc = subprocess.run(cc, capture_output=True, text=True).stdout
     with rc.emulated_cluster(3, "100mbit", prefix=PREFIX, slow_start_after_idle=0) as c:
         assert list_namespaces(PREFIX) == [*c.namespaces, c.bridge_namespace]
         assert c.addresses == ("10.77.0.1", "10.77.0.2", "10.77.0.3")
@@ -118,6 +138,11 @@ def test_up_builds_hosts_and_down_removes_everything():
                                text=True).stdout.strip() for ns in c.namespaces} == {"0"}
         assert c.tcp_slow_start_after_idle == 0
         assert subprocess.run(key, capture_output=True, text=True).stdout == machine_ssai
+        # So is the congestion control: CUBIC by default, whatever the machine runs.
+        assert {subprocess.run(["ip", "netns", "exec", ns, *cc], capture_output=True,
+                               text=True).stdout.strip() for ns in c.namespaces} == {"cubic"}
+        assert c.tcp_congestion_control == "cubic"
+        assert subprocess.run(cc, capture_output=True, text=True).stdout == machine_cc
         # Host 2 reaches host 0 through the bridge.
         reach = subprocess.run(rc.netns_command(c, 2, [sys.executable, "-c",
                                "import socket; socket.create_server(('10.77.0.3', 0)); "

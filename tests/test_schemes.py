@@ -128,6 +128,12 @@ def test_parameter_server_staleness_and_update_time(runs):
         assert (it[it["rank"] == 0]["batch_size"] == 0).all()      # the server does not train
     assert set(runs["ps_sync"][0]["extra"]["staleness_histogram"]) == {"0"}
     assert runs["ps_async"][0]["extra"]["staleness_max"] >= 0
+    # ps_async's server says where each turn went, and its rows' communication holds it
+    rec, it = runs["ps_async"]
+    order, server = rec["extra"]["push_order"], it[(it["rank"] == 0) & (it["iteration"] >= 0)]
+    parts = [order[k] for k in ("header_s", "vector_s", "answer_s")]
+    assert all(len(x) == 24 and min(x) >= 0 for x in parts)
+    assert sum(map(sum, parts)) <= server["comm_s"].sum() + 1e-3
 
 
 @pytest.mark.slow

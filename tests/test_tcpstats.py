@@ -45,3 +45,9 @@ def test_one_entry_per_host_with_its_ranks():
     hosts = tcpstats.per_host(ranks)
     assert [(h["host"], h["ranks"], h["timeouts"]) for h in hosts] == [
         ("vm/h0", [0, 2], 2), ("vm/h1", [1], 0)]
+
+
+def test_the_congestion_control_is_read_where_the_kernel_says_it(tmp_path):
+    (tmp_path / "tcp_congestion_control").write_text("cubic\n")
+    assert tcpstats.congestion_control(tmp_path) == "cubic"
+    assert tcpstats.congestion_control(tmp_path / "absent") is None

@@ -8,6 +8,7 @@ import pytest
 
 from contracts import record
 from real.launch import train
+from real.records import tcpstats
 from tests.conftest import mpi, py
 from tests.refusal import refused
 
@@ -60,6 +61,7 @@ def test_psgd_mpirun_two_ranks(tmp_path):
     assert rec["comm"]["bytes_sent_per_rank"][0] == rec["comm"]["bytes_sent_per_rank"][1] > 0
     tcp = rec["comm"]["tcp"]                   # one host: its namespace's counters, once
     assert [h["ranks"] for h in tcp] == [[0, 1]] and tcp[0]["timeouts"] >= 0
+    assert tcp[0]["congestion_control"] == tcpstats.congestion_control()
     assert rec["results"]["data_source"].startswith(str(FASHION))
     assert len(rec["resources"]["cpu_util_percent_per_rank"]) == 2
     starts = rec["timings"]["rank_starts_s"]           # the uneven start, the first rank's 0

@@ -15,7 +15,8 @@ import sys
 from real.cluster import netns
 from real.cluster.check import measure_bandwidth
 from real.cluster.lifecycle import AlreadyUp, Terminated, _sigterm_raises, down, up
-from real.cluster.netns import DEFAULT_HOST_QUEUE_PACKETS, ClusterUnavailable
+from real.cluster.netns import (DEFAULT_CONGESTION_CONTROL, DEFAULT_HOST_QUEUE_PACKETS,
+                                ClusterUnavailable)
 from real.cluster.state import (
     DEFAULT_PREFIX,
     DEFAULT_SUBNET,
@@ -45,6 +46,7 @@ def _print_status(prefix: str) -> int:
              else "the shaper's")
           + ("" if cluster.tcp_slow_start_after_idle is None
              else f", tcp_slow_start_after_idle {cluster.tcp_slow_start_after_idle}")
+          + f", TCP {cluster.tcp_congestion_control or 'as the machine'}"
           + f", bridge {cluster.bridge} in {cluster.bridge_namespace}")
     for i, (ns, addr) in enumerate(zip(cluster.namespaces, cluster.addresses)):
         state = "up" if ns in live else "MISSING"
@@ -124,6 +126,17 @@ def _burst(text: str):
     return value
 
 
+def _congestion_control(text: str) -> str | None:
+    """``--congestion-control``: a name of the kernel's list, or ``host`` (None)."""
+    if text == "host":
+        return None
+    available = netns.available_congestion_controls()
+    if text not in available:
+        raise argparse.ArgumentTypeError(f"{text!r} is not in this kernel; it has "
+                                         f"{', '.join(available)} (or: host)")
+    return text
+
+
 MIN_BURST_BYTES, MAX_BURST_BYTES = 2048, 2**30
 MAX_HOSTS = 254                         # addresses of a /24; a larger --subnet may hold more
 
@@ -157,6 +170,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="every host's net.ipv4.tcp_slow_start_after_idle: 1 restarts a "
                         "connection idle past its retransmission timeout from the initial "
                         "window (RFC 5681 4.1), 0 keeps its window; unset: the kernel's (1)")
+    u.add_argument("--congestion-control", default=DEFAULT_CONGESTION_CONTROL, metavar="NAME",
+                   type=_congestion_control,
+                   help="every host's TCP congestion control, one the kernel has (default: "
+                        "cubic, Linux's own); host: whatever the machine runs")
     u.add_argument("--burst", default="auto", type=_burst,
                    help="token-bucket depth, tc units (64kb); auto: 2 ms of traffic, >= 16kb")
     u.add_argument("--subnet", default=DEFAULT_SUBNET, type=_subnet,
@@ -214,7 +231,7 @@ def run(args) -> int:
             with _sigterm_raises():
                 cluster = up(args.hosts, args.bandwidth, args.burst, args.prefix, args.subnet,
                              *args.queue[:1], args.host_queue, args.queue[1],
-                             args.tcp_slow_start_after_idle)
+                             args.tcp_slow_start_after_idle, args.congestion_control)
             return _print_status(cluster.prefix)
         if args.command == "status":
             return _print_status(args.prefix)

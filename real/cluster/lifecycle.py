@@ -61,12 +61,14 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
        queue_s: float | None = None,
        host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
        queue_bytes: int | None = None,
-       slow_start_after_idle: int | None = None) -> Cluster:
+       slow_start_after_idle: int | None = None,
+       congestion_control: str | None = netns.DEFAULT_CONGESTION_CONTROL) -> Cluster:
     """Build the cluster and write its state file.  Anything half-built is removed
     before an error (or Ctrl-C, or SIGTERM) propagates. Each shaper's queue is
     ``queue_bytes``, or ``queue_s`` of traffic, or (neither given) the switch-like
     ``netns.DEFAULT_QUEUE_BYTES``. ``slow_start_after_idle`` 0 or 1 sets every host's
-    ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default)."""
+    ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default);
+    ``congestion_control`` every host's TCP congestion control (None: the machine's)."""
     netns.require_tools()
     if hosts < 2:
         raise ValueError("a cluster needs at least 2 hosts")
@@ -102,12 +104,13 @@ def up(hosts: int, bandwidth: str | int, burst: str | int | None = None,
         bandwidth_bits_per_s=rate, burst_bytes=burst_bytes,
         hydra_launcher=str(STATE_DIR / f"{prefix}-cluster-hydra-launcher"), queue_s=queue_s,
         host_queue_packets=host_queue_packets, queue_bytes=queue_bytes,
-        tcp_slow_start_after_idle=slow_start_after_idle)
+        tcp_slow_start_after_idle=slow_start_after_idle,
+        tcp_congestion_control=congestion_control)
     with _sigterm_raises():
         try:
             netns.create(prefix, addresses, ipaddress.ip_network(subnet).prefixlen,
                          rate, burst_bytes, queue_s, host_queue_packets, queue_bytes,
-                         slow_start_after_idle)
+                         slow_start_after_idle, congestion_control)
             write_hydra_launcher(cluster)
             write_atomically(state_path(prefix), json.dumps(cluster.to_json(), indent=2) + "\n")
         except BaseException:
@@ -132,13 +135,16 @@ def emulated_cluster(hosts: int, bandwidth: str | int, burst: str | int | None =
                      queue_s: float | None = None,
                      host_queue_packets: int = netns.DEFAULT_HOST_QUEUE_PACKETS,
                      queue_bytes: int | None = None,
-                     slow_start_after_idle: int | None = None) -> Iterator[Cluster]:
+                     slow_start_after_idle: int | None = None,
+                     congestion_control: str | None = netns.DEFAULT_CONGESTION_CONTROL,
+                     ) -> Iterator[Cluster]:
     """``with emulated_cluster(2, "100mbit") as c:`` -- torn down however the block ends
     (exception, Ctrl-C, or SIGTERM when used from the main thread)."""
     with _sigterm_raises():
         cluster = up(hosts, bandwidth, burst, prefix=prefix, subnet=subnet, queue_s=queue_s,
                      host_queue_packets=host_queue_packets, queue_bytes=queue_bytes,
-                     slow_start_after_idle=slow_start_after_idle)
+                     slow_start_after_idle=slow_start_after_idle,
+                     congestion_control=congestion_control)
         try:
             yield cluster
         finally:

@@ -21,7 +21,12 @@ what its TCP sends, where the 5 ms queue drops 4-34% of it at 20-100 Mbit/s
 stream's backlog there at 13-29 kB (docs/cluster.md, "The host's own queue").
 The bridge lives in its own namespace and nothing is attached to the root
 namespace: the machine's own network is never touched and no packet can leave
-the namespaces.
+the namespaces. Every host runs the TCP congestion control asked for
+(``DEFAULT_CONGESTION_CONTROL``, CUBIC, Linux's default) rather than inheriting the
+machine's: a machine set to BBR (as this project's VM is) would otherwise give every
+host BBR, which held a parameter server's answers back while the workers' pushes streamed
+in, where CUBIC did not (docs/cluster.md, "TCP congestion control"). The one machine setting
+touched is the list of algorithms namespaces may choose (``allow_congestion_control``).
 
 Everything this module creates carries the prefix, so ``destroy(prefix)`` can
 find and remove all of it, whatever state a failed bring-up left behind.
@@ -39,6 +44,7 @@ import signal
 import subprocess
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 # The veth end inside every host namespace has this name, so one setting
 # (FI_TCP_IFACE, GLOO_SOCKET_IFNAME) fits every rank.
@@ -57,6 +63,7 @@ DEFAULT_QUEUE_S = 0.005
 # retransmission timeout, where 5 ms dropped 4-34% and stalled gather_scatter,
 # ps_sync and mpi_allreduce (docs/cluster.md, "Switch-like buffers").
 DEFAULT_QUEUE_BYTES = 1 << 20
+DEFAULT_CONGESTION_CONTROL = "cubic"   # Linux's default since 2.6.19
 
 
 class ClusterUnavailable(RuntimeError):
@@ -150,20 +157,47 @@ def _no_ipv6(ns: str) -> None:
                            stdout=null, stderr=null, check=False)
 
 
-def tcp_setting(ns: str, key: str, value: int) -> None:
+def tcp_setting(ns: str, key: str, value: int | str) -> None:
     """One of a host namespace's own TCP settings (``net.ipv4.*`` keys live per namespace
     since Linux 4.15), e.g. ``tcp_slow_start_after_idle``; raises if the kernel refuses."""
     _run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.{key}={value}")
+
+
+IPV4 = Path("/proc/sys/net/ipv4")
+
+
+def available_congestion_controls(ipv4: Path = IPV4) -> list[str]:
+    """The TCP congestion controls this kernel has (built in or loaded)."""
+    return (ipv4 / "tcp_available_congestion_control").read_text().split()
+
+
+def allow_congestion_control(name: str, ipv4: Path = IPV4) -> None:
+    """Let namespaces pick TCP congestion control ``name``: a namespace other than the
+    machine's may only choose from ``tcp_allowed_congestion_control``, a setting of the
+    machine alone, so ``name`` is added to it where missing (the machine's own default,
+    ``tcp_congestion_control``, is left as it is). Raises ValueError for a name the kernel
+    does not have."""
+    available = available_congestion_controls(ipv4)
+    if name not in available:
+        raise ValueError(f"TCP congestion control {name!r} is not in this kernel (it has "
+                         f"{', '.join(available)}); pick one of them, or 'host'")
+    allowed = (ipv4 / "tcp_allowed_congestion_control").read_text().split()
+    if name not in allowed:
+        (ipv4 / "tcp_allowed_congestion_control").write_text(" ".join([*allowed, name]))
 
 
 def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
            bandwidth_bits_per_s: int, burst_bytes: int, queue_s: float = DEFAULT_QUEUE_S,
            host_queue_packets: int = DEFAULT_HOST_QUEUE_PACKETS,
            queue_bytes: int = DEFAULT_QUEUE_BYTES,
-           slow_start_after_idle: int | None = None) -> None:
+           slow_start_after_idle: int | None = None,
+           congestion_control: str | None = None) -> None:
     """Build bridge, hosts, links and shaping; with ``slow_start_after_idle`` 0 or 1, every
-    host's ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default, 1).  On any
-    failure the caller must destroy()."""
+    host's ``net.ipv4.tcp_slow_start_after_idle`` (None: the kernel's default, 1); with
+    ``congestion_control``, every host's TCP congestion control (None: the machine's).  On
+    any failure the caller must destroy()."""
+    if congestion_control is not None:
+        allow_congestion_control(congestion_control)
     br = bridge_namespace(prefix)
     _run("ip", "netns", "add", br)
     _no_ipv6(br)
@@ -177,6 +211,8 @@ def create(prefix: str, addresses: tuple[str, ...], prefixlen: int,
         _run("ip", "-n", ns, "link", "set", "lo", "up")
         if slow_start_after_idle is not None:
             tcp_setting(ns, "tcp_slow_start_after_idle", slow_start_after_idle)
+        if congestion_control is not None:
+            tcp_setting(ns, "tcp_congestion_control", congestion_control)
         # Both ends are born in their namespaces: nothing appears in the root namespace.
         _run("ip", "-n", br, "link", "add", port, "type", "veth",
              "peer", "name", HOST_IFACE, "netns", ns)

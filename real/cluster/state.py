@@ -44,6 +44,9 @@ class Cluster:
                                      # (0: queue_s of traffic)
     tcp_slow_start_after_idle: int | None = None   # every host's net.ipv4 setting, 0 or 1
                                      # (None: left at the kernel's default, 1)
+    tcp_congestion_control: str | None = None      # every host's TCP congestion control
+                                     # (None: the machine's default, as clusters written
+                                     # before 2026-11-28 left it)
 
     @property
     def n_hosts(self) -> int:

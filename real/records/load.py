@@ -178,7 +178,13 @@ class RankMeter:
                 if busy1 is not None and self._busy0 is not None else None,
                 "load_before": self.load_before, "load_max": round(self._load_max, 2),
                 "load_end": [round(x, 2) for x in os.getloadavg()],
-                "tcp": tcpstats.delta(self._tcp0, tcpstats.counters())}
+                "tcp": _tcp(tcpstats.delta(self._tcp0, tcpstats.counters()))}
+
+
+def _tcp(counted: dict | None) -> dict | None:
+    """The TCP counters' changes over the run and the congestion control that ran."""
+    return None if counted is None else {**counted,
+                                         "congestion_control": tcpstats.congestion_control()}
 
 
 def assess(per_rank: list[dict]) -> tuple[bool, dict]:

@@ -9,7 +9,9 @@ best-known case). The kernel counts both per network namespace
 (``/proc/self/net/netstat``: ``TCPTimeouts``, ``TCPLossProbes``;
 ``/proc/self/net/snmp``: ``RetransSegs``, ``OutSegs``), so each rank reads its
 own host's counters at the start and end of training and the record keeps the
-difference per host (``comm.tcp``). Ranks that share a namespace share its
+difference per host (``comm.tcp``), with the congestion control the host's TCP ran
+(``congestion_control``: CUBIC and BBR size their windows differently enough to move a
+run's time; records from before 2026-11-28 do not say). Ranks that share a namespace share its
 counters, and so do all the connections in it: on one host the figures include
 other processes' TCP traffic.
 
@@ -41,6 +43,14 @@ def counters(proc_net: Path = Path("/proc/self/net")) -> dict[str, int] | None:
     named = {**{v: ext[k] for k, v in NETSTAT.items() if k in ext},
              **{v: tcp[k] for k, v in SNMP.items() if k in tcp}}
     return named if len(named) == len(NETSTAT) + len(SNMP) else None
+
+
+def congestion_control(ipv4: Path = Path("/proc/sys/net/ipv4")) -> str | None:
+    """The TCP congestion control new connections of this namespace get, or None."""
+    try:
+        return (ipv4 / "tcp_congestion_control").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def delta(before: dict | None, after: dict | None) -> dict[str, int] | None:

@@ -26,8 +26,10 @@ the per-epoch learning-rate decay behave as in every other scheme.
   workers train on their own 1/P shard at their own pace.  The staleness of
   every applied gradient goes into the record as a histogram, and the order of
   the pushes as ``push_order`` (per update: the worker, the version its gradient
-  was computed on, the training time it was applied at): the measured schedule,
-  which ``simulator.measured_schedule`` turns into a schedule the replay can train on.
+  was computed on, the training time it was applied at, and where the server's
+  turn went: the wait for the push's header, the rest of its receive, the answer's
+  send): the measured schedule, which ``simulator.measured_schedule`` turns into a
+  schedule the replay can train on.
 
 With ``--target-accuracy`` the server scores w at the end of each of its
 epochs; once the target is reached it answers every worker's next push with
@@ -38,6 +40,7 @@ Imports: mpi4py, numpy, torch, real (data, dist, models, step).
 from __future__ import annotations
 
 import statistics
+import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -69,12 +72,15 @@ class Link:
         return header.nbytes + (vec.nbytes if vec is not None else 0)
 
     def recv(self, source: int, vec: np.ndarray) -> tuple[int, int, bool]:
-        """(source, version, done); ``vec`` is filled unless done."""
+        """(source, version, done); ``vec`` is filled unless done. ``header_s``: how long
+        the header took to come (the wait for a push), the rest being the vector's."""
         from mpi4py import MPI
         header, status = np.empty(2, dtype=np.int64), MPI.Status()
+        t0 = time.perf_counter()
         wait(self.world.Irecv(header, source, HEADER), self.timeout_s,
              f"parameter server: receive from {'any worker' if source < 0 else f'rank {source}'}",
              status)
+        self.header_s = time.perf_counter() - t0
         src, done = status.Get_source(), bool(header[1])
         if not done:    # MPI keeps the order of two messages from one sender
             wait(self.world.Irecv(vec, src, VECTOR), self.timeout_s,
@@ -159,13 +165,22 @@ class Server:
         self.version = 0
         self.update_s: list[float] = []
         self.staleness: Counter = Counter()
-        self.pushes: dict[str, list] = {"worker": [], "read": [], "t_s": []}
+        self.pushes: dict[str, list] = {"worker": [], "read": [], "t_s": [], "header_s": [],
+                                        "vector_s": [], "answer_s": []}
 
     def pushed(self, worker: int, read: int, t_s: float) -> None:
         """The push about to be applied (to version ``self.version``): ps_async's order."""
         self.pushes["worker"].append(int(worker))
         self.pushes["read"].append(int(read))
         self.pushes["t_s"].append(round(float(t_s), 6))
+
+    def turn(self, recv_s: float, answer_s: float) -> None:
+        """Where the server's turn of the last push went: the wait for its header
+        (``Link.header_s``), the rest of its receive (the vector), the answer's send."""
+        header_s = min(self.link.header_s, recv_s)
+        for key, s in (("header_s", header_s), ("vector_s", recv_s - header_s),
+                       ("answer_s", answer_s)):
+            self.pushes[key].append(round(float(s), 6))
 
     def apply(self, mean_grad: np.ndarray) -> None:
         t0 = self.ctx.log.now()
@@ -263,7 +278,9 @@ def serve_async(ctx, s: Server) -> list[float]:
         s.curve_point(per_epoch, ctx.cfg.eval_every * ctx.workers)
         stop = (s.version % per_epoch == 0 and ctx.curve is not None
                 and ctx.curve.reached())
+        t3 = log.now()
         sent = s.link.send(src, s.version, None if stop else s.w, done=stop)
+        s.turn(t1 - t0, log.now() - t3)
         done += stop
         epoch = min((s.version - 1) // per_epoch, ctx.cfg.epochs - 1)
         log.add(epoch, s.version - 1, 0, t1, t2, t2 + (t1 - t0) + (log.now() - t2), sent, None)
