@@ -10,17 +10,16 @@ answer w, ``real.schemes.ps``), the time per epoch without warm-up
 (``comm.tcp``).
 
 What it shows: at P = 12 and 1 Gbit/s, eleven pushes of 37 MB stream into the server's
-port while it answers one worker. Under BBR the answer's acks wait in that port's queue
-and the answer takes up to twice its wire time; under CUBIC, Linux's default, it takes
-its wire time (docs/cluster.md, "TCP congestion control"). As root, about 6 minutes:
+port while it answers one worker. Under BBR one answer in six takes 1.3 to 2.3 times its
+wire time; under CUBIC, Linux's default, every answer takes its wire time (docs/cluster.md,
+"TCP congestion control", which of BBR's limits does it is not separated). As root, about
+5 minutes:
 
     python benchmarks/congestion_control.py --out cc/
 """
 from __future__ import annotations
 
-import csv
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,16 +30,11 @@ import cli  # noqa: E402
 from contracts import record  # noqa: E402
 from contracts.checks import ConfigError  # noqa: E402
 from contracts.files import atomic_write_text  # noqa: E402
+from benchmarks.switch_buffers import shell  # noqa: E402
 
 PROG = "python benchmarks/congestion_control.py"
 WORKLOAD = "docs/results/phantom-24/workloads/vgg11.toml"     # under the repository
 LONG = 1.3            # an answer this many times the run's median answer is a slow one
-
-
-def shell(argv: list[str], log) -> int:
-    log.write(f"$ {' '.join(argv)}\n")
-    log.flush()
-    return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
 
 
 def turns(run_dir: Path, cc: str) -> list[dict]:
@@ -135,12 +129,8 @@ def run(args) -> int:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    import io
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["empty"])
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+    import pandas as pd
+    atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
 
 
 def markdown(rows: list[dict]) -> str:
