@@ -18,6 +18,7 @@ import pytest
 from real import cluster as rc
 from real.cluster.__main__ import main as cluster_main
 from real.cluster.netns import HOST_IFACE, list_namespaces
+from real.records.testbed import cpu_seconds
 from tests.cluster_helpers import CAN_BUILD, REPO_ROOT, SENDRECV, needs_root
 
 PREFIX = "psgdtest"
@@ -206,15 +207,28 @@ def test_measured_bandwidth_within_15_percent(bandwidth):
     stream's 0.75 s window read 5% over the rate on a loaded machine: a late first read
     after the warm-up takes in what queued meanwhile at once; a longer window halves that.
     A stream short of the rate on the wire is tried again too: a sender starved of CPU by
-    other work read 10% under it.)"""
+    other work read 10% under it.) Four processes spinning at nice -10 beside the stream
+    leave it at the rate (2026-11-28: 47.1-47.8 Mbit/s of goodput at 50 Mbit/s, no
+    retransmission); time the hypervisor takes from the machine's cores (``steal`` in
+    /proc/stat) stops the shaper's softirq and both ends alike, so a try that lost more
+    than 5% of its cores' time that way is the machine's, not the link's: the test skips
+    when every try was."""
     from real.cluster.check import measure_bandwidth
     asked = rc.parse_bandwidth(bandwidth)
+    cpus = range(os.cpu_count())
+    tries = []
     with rc.emulated_cluster(2, bandwidth, prefix=PREFIX) as c:
-        tries = []
-        while len(tries) < 3 and (not tries or tries[-1].goodput_bits_per_s < 0.85 * asked
-                                   or tries[-1].wire_bits_per_s < 0.95 * asked):
-            tries.append(measure_bandwidth(c, 0, 1, seconds=2.0, port=5201 + len(tries)))
-    m = max(tries, key=lambda t: t.goodput_bits_per_s)
+        while len(tries) < 3 and (not tries or tries[-1][0].goodput_bits_per_s < 0.85 * asked
+                                   or tries[-1][0].wire_bits_per_s < 0.95 * asked):
+            before, t0 = cpu_seconds(cpus)["steal"], time.monotonic()
+            m = measure_bandwidth(c, 0, 1, seconds=2.0, port=5201 + len(tries))
+            stolen = (cpu_seconds(cpus)["steal"] - before) / ((time.monotonic() - t0) * len(cpus))
+            tries.append((m, stolen))
+    kept = [m for m, stolen in tries if stolen <= 0.05]
+    if not kept:
+        pytest.skip("the hypervisor took over 5% of the machine's cores during every try: "
+                    + ", ".join(f"{s:.0%}" for _, s in tries))
+    m = max(kept, key=lambda t: t.goodput_bits_per_s)
     assert m.goodput_bits_per_s == pytest.approx(asked, rel=0.15)
     assert m.wire_bits_per_s == pytest.approx(asked, rel=0.05)
 
