@@ -20,7 +20,6 @@ one or more of them). As root:
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,15 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402
+from benchmarks.switch_buffers import shell  # noqa: E402
 from contracts import record  # noqa: E402
 
 PROG = "python benchmarks/testbed_capacity.py"
-
-
-def shell(argv: list[str], log) -> int:
-    log.write(f"$ {' '.join(argv)}\n")
-    log.flush()
-    return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
 
 
 def verdicts(runs: Path) -> list[dict]:

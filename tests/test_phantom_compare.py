@@ -6,6 +6,7 @@ import hashlib
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from simulator import compare
 from contracts import record
@@ -345,3 +346,30 @@ def test_the_held_in_allreduce_runs_give_gloos_latency_a_ring_step(tmp_path):
     assert held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"]) == pytest.approx(step_s)
     gloo = next(t for t in with_allreduce_step_s(prof, step_s).transports if t.backend == "gloo")
     assert gloo.step_extra_s("allreduce") == pytest.approx(step_s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(step_s=st.floats(0.0, 2e-3),
+       points=st.lists(st.tuples(st.floats(0.5, 100.0), st.floats(1.0, 1e4)), min_size=1,
+                       max_size=6))
+def test_the_relative_fit_recovers_a_latency_every_point_agrees_on(step_s, points):
+    """``relative_fit``: where every held-in point's line meets its measurement at one
+    latency, that latency is the fit, whatever the points' sizes and slopes."""
+    from pipelines.held_in import relative_fit
+    at_0 = [p for p, _ in points]
+    slope = [s for _, s in points]
+    measured = [p + s * step_s for p, s in points]
+    assert relative_fit(measured, at_0, slope) == pytest.approx(step_s, rel=1e-6, abs=1e-12)
+
+
+def test_the_relative_fit_follows_the_point_whose_epoch_the_latency_moves():
+    """A large model's point, its epoch 2% latency, misses by 1.5% in its bytes; a small
+    model's, its epoch half latency, is exact at 500 us. The fit stays near 500 us (the
+    former mean over points: half-way to the large model's 0), and a point that asks
+    for less than none gives 0."""
+    from pipelines.held_in import relative_fit
+    large = (16.27, 16.27 * 1.015, 656.0)           # measured, predicted at 0, s per s
+    small = (2.0, 1.0, 2000.0)                      # exact at 0.5 ms
+    fitted = relative_fit([large[0], small[0]], [large[1], small[1]], [large[2], small[2]])
+    assert 0.45e-3 < fitted < 0.5e-3
+    assert relative_fit([large[0]], [large[1]], [large[2]]) == 0.0
