@@ -15,8 +15,8 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   ``calibrate.fits.fit_comm.run_allreduce_alpha`` measured where the link is, fitted in
   relative error over the held-in points (``relative_fit``): a large model's epoch at the
   calibrated rate is mostly bytes and cannot resolve it (phantom-27, VGG-11 alone at 200
-  Mbit/s: 52 µs, where the CNN's runs give 383-637 µs), so a validation of a large model
-  holds in a small one's runs too (``--workloads cnn,...``).
+  Mbit/s: 52 µs; phantom-28, the same points with the CNN's held in beside them: 413 µs),
+  so a validation of a large model holds in a small one's runs too (``--workloads cnn,...``).
 
 Imports: calibrate.fits.runs, contracts.record, simulator.compare.
 """
