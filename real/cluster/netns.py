@@ -171,16 +171,22 @@ def available_congestion_controls(ipv4: Path = IPV4) -> list[str]:
     return (ipv4 / "tcp_available_congestion_control").read_text().split()
 
 
+def known_congestion_control(name: str, ipv4: Path = IPV4) -> str:
+    """``name``, or ValueError (one line naming those there are) where the kernel lacks it."""
+    available = available_congestion_controls(ipv4)
+    if name not in available:
+        raise ValueError(f"TCP congestion control {name!r} is not in this kernel (it has "
+                         f"{', '.join(available)}); pick one of them, or 'host'")
+    return name
+
+
 def allow_congestion_control(name: str, ipv4: Path = IPV4) -> None:
     """Let namespaces pick TCP congestion control ``name``: a namespace other than the
     machine's may only choose from ``tcp_allowed_congestion_control``, a setting of the
     machine alone, so ``name`` is added to it where missing (the machine's own default,
     ``tcp_congestion_control``, is left as it is). Raises ValueError for a name the kernel
-    does not have."""
-    available = available_congestion_controls(ipv4)
-    if name not in available:
-        raise ValueError(f"TCP congestion control {name!r} is not in this kernel (it has "
-                         f"{', '.join(available)}); pick one of them, or 'host'")
+    does not have (``known_congestion_control``)."""
+    known_congestion_control(name, ipv4)
     allowed = (ipv4 / "tcp_allowed_congestion_control").read_text().split()
     if name not in allowed:
         (ipv4 / "tcp_allowed_congestion_control").write_text(" ".join([*allowed, name]))
