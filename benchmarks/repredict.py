@@ -164,7 +164,7 @@ def repredict_phantom(folder: Path, server_rows: list[dict] = (), copy_rows: lis
         raise ValueError(str(e)) from None
     if df is None:
         raise ValueError(why)
-    note = df.attrs.get("allreduce_step", "")
+    note = df.attrs.get("held_in_steps", "")
     df["held_out_any"] = df["held_out_p"] | df["unseen_rate"]
     key = ["scheme", "workers", "model", "bandwidth_bits_per_s"]
     m = df.merge(shipped[key + ["predicted_s"]], on=key, how="left", suffixes=("", "_shipped"))

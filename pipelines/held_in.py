@@ -6,7 +6,7 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
 
 * ``held_in_loop_s``: the training loop's Python a step (``Profile.loop_s_per_step``), for
   a profile without it;
-* ``held_in_allreduce_step_s``: gloo's allreduce latency a ring step beyond its ping-pong
+* ``held_in_step_s``: gloo's allreduce latency a ring step beyond its ping-pong
   (``Transport.collective_alpha_s["allreduce"]``), from the held-in per-tensor
   ``allreduce`` runs. The one-host probe times it in a tight loop of calls on one host,
   and over the phantom validations' profiles it came out anywhere from 54 to 711 µs a step,
@@ -17,6 +17,11 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   calibrated rate is mostly bytes and cannot resolve it (phantom-27, VGG-11 alone at 200
   Mbit/s: 52 µs; phantom-28, the same points with the CNN's held in beside them: 413 µs),
   so a validation of a large model holds in a small one's runs too (``--workloads cnn,...``).
+  The same fit over the held-in ``gather_scatter`` runs gives gloo's ``gather`` and
+  ``scatter`` their latency a call (``HELD_IN_STEPS``): the probe's 1-405 µs left that
+  scheme too fast at every point, its held-in ones too; the CNN's runs give 797-972 µs
+  (phantom-14, -15, -26, -28). A point the latency barely moves takes no part
+  (``RESOLVING_SHARE``).
 
 Imports: calibrate.fits.runs, contracts.record, simulator.compare.
 """
@@ -26,6 +31,12 @@ from dataclasses import replace
 from pathlib import Path
 
 STEP_PROBE_S = 1e-3       # the second latency a step the model prices the runs at
+# a held-in point takes part in the fit where STEP_PROBE_S a step moves its epoch by at
+# least this share: below, the latency is inside the runs' own spread (their repeats
+# agree within 1-4%) and the fit would take up the bytes' error instead (VGG-11's
+# gather_scatter at 200 Mbit/s, 24 calls in a 29 s epoch: 0.1%, and a fit of 28-34 ms a
+# step; the CNN's 6%, VGG-11's per-tensor allreduce 4%)
+RESOLVING_SHARE = 0.01
 
 
 def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
@@ -51,47 +62,73 @@ def held_in_loop_s(runs: Path, link, calibrate_workers: int) -> float:
     return loop_per_step_s(tuple(samples))
 
 
-def with_allreduce_step_s(profile, step_s: float):
-    """``profile`` with gloo's allreduce latency a ring step ``step_s`` beyond its
-    ping-pong's alpha (``Transport.step_extra_s``)."""
+# gloo's collectives whose latency a step a scheme's held-in runs fit, by scheme: each
+# scheme calls its own and no other's (ddp's buckets are allreduces: they take the
+# allreduce runs' figure; its one broadcast keeps the probe's)
+HELD_IN_STEPS = {"allreduce": ("allreduce",), "gather_scatter": ("gather", "scatter")}
+
+
+def with_step_s(profile, step_s: float, ops=HELD_IN_STEPS["allreduce"]):
+    """``profile`` with gloo's latency a step of each collective of ``ops`` ``step_s``
+    beyond its ping-pong's alpha (``Transport.step_extra_s``)."""
     transports = tuple(
-        replace(t, collective_alpha_s={**t.collective_alpha_s, "allreduce": t.alpha_s + step_s})
+        replace(t, collective_alpha_s={**t.collective_alpha_s,
+                                       **{op: t.alpha_s + step_s for op in ops}})
         if t.backend == "gloo" else t for t in profile.transports)
     return replace(profile, transports=transports)
 
 
-def held_in_allreduce_step_s(runs: Path, profile, link, calibrate_workers: int,
-                             workloads=()) -> float | None:
-    """gloo's allreduce latency a ring step beyond its ping-pong's alpha, from the held-in
-    per-tensor ``allreduce`` runs where each rank has a core of the machine's (P up to
-    ``calibrate_workers`` and ``profile.cores``, at the link's calibrated rate: the model
-    adds the ranks' sharing of cores itself, ``comm.gloo.cpu_share``), all else priced as
-    calibrated (``profile``, ``link``). The model waits that latency once a ring step of
-    every call and spends no CPU on it (``Comm._extra_s``), so each point's epoch is a line
-    in it: two predictions, at 0 and ``STEP_PROBE_S``, give its slope. The latency is the
-    least-squares fit of those lines to the measured epochs in relative terms (the error
-    the validation judges), at least 0: ``relative_fit``. A point's weight is the share of
-    its epoch the latency moves, so a small model's runs, whose epoch is mostly ring
-    steps, decide it, and a large model's at a low rate (2% of VGG-11's epoch at 200
-    Mbit/s and 500 us a step, inside the bytes' own error) barely move it. None where no
-    such run was held in (the profile's one-host probe then stands)."""
+def held_in_step_s(runs: Path, profile, link, calibrate_workers: int, workloads=(),
+                   scheme: str = "allreduce") -> float | None:
+    """gloo's latency a step of ``scheme``'s collectives (``HELD_IN_STEPS``) beyond its
+    ping-pong's alpha, from the held-in runs of ``scheme`` where each rank has a core of
+    the machine's (P up to ``calibrate_workers`` and ``profile.cores``, at the link's
+    calibrated rate: the model adds the ranks' sharing of cores itself,
+    ``comm.gloo.cpu_share``), all else priced as calibrated (``profile``, ``link``). The
+    model waits that latency once a step of every call and spends no CPU on it
+    (``Comm._extra_s``), so each point's epoch is a line in it: two predictions, at 0 and
+    ``STEP_PROBE_S``, give its slope. The latency is the least-squares fit of those lines
+    to the measured epochs in relative terms (the error the validation judges), at least
+    0: ``relative_fit``. A point's weight is the share of its epoch the latency moves, so
+    a small model's runs, whose epoch is mostly steps, decide it, and a large model's at
+    a low rate (2% of VGG-11's epoch at 200 Mbit/s and 500 us a step, inside the bytes'
+    own error) barely move it; a point where it moves less than ``RESOLVING_SHARE`` takes
+    no part. None where no such run was held in (the profile's one-host probe then
+    stands)."""
     from simulator.compare import compare
+    ops = HELD_IN_STEPS[scheme]
 
     def held_in(key) -> bool:
-        scheme, workers, _workload, bits_per_s, _hosts = key
-        return (scheme.name == "allreduce" and workers <= min(calibrate_workers, profile.cores)
+        kind, workers, _workload, bits_per_s, _hosts = key
+        return (kind.name == scheme and workers <= min(calibrate_workers, profile.cores)
                 and bits_per_s is not None and abs(bits_per_s - link.shaped_bits_per_s) < 1)
     epochs = []
     for step_s in (0.0, STEP_PROBE_S):
-        df = compare(runs, with_allreduce_step_s(profile, step_s), link=link,
+        df = compare(runs, with_step_s(profile, step_s, ops), link=link,
                      workloads=list(workloads), keep=("phantom",), only=held_in)
         if df.empty:
             return None
         epochs.append(df.set_index(["model", "workers"]).sort_index())
     at_0, at_probe = epochs
     per_step_s = (at_probe["predicted_s"] - at_0["predicted_s"]) / STEP_PROBE_S
+    resolving = (per_step_s * STEP_PROBE_S / at_0["measured_s"]) >= RESOLVING_SHARE
+    if not resolving.any():
+        return None
+    at_0, per_step_s = at_0[resolving], per_step_s[resolving]
     return relative_fit(at_0["measured_s"].to_numpy(float), at_0["predicted_s"].to_numpy(float),
                         per_step_s.to_numpy(float))
+
+
+def with_held_in_steps(runs: Path, profile, link, calibrate_workers: int, workloads=()):
+    """(``profile`` with every latency a step the held-in runs fit, ``HELD_IN_STEPS``; one
+    line per scheme on where its latency came from, ``step_note``)."""
+    fitted = {scheme: held_in_step_s(runs, profile, link, calibrate_workers, workloads, scheme)
+              for scheme in HELD_IN_STEPS}
+    notes = [step_note(scheme, step_s, profile) for scheme, step_s in fitted.items()]
+    for scheme, step_s in fitted.items():
+        if step_s is not None:
+            profile = with_step_s(profile, step_s, HELD_IN_STEPS[scheme])
+    return profile, notes
 
 
 def relative_fit(measured_s, predicted_at_0_s, per_step_s) -> float:
@@ -106,12 +143,17 @@ def relative_fit(measured_s, predicted_at_0_s, per_step_s) -> float:
     return max(0.0, float(np.sum(lever * miss)) / denominator) if denominator > 0 else 0.0
 
 
-def step_note(step_s: float | None, profile) -> str:
-    """One line on where gloo's allreduce latency a ring step came from, for a table."""
+def step_note(scheme: str, step_s: float | None, profile) -> str:
+    """One line on where gloo's latency a step of ``scheme``'s collectives came from, for a
+    table."""
+    ops = HELD_IN_STEPS[scheme]
     gloo = next((t for t in profile.transports if t.backend == "gloo"), None)
-    probe = "" if gloo is None else f"{gloo.step_extra_s('allreduce') * 1e6:.0f} µs"
+    probe = "" if gloo is None else " / ".join(f"{gloo.step_extra_s(op) * 1e6:.0f} µs"
+                                               for op in ops)
+    what = ("gloo's allreduce latency a ring step" if ops == ("allreduce",)
+            else f"gloo's {' and '.join(ops)} latency a call")
     if step_s is None:
-        return (f"gloo's allreduce latency a ring step: the profile's one-host probe, {probe} "
-                "(no allreduce run held in)")
-    return (f"gloo's allreduce latency a ring step: {step_s * 1e6:.0f} µs from the held-in "
-            f"allreduce runs (the profile's one-host probe: {probe})")
+        return (f"{what}: the profile's one-host probe, {probe} (no held-in {scheme} run "
+                "resolves it)")
+    return (f"{what}: {step_s * 1e6:.0f} µs from the held-in {scheme} runs (the profile's "
+            f"one-host probe: {probe})")

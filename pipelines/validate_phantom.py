@@ -37,7 +37,7 @@ and the libraries, which is what this validates:
    and waiting, measured beside predicted); the table ends with the held-out errors again
    with each of the link's mechanisms taken out (the calibration's per-message CPU,
    socket buffer, ACK share, payload share; the shapers' token buckets; the loop's
-   Python; the allreduce runs' latency): what each one moves on these records.
+   Python; the held-in runs' latencies a step): what each one moves on these records.
 
 The campaign is long: ``--budget MIN`` stops it between two sweeps once MIN minutes have
 passed (the cluster torn down, exit 0); the same command again resumes where it stopped
@@ -66,8 +66,7 @@ from pathlib import Path
 import cli
 from contracts.files import atomic_write_text
 from pipelines import validate_cluster as vc
-from pipelines.held_in import (held_in_allreduce_step_s, held_in_loop_s, step_note,
-                               with_allreduce_step_s)
+from pipelines.held_in import held_in_loop_s, with_held_in_steps
 
 # python -m simulator.validate_phantom where that old path handed over (the program typed)
 PROG = cli.program("python -m pipelines.validate_phantom")
@@ -423,9 +422,10 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
     ``WITHOUT``), with the held-out flags; the profile's models without a server update take
     ``server_rows``' (a server probe's ``server_update.csv``), a profile without the training
     loop's Python a step takes the held-in records' (``held_in_loop_s``; ``without`` LOOP:
-    none, what it moves), gloo's allreduce latency a ring step is the held-in allreduce
-    runs' where there are any (``held_in_allreduce_step_s``; ``without`` STEP: the
-    profile's one-host probe), a profile without the host's copies takes ``copy_rows``' (a copy
+    none, what it moves), gloo's latency a step of allreduce, gather and scatter is the
+    held-in allreduce and gather_scatter runs' where there are any
+    (``pipelines.held_in.with_held_in_steps``; ``without`` STEP: the profile's one-host
+    probe), a profile without the host's copies takes ``copy_rows``' (a copy
     probe's rows, ``calibrate.copy_probe``), or else ``OUT/copies.csv``'s where the
     validation made one; ``link_values`` replace the calibrated link's fields of those names
     (``benchmarks.repredict --cpu-per-message``); without ``server_rows``, those
@@ -452,11 +452,9 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
             prof = replace(prof, loop_s_per_step=held_in_loop_s(runs or out / "runs", link,
                                                                 calibrate_workers))
         link = replace(link, **(link_values or {}))
-        step_s = held_in_allreduce_step_s(runs or out / "runs", prof, link, calibrate_workers,
-                                          [out / "workloads"])
-        note = step_note(step_s, prof)
-        if step_s is not None and without != STEP:
-            prof = with_allreduce_step_s(prof, step_s)
+        fitted, notes = with_held_in_steps(runs or out / "runs", prof, link,
+                                           calibrate_workers, [out / "workloads"])
+        prof = prof if without == STEP else fitted
         if without in WITHOUT:
             link = replace(link, **WITHOUT[without])
         skipped: list = []
@@ -470,7 +468,7 @@ def compared(out: Path, profile_path: Path, calibrate_workers: int, without: str
         return None, f"no completed phantom run records under {runs or out / 'runs'}"
     df["held_out"] = df["workers"] > calibrate_workers
     df = with_flags(df, link.shaped_bits_per_s)
-    df.attrs["allreduce_step"] = note
+    df.attrs["held_in_steps"] = "\n".join(notes)
     return df, link
 
 
@@ -483,7 +481,8 @@ WITHOUT = {"per-message CPU": {"cpu_s_per_message": 0.0, "cpu_s_per_byte": 0.0},
            "payload share": {"payload_efficiency": 1.0}}
 BUCKETS = "token buckets"     # the shapers' bursts (the records' burst_bytes), taken out too
 LOOP = "loop's Python"        # the held-in records' loop outside the rows, taken out too
-STEP = "allreduce runs' latency"   # the held-in allreduce runs' latency a ring step, likewise
+STEP = "held-in runs' latency"   # the held-in runs' latencies a step (allreduce's, gather's
+                                  # and scatter's), likewise
 MECHANISMS = (*WITHOUT, BUCKETS, LOOP, STEP)
 
 
@@ -564,7 +563,7 @@ def _report(out: Path, profile_path: Path, calibrate_workers: int, server_rows: 
     parts = [f"Link: OUT/link.toml (latency {link.latency_s * 1e6:.1f} us, payload "
              f"{link.payload_efficiency:.3f} of the shaped rate, measured at "
              f"{link.shaped_bits_per_s / 1e6:g} Mbit/s); held out: P > {calibrate_workers} "
-             "or another rate", "", df.attrs["allreduce_step"], "", markdown_errors(errors), ""]
+             "or another rate", "", df.attrs["held_in_steps"], "", markdown_errors(errors), ""]
     unprobed = unprobed_servers(out, profile_path, server_rows, df)
     if unprobed:
         note = (f"The profile measured no server update of {', '.join(unprobed)}: the "

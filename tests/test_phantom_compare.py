@@ -142,7 +142,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     rows = {int(r.split("|")[2]): r for r in table.splitlines() if r.startswith("| psgd |")}
     assert rows[2].rstrip().endswith("| - |") and rows[4].rstrip().endswith("| P |")
     assert "| without per-message CPU |" in table and "| without loop's Python |" in table
-    assert "| without allreduce runs' latency |" in table
+    assert "| without held-in runs' latency |" in table
     assert (out / "errors.csv").exists() and (out / "breakdown-tiny-phantom-"
                                              f"{hashlib.sha256(f.read_bytes()).hexdigest()[:8]}"
                                              "-x10.png").exists()
@@ -315,37 +315,80 @@ def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypat
     assert (out / "link" / "link_pingpong.csv").is_file() and (out / "link.toml").is_file()
 
 
-def test_the_held_in_allreduce_runs_give_gloos_latency_a_ring_step(tmp_path):
-    """``pipelines.held_in.held_in_allreduce_step_s``: the latency a ring step at which the
-    model's epoch of the held-in allreduce run (P = 2 at the calibrated 100 Mbit/s) is its
-    measured one; a run held out by P or by its rate, or another scheme, takes no part;
-    without such a run, None (the profile's probe stands)."""
+def _held_in_setup(tmp_path):
+    """(runs folder, profile, link, workloads) for the held-in fits: the tiny workload and
+    cluster-1's link (calibrated at 100 Mbit/s)."""
     import shutil
     from pathlib import Path
 
     from contracts.cluster import load_link_calibration
-    from pipelines.held_in import held_in_allreduce_step_s, with_allreduce_step_s
     (tmp_path / "workloads").mkdir()
-    f = tmp_path / "workloads" / "w.toml"
-    f.write_text(WORKLOAD)
+    (tmp_path / "workloads" / "w.toml").write_text(WORKLOAD)
     docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
     shutil.copy(docs, tmp_path / "link.toml")
-    link = load_link_calibration(tmp_path / "link.toml")
-    prof = make_profile(cores=2, model="cnn")
-    runs = tmp_path / "runs"
+    return (tmp_path / "runs", make_profile(cores=2, model="cnn"),
+            load_link_calibration(tmp_path / "link.toml"), [tmp_path / "workloads"])
+
+
+def test_the_held_in_allreduce_runs_give_gloos_latency_a_ring_step(tmp_path):
+    """``pipelines.held_in.held_in_step_s``: the latency a ring step at which the
+    model's epoch of the held-in allreduce run (P = 2 at the calibrated 100 Mbit/s) is its
+    measured one; a run held out by P or by its rate, or another scheme, takes no part;
+    without such a run, None (the profile's probe stands)."""
+    from pipelines.held_in import held_in_step_s, with_step_s
+    runs, prof, link, workloads = _held_in_setup(tmp_path)
+    f = workloads[0] / "w.toml"
     phantom_record(runs / "a", f, p=2, algorithm="psgd")
-    assert held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"]) is None
+    assert held_in_step_s(runs, prof, link, 2, workloads) is None
     phantom_record(runs / "b", f, p=2, algorithm="allreduce", wall_s=1.5)
-    step_s = held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"])
+    step_s = held_in_step_s(runs, prof, link, 2, workloads)
     assert step_s > 0
-    fitted = compare.compare(runs / "b", with_allreduce_step_s(prof, step_s), link=link,
-                             workloads=[tmp_path / "workloads"], keep=("phantom",))
+    fitted = compare.compare(runs / "b", with_step_s(prof, step_s), link=link,
+                             workloads=workloads, keep=("phantom",))
     assert fitted.iloc[0]["predicted_s"] == pytest.approx(fitted.iloc[0]["measured_s"], rel=1e-6)
     phantom_record(runs / "c", f, p=4, algorithm="allreduce", wall_s=9.0)     # held out: P
     phantom_record(runs / "d", f, p=2, algorithm="allreduce", wall_s=9.0, bits_per_s=1e9)
-    assert held_in_allreduce_step_s(runs, prof, link, 2, [tmp_path / "workloads"]) == pytest.approx(step_s)
-    gloo = next(t for t in with_allreduce_step_s(prof, step_s).transports if t.backend == "gloo")
+    assert held_in_step_s(runs, prof, link, 2, workloads) == pytest.approx(step_s)
+    gloo = next(t for t in with_step_s(prof, step_s).transports if t.backend == "gloo")
     assert gloo.step_extra_s("allreduce") == pytest.approx(step_s)
+
+
+def test_the_held_in_gather_scatter_runs_give_gathers_and_scatters_latency(tmp_path):
+    """The held-in gather_scatter run fits gloo's gather and scatter latency a step, which
+    then prices that run at its measured epoch; it moves no allreduce, and an allreduce
+    run moves neither of them (``with_held_in_steps``: each scheme's own collectives)."""
+    from pipelines.held_in import held_in_step_s, with_held_in_steps
+    runs, prof, link, workloads = _held_in_setup(tmp_path)
+    f = workloads[0] / "w.toml"
+    phantom_record(runs / "g", f, p=2, algorithm="gather_scatter", wall_s=1.5)
+    assert held_in_step_s(runs, prof, link, 2, workloads) is None
+    step_s = held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter")
+    assert step_s > 0
+    fitted, notes = with_held_in_steps(runs, prof, link, 2, workloads)
+    gloo = next(t for t in fitted.transports if t.backend == "gloo")
+    before = next(t for t in prof.transports if t.backend == "gloo")
+    assert gloo.step_extra_s("gather") == gloo.step_extra_s("scatter") == pytest.approx(step_s)
+    assert gloo.step_extra_s("allreduce") == before.step_extra_s("allreduce")
+    assert "no held-in allreduce run resolves it" in notes[0]
+    assert f"{step_s * 1e6:.0f} µs from the held-in gather_scatter runs" in notes[1]
+    again = compare.compare(runs / "g", fitted, link=link, workloads=workloads,
+                            keep=("phantom",))
+    assert again.iloc[0]["predicted_s"] == pytest.approx(again.iloc[0]["measured_s"], rel=1e-6)
+    phantom_record(runs / "a", f, p=2, algorithm="allreduce", wall_s=1.5)
+    assert held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter") == pytest.approx(step_s)
+
+
+def test_a_held_in_run_the_latency_barely_moves_fits_nothing(tmp_path):
+    """A held-in run whose epoch 1 ms a step moves by under ``RESOLVING_SHARE`` (two calls
+    a step in an epoch of hours) takes no part: no fit, the probe stands, where its own
+    miss would otherwise be read as a latency of seconds a step."""
+    from pipelines.held_in import RESOLVING_SHARE, held_in_step_s
+    runs, prof, link, workloads = _held_in_setup(tmp_path)
+    f = workloads[0] / "w.toml"
+    phantom_record(runs / "g", f, p=2, algorithm="gather_scatter", wall_s=2.4 / RESOLVING_SHARE)
+    assert held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter") is None
+    phantom_record(tmp_path / "short" / "g", f, p=2, algorithm="gather_scatter", wall_s=1.5)
+    assert held_in_step_s(tmp_path / "short", prof, link, 2, workloads, "gather_scatter") > 0
 
 
 @settings(max_examples=60, deadline=None)
