@@ -93,8 +93,8 @@ def held_in_step_s(runs: Path, profile, link, calibrate_workers: int, workloads=
     a small model's runs, whose epoch is mostly steps, decide it, and a large model's at
     a low rate (2% of VGG-11's epoch at 200 Mbit/s and 500 us a step, inside the bytes'
     own error) barely move it; a point where it moves less than ``RESOLVING_SHARE`` takes
-    no part. None where no such run was held in (the profile's one-host probe then
-    stands)."""
+    no part. None where no such run was held in or none resolves it (the profile's
+    one-host probe then stands)."""
     from simulator.compare import compare
     ops = HELD_IN_STEPS[scheme]
 
