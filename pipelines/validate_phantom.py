@@ -30,8 +30,9 @@ and the libraries, which is what this validates:
 4. **compare**: every record predicted on its own cluster (its shaped rate, the
    calibrated link, one host per rank with cores of its own, the compute the workload
    at its scale; the training loop's Python a step, from the held-in records where the
-   profile has none, and gloo's allreduce latency a ring step, from the held-in allreduce
-   runs where there are any: ``pipelines.held_in``), held out: P above ``--calibrate-workers`` or a
+   profile has none, and gloo's allreduce latency a ring step and its gather and scatter
+   latency a call, from the held-in allreduce and gather_scatter runs where they resolve
+   them: ``pipelines.held_in``), held out: P above ``--calibrate-workers`` or a
    rate other than ``--calibrate-at``: ``OUT/compare.csv``, ``OUT/errors.csv``, ``OUT/table.md`` and per
    workload ``OUT/compare-NAME.png`` and ``OUT/breakdown-NAME.png`` (compute, communication
    and waiting, measured beside predicted); the table ends with the held-out errors again
