@@ -6,7 +6,7 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
 
 * ``held_in_loop_s``: the training loop's Python a step (``Profile.loop_s_per_step``), for
   a profile without it;
-* ``held_in_step_s``: gloo's allreduce latency a ring step beyond its ping-pong
+* ``held_in_steps``: gloo's allreduce latency a ring step beyond its ping-pong
   (``Transport.collective_alpha_s["allreduce"]``), from the held-in per-tensor
   ``allreduce`` runs. The one-host probe times it in a tight loop of calls on one host,
   and over the phantom validations' profiles it came out anywhere from 54 to 711 µs a step,
@@ -78,52 +78,61 @@ def with_step_s(profile, step_s: float, ops=HELD_IN_STEPS["allreduce"]):
     return replace(profile, transports=transports)
 
 
-def held_in_step_s(runs: Path, profile, link, calibrate_workers: int, workloads=(),
-                   scheme: str = "allreduce") -> float | None:
-    """gloo's latency a step of ``scheme``'s collectives (``HELD_IN_STEPS``) beyond its
-    ping-pong's alpha, from the held-in runs of ``scheme`` where each rank has a core of
+def held_in_steps(runs: Path, profile, link, calibrate_workers: int,
+                  workloads=()) -> dict[str, float | None]:
+    """gloo's latency a step of each scheme's collectives (``HELD_IN_STEPS``) beyond its
+    ping-pong's alpha, from the held-in runs of that scheme where each rank has a core of
     the machine's (P up to ``calibrate_workers`` and ``profile.cores``, at the link's
     calibrated rate: the model adds the ranks' sharing of cores itself,
     ``comm.gloo.cpu_share``), all else priced as calibrated (``profile``, ``link``). The
     model waits that latency once a step of every call and spends no CPU on it
     (``Comm._extra_s``), so each point's epoch is a line in it: two predictions, at 0 and
-    ``STEP_PROBE_S``, give its slope. The latency is the least-squares fit of those lines
+    ``STEP_PROBE_S``, give its slope (one pair for every scheme: no scheme calls
+    another's collectives). The latency is the least-squares fit of those lines
     to the measured epochs in relative terms (the error the validation judges), at least
     0: ``relative_fit``. A point's weight is the share of its epoch the latency moves, so
     a small model's runs, whose epoch is mostly steps, decide it, and a large model's at
     a low rate (2% of VGG-11's epoch at 200 Mbit/s and 500 us a step, inside the bytes'
     own error) barely move it; a point where it moves less than ``RESOLVING_SHARE`` takes
-    no part. None where no such run was held in or none resolves it (the profile's
-    one-host probe then stands)."""
+    no part. None for a scheme where no such run was held in or none resolves it (the
+    profile's one-host probe then stands)."""
     from simulator.compare import compare
-    ops = HELD_IN_STEPS[scheme]
+    every_op = tuple(op for ops in HELD_IN_STEPS.values() for op in ops)
 
     def held_in(key) -> bool:
         kind, workers, _workload, bits_per_s, _hosts = key
-        return (kind.name == scheme and workers <= min(calibrate_workers, profile.cores)
+        return (kind.name in HELD_IN_STEPS and workers <= min(calibrate_workers, profile.cores)
                 and bits_per_s is not None and abs(bits_per_s - link.shaped_bits_per_s) < 1)
     epochs = []
     for step_s in (0.0, STEP_PROBE_S):
-        df = compare(runs, with_step_s(profile, step_s, ops), link=link,
+        df = compare(runs, with_step_s(profile, step_s, every_op), link=link,
                      workloads=list(workloads), keep=("phantom",), only=held_in)
         if df.empty:
-            return None
-        epochs.append(df.set_index(["model", "workers"]).sort_index())
+            return dict.fromkeys(HELD_IN_STEPS)
+        epochs.append(df.set_index(["scheme", "model", "workers"]).sort_index())
     at_0, at_probe = epochs
     per_step_s = (at_probe["predicted_s"] - at_0["predicted_s"]) / STEP_PROBE_S
     resolving = (per_step_s * STEP_PROBE_S / at_0["measured_s"]) >= RESOLVING_SHARE
-    if not resolving.any():
-        return None
-    at_0, per_step_s = at_0[resolving], per_step_s[resolving]
-    return relative_fit(at_0["measured_s"].to_numpy(float), at_0["predicted_s"].to_numpy(float),
-                        per_step_s.to_numpy(float))
+    schemes = at_0.index.get_level_values("scheme")
+    fitted = {}
+    for scheme in HELD_IN_STEPS:
+        use = resolving & (schemes == scheme)
+        fitted[scheme] = (relative_fit(at_0.loc[use, "measured_s"].to_numpy(float),
+                                       at_0.loc[use, "predicted_s"].to_numpy(float),
+                                       per_step_s[use].to_numpy(float)) if use.any() else None)
+    return fitted
+
+
+def held_in_step_s(runs: Path, profile, link, calibrate_workers: int, workloads=(),
+                   scheme: str = "allreduce") -> float | None:
+    """``held_in_steps``' latency of ``scheme``'s collectives."""
+    return held_in_steps(runs, profile, link, calibrate_workers, workloads)[scheme]
 
 
 def with_held_in_steps(runs: Path, profile, link, calibrate_workers: int, workloads=()):
     """(``profile`` with every latency a step the held-in runs fit, ``HELD_IN_STEPS``; one
     line per scheme on where its latency came from, ``step_note``)."""
-    fitted = {scheme: held_in_step_s(runs, profile, link, calibrate_workers, workloads, scheme)
-              for scheme in HELD_IN_STEPS}
+    fitted = held_in_steps(runs, profile, link, calibrate_workers, workloads)
     notes = [step_note(scheme, step_s, profile) for scheme, step_s in fitted.items()]
     for scheme, step_s in fitted.items():
         if step_s is not None:
