@@ -10,7 +10,10 @@ and the libraries, which is what this validates:
 
 1. **workloads**: each of ``--workloads`` is a workload file (``FILE@S``: slept at time
    scale S) or a built-in model that ``python -m calibrate.workload`` measures here
-   first (``OUT/workloads/NAME.toml``);
+   first (``OUT/workloads/NAME.toml``); beside them ``--latency-workload`` (the CNN by
+   default), run only where the comparison holds it in, for allreduce and gather_scatter:
+   its epoch is mostly gloo's calls, so its held-in runs resolve gloo's latency a step
+   (``pipelines.held_in``), which a large model's epoch, mostly bytes, cannot;
 2. **profile**: the plain machine's costs that stay real in a phantom run (the
    parameter server's update of the CNN, back to back and after idle waits in sleeping
    polls, the reductions), ``python -m calibrate --quick`` with at most
@@ -83,10 +86,21 @@ class Phantom:
     spec: str             # as given: NAME or FILE[@S]
     file: Path
     time_scale: float
+    latency_only: bool = False    # --latency-workload: held-in runs for the latency only
 
     @property
     def tag(self) -> str:
         return f"{self.file.stem}-x{self.time_scale:g}"
+
+
+def _latency_spec(text: str) -> str | None:
+    """``--latency-workload``: one workload spec, or None for ``none``."""
+    if str(text).strip().lower() == "none":
+        return None
+    specs = _workload_specs(text)
+    if len(specs) != 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one workload, or none")
+    return specs[0]
 
 
 def _workload_specs(text: str) -> list[str]:
@@ -110,6 +124,11 @@ def build_parser() -> cli.Parser:
     p.add_argument("--workloads", default=["cnn"], type=_workload_specs,
                    help="workload files (FILE.toml, FILE.toml@S for time scale S) or built-in "
                         f"models measured here ({', '.join(BUILT_IN)}), comma-separated")
+    p.add_argument("--latency-workload", default="cnn", type=_latency_spec, metavar="WORKLOAD",
+                   help="a small model run beside --workloads at --calibrate-at and P up to "
+                        "--calibrate-workers, for the schemes whose gloo latency a step the "
+                        "held-in runs fit (allreduce, gather_scatter), where a large model's "
+                        "epoch cannot resolve it; none: without (default: cnn)")
     p.add_argument("--bandwidths", default=["20mbit", "100mbit", "1gbit"], type=vc._rates,
                    help="shaped link rates, comma-separated (tc units)")
     p.add_argument("--calibrate-at", default=None, type=vc.tc_rate,
@@ -154,7 +173,7 @@ def prepare_workloads(args, out: Path) -> list[Phantom]:
     folder = out / "workloads"
     folder.mkdir(parents=True, exist_ok=True)
     got = []
-    for spec in args.workloads:
+    for spec, latency_only in workload_specs(args):
         name, _, scale = spec.partition("@")
         if name.endswith(".toml"):
             file = folder / Path(name).name
@@ -167,8 +186,41 @@ def prepare_workloads(args, out: Path) -> list[Phantom]:
                 vc._run([sys.executable, "-m", "calibrate.workload", "--model", name,
                          "--input-shape", BUILT_IN[name], "--batch-size", "32", "--out",
                          str(file)], out / "logs" / f"workload-{name}.log", 1800, PROG)
-        got.append(Phantom(spec, file.resolve(), float(scale or 1)))
+        got.append(Phantom(spec, file.resolve(), float(scale or 1), latency_only))
     return got
+
+
+def workload_specs(args) -> list[tuple[str, bool]]:
+    """(spec, latency only) of every workload the campaign sweeps: ``--workloads``, then
+    ``--latency-workload`` where it is not one of them and a scheme of ``--schemes`` has
+    its latency a step fitted from held-in runs (``pipelines.held_in.HELD_IN_STEPS``)."""
+    from pipelines.held_in import HELD_IN_STEPS
+    got = [(spec, False) for spec in args.workloads]
+    extra = getattr(args, "latency_workload", None)
+    names = {Path(spec.partition("@")[0]).stem for spec in args.workloads}
+    if (extra and Path(extra.partition("@")[0]).stem not in names
+            and set(args.schemes) & set(HELD_IN_STEPS)):
+        got.append((extra, True))
+    return got
+
+
+def swept(wl: Phantom, rate: str, args) -> list[tuple[int, list[str]]]:
+    """(P, schemes) the campaign runs ``wl`` at ``rate``: every one of ``--workers`` and
+    ``--schemes``; a latency workload only where the comparison holds it in (the
+    calibrated rate, P up to ``--calibrate-workers``) and only the schemes whose latency
+    the held-in runs fit."""
+    from pipelines.held_in import HELD_IN_STEPS
+    if not wl.latency_only:
+        return [(p, list(args.schemes)) for p in args.workers]
+    schemes = [s for s in args.schemes if s in HELD_IN_STEPS]
+    if rate != calibrated_rate(args) or not schemes:
+        return []
+    return [(p, schemes) for p in args.workers if p <= args.calibrate_workers]
+
+
+def calibrated_rate(args) -> str:
+    """``--calibrate-at``, or the first of ``--bandwidths``."""
+    return args.calibrate_at or args.bandwidths[0]
 
 
 def planned_workloads(args, out: Path) -> list[Phantom] | str:
@@ -176,13 +228,14 @@ def planned_workloads(args, out: Path) -> list[Phantom] | str:
     (for ``--dry-run``): a given file where it is, a built-in model's file where an earlier
     piece measured it; or why one is not there yet."""
     got = []
-    for spec in args.workloads:
+    for spec, latency_only in workload_specs(args):
         name, _, scale = spec.partition("@")
         file = Path(name) if name.endswith(".toml") else out / "workloads" / f"{name}.toml"
         if not file.exists():
             return (f"--dry-run: {name} is measured by the campaign first (calibrate.workload); "
-                    "give its workload file to estimate")
-        got.append(Phantom(spec, file.resolve(), float(scale or 1)))
+                    "give its workload file to estimate"
+                    + (" (--latency-workload FILE, or none)" if latency_only else ""))
+        got.append(Phantom(spec, file.resolve(), float(scale or 1), latency_only))
     return got
 
 
@@ -294,12 +347,12 @@ def planned_runs(args, out: Path, loads: list[Phantom], profile, link) -> list[d
     (its predicted steps and ``RUN_S_PER_RANK`` a rank). Runs already measured
     under ``OUT/runs`` are counted again (a resumed campaign reuses them)."""
     from real.schemes import ranks_for
-    stops, first = Stops(out / "stops.json"), args.calibrate_at or args.bandwidths[0]
+    stops, first = Stops(out / "stops.json"), calibrated_rate(args)
     got = []
     for rate in [first] + [r for r in args.bandwidths if r != first]:
         for wl in loads:
-            for p in args.workers:
-                for s in args.schemes:
+            for p, schemes in swept(wl, rate, args):
+                for s in schemes:
                     if stops.stopped(wl, rate, s, p):
                         continue
                     t = predicted_run_s(s, p, wl, rate, args.steps, profile, link)
@@ -339,7 +392,7 @@ def estimate(args, out: Path, loads: list[Phantom]) -> str:
     lines, total = [f"  calibration: {cal / 60:.1f} min"] if cal else [], cal
     for rate in dict.fromkeys(r["rate"] for r in runs):
         at = [r for r in runs if r["rate"] == rate]
-        linked = link is None and rate == (args.calibrate_at or args.bandwidths[0])
+        linked = link is None and rate == calibrated_rate(args)
         secs = CLUSTER_S + LINK_S * linked + sum(r["runs"] * r["run_s"] for r in at)
         total += secs
         points = ", ".join(f"{p} ({len([r for r in at if r['workers'] == p])})"
@@ -366,7 +419,7 @@ def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profi
     link_toml = out / "link.toml"
     with vc.cluster_up(max(args.workers) + 1, rate, out / "logs" / f"cluster-{rate_tag(rate)}.log",
                        PROG):
-        if rate == (args.calibrate_at or args.bandwidths[0]) and not link_toml.exists():
+        if rate == calibrated_rate(args) and not link_toml.exists():
             vc._run([sys.executable, "-m", "calibrate.link", "--out", str(link_toml),
                      "--workdir", str(out / "link")], out / "logs" / "link.log", 600, PROG)
             if not (out / COPIES).exists():         # the host's copies (calibrate.copy_probe)
@@ -374,8 +427,8 @@ def run_at(rate: str, args, out: Path, loads: list[Phantom], stops: Stops, profi
                         out / "logs" / "copies.log", 120, PROG)
         link = load_link_calibration(link_toml)
         for wl in loads:
-            for p in args.workers:
-                schemes = [s for s in args.schemes if not stops.stopped(wl, rate, s, p)]
+            for p, plan in swept(wl, rate, args):
+                schemes = [s for s in plan if not stops.stopped(wl, rate, s, p)]
                 for s in list(schemes):
                     t = predicted_run_s(s, p, wl, rate, args.steps, profile, link)
                     if t > args.max_run_s:
@@ -404,7 +457,7 @@ def campaign(args, out: Path) -> tuple[Path, bool]:
         (out / "profile.json").exists() else out / "profile.json"
     profile = profiles.load(profile_path)
     stops = Stops(out / "stops.json")
-    first = args.calibrate_at or args.bandwidths[0]
+    first = calibrated_rate(args)
     try:
         for rate in [first] + [r for r in args.bandwidths if r != first]:
             run_at(rate, args, out, loads, stops, profile, deadline)
@@ -597,10 +650,10 @@ def main(argv=None) -> int:
 
 def run(args) -> int:
     out = Path(args.out)
-    if (args.calibrate_at or args.bandwidths[0]) not in args.bandwidths:
+    if calibrated_rate(args) not in args.bandwidths:
         return cli.usage_error(PROG, f"--calibrate-at {args.calibrate_at} is not one of "
                                      "--bandwidths")
-    missing = [s.partition("@")[0] for s in args.workloads
+    missing = [s.partition("@")[0] for s, _ in workload_specs(args)
                if s.partition("@")[0].endswith(".toml") and not Path(s.partition("@")[0]).is_file()]
     if missing:
         return cli.usage_error(PROG, f"--workloads: {missing[0]} is not a file")

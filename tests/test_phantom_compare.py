@@ -282,6 +282,49 @@ def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
     assert vp.calibration_s(vp.build_parser().parse_args(argv[:-2]), out) > 0
 
 
+def test_the_latency_workload_runs_only_where_it_is_held_in(tmp_path):
+    """``--latency-workload``: a small model beside the large one, swept only at the
+    calibrated rate, P up to ``--calibrate-workers`` and the schemes whose gloo latency
+    the held-in runs fit; not added where it is one of ``--workloads``, where no such
+    scheme runs, or with ``none``; a bad one is a usage error."""
+    import shutil
+    from pathlib import Path
+
+    from contracts import profile as profiles
+    from contracts.cluster import load_link_calibration
+    from pipelines import validate_phantom as vp
+    out = tmp_path / "v"
+    out.mkdir()
+    big, small = tmp_path / "big.toml", tmp_path / "small.toml"
+    big.write_text(WORKLOAD)
+    small.write_text(WORKLOAD)
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    shutil.copy(docs, out / "link.toml")
+    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
+    argv = ["--out", str(out), "--workloads", str(big), "--bandwidths", "20mbit,1gbit",
+            "--calibrate-at", "1gbit", "--workers", "2,3,4", "--calibrate-workers", "3",
+            "--profile", str(tmp_path / "profile.json"), "--latency-workload", str(small)]
+
+    def planned(*more):
+        args = vp.build_parser().parse_args([*argv, *more])
+        loads = vp.planned_workloads(args, out)
+        return [(r["workload"], r["rate"], r["workers"], r["scheme"]) for r in vp.planned_runs(
+            args, out, loads, profiles.load(tmp_path / "profile.json"),
+            load_link_calibration(out / "link.toml"))]
+    runs = planned("--schemes", "psgd,allreduce,gather_scatter")
+    assert [r for r in runs if r[0].startswith("small")] == [
+        ("small-x1", "1gbit", p, s) for p in (2, 3) for s in ("allreduce", "gather_scatter")]
+    assert len([r for r in runs if r[0].startswith("big")]) == 18
+    assert not [r for r in planned("--schemes", "psgd,ddp") if r[0].startswith("small")]
+    assert not [r for r in planned("--schemes", "allreduce", "--latency-workload", "none")
+                if r[0].startswith("small")]
+    assert {r[0] for r in planned("--schemes", "allreduce", "--workloads",
+                                  f"{big},{small}")} == {"big-x1", "small-x1"}
+    with pytest.raises(SystemExit) as e:
+        vp.build_parser().parse_args([*argv, "--latency-workload", "cnn,mlp"])
+    assert e.value.code == 2
+
+
 def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypatch):
     """The campaign's ``calibrate.link`` keeps its probe rows in ``OUT/link`` (its
     ``--workdir``), so a later fit can be made again from the folder; a resumed piece,
