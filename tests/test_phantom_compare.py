@@ -238,23 +238,31 @@ def test_a_server_probe_given_once_is_kept_in_the_folder(tmp_path):
     assert kept_server_rows(out, given) == given
 
 
+def campaign_folder(tmp_path):
+    """(OUT with the shipped cluster-1 link in it, a saved profile's path): what a planned
+    campaign reads before it runs anything."""
+    import shutil
+    from pathlib import Path
+
+    from contracts import profile as profiles
+    out = tmp_path / "v"
+    out.mkdir()
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
+    shutil.copy(docs, out / "link.toml")
+    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
+    return out, tmp_path / "profile.json"
+
+
 def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
     """``--dry-run``: every scheme not stopped, at every P and rate, ``--repeats`` runs of
     the predicted steps plus the runs' start-up (a cost a rank: the parameter server's
     rank counts); a scheme stopped in ``stops.json`` drops out from its P on; a
     given profile and link mean no calibration; nothing is written."""
-    import shutil
-    from pathlib import Path
-
     from contracts import profile as profiles
     from pipelines import validate_phantom as vp
-    out = tmp_path / "v"
-    out.mkdir()
+    out, _ = campaign_folder(tmp_path)
     f = tmp_path / "w.toml"
     f.write_text(WORKLOAD)
-    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
-    shutil.copy(docs, out / "link.toml")
-    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
     argv = ["--out", str(out), "--workloads", str(f), "--bandwidths", "20mbit,1gbit",
             "--calibrate-at", "1gbit", "--schemes", "psgd,ps_sync", "--workers", "2,4",
             "--repeats", "3", "--profile", str(tmp_path / "profile.json")]
@@ -287,20 +295,13 @@ def test_the_latency_workload_runs_only_where_it_is_held_in(tmp_path):
     calibrated rate, P up to ``--calibrate-workers`` and the schemes whose gloo latency
     the held-in runs fit; not added where it is one of ``--workloads``, where no such
     scheme runs, or with ``none``; a bad one is a usage error."""
-    import shutil
-    from pathlib import Path
-
     from contracts import profile as profiles
     from contracts.cluster import load_link_calibration
     from pipelines import validate_phantom as vp
-    out = tmp_path / "v"
-    out.mkdir()
+    out, _ = campaign_folder(tmp_path)
     big, small = tmp_path / "big.toml", tmp_path / "small.toml"
     big.write_text(WORKLOAD)
     small.write_text(WORKLOAD)
-    docs = Path(__file__).resolve().parents[1] / "docs" / "results" / "cluster-1" / "link.toml"
-    shutil.copy(docs, out / "link.toml")
-    profiles.save(make_profile(cores=2, model="cnn"), tmp_path / "profile.json")
     argv = ["--out", str(out), "--workloads", str(big), "--bandwidths", "20mbit,1gbit",
             "--calibrate-at", "1gbit", "--workers", "2,3,4", "--calibrate-workers", "3",
             "--profile", str(tmp_path / "profile.json"), "--latency-workload", str(small)]
