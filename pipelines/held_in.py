@@ -16,7 +16,8 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   relative error over the held-in points (``relative_fit``): a large model's epoch at the
   calibrated rate is mostly bytes and cannot resolve it (phantom-27, VGG-11 alone at 200
   Mbit/s: 52 µs; phantom-28, the same points with the CNN's held in beside them: 413 µs),
-  so a validation holds in a small model's runs too (``--latency-workload``, the CNN).
+  so a validation holds in a small model's runs too (``--latency-workload``, the CNN;
+  phantom-31, VGG-11 given alone and the built-in CNN's runs beside it: 617 µs).
   The same fit over the held-in ``gather_scatter`` runs gives gloo's ``gather`` and
   ``scatter`` their latency a call (``HELD_IN_STEPS``): the probe's 1-405 µs left that
   scheme too fast at every point, its held-in ones too; the CNN's runs give 797-972 µs
