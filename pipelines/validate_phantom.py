@@ -653,10 +653,12 @@ def run(args) -> int:
     if calibrated_rate(args) not in args.bandwidths:
         return cli.usage_error(PROG, f"--calibrate-at {args.calibrate_at} is not one of "
                                      "--bandwidths")
-    missing = [s.partition("@")[0] for s, _ in workload_specs(args)
+    missing = [(s.partition("@")[0], latency) for s, latency in workload_specs(args)
                if s.partition("@")[0].endswith(".toml") and not Path(s.partition("@")[0]).is_file()]
     if missing:
-        return cli.usage_error(PROG, f"--workloads: {missing[0]} is not a file")
+        name, latency = missing[0]
+        flag = "--latency-workload" if latency else "--workloads"
+        return cli.usage_error(PROG, f"{flag}: {name} is not a file")
     profile_path = Path(args.profile) if args.profile else out / "profile.json"
     server_rows = server_probe_rows(args.server_probe) if args.server_probe else ()
     if isinstance(server_rows, str):

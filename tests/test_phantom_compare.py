@@ -290,7 +290,7 @@ def test_the_campaign_estimate_counts_the_runs_it_would_make(tmp_path, capsys):
     assert vp.calibration_s(vp.build_parser().parse_args(argv[:-2]), out) > 0
 
 
-def test_the_latency_workload_runs_only_where_it_is_held_in(tmp_path):
+def test_the_latency_workload_runs_only_where_it_is_held_in(tmp_path, capsys):
     """``--latency-workload``: a small model beside the large one, swept only at the
     calibrated rate, P up to ``--calibrate-workers`` and the schemes whose gloo latency
     the held-in runs fit; not added where it is one of ``--workloads``, where no such
@@ -324,6 +324,9 @@ def test_the_latency_workload_runs_only_where_it_is_held_in(tmp_path):
     with pytest.raises(SystemExit) as e:
         vp.build_parser().parse_args([*argv, "--latency-workload", "cnn,mlp"])
     assert e.value.code == 2
+    assert vp.main([*argv, "--schemes", "allreduce", "--latency-workload",
+                    str(tmp_path / "gone.toml"), "--dry-run"]) == 2
+    assert "--latency-workload: " in capsys.readouterr().err
 
 
 def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypatch):
