@@ -21,8 +21,8 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   The same fit over the held-in ``gather_scatter`` runs gives gloo's ``gather`` and
   ``scatter`` their latency a call (``HELD_IN_STEPS``): the probe's 1-405 µs left that
   scheme too fast at every point, its held-in ones too; the CNN's runs give 797-972 µs
-  (phantom-14, -15, -26, -28) after 30.6 ms of sleep a step, 462-492 µs after 5.8 ms (the
-  allreduce's the same either way): a cost once after the sleep that the model prices as
+  (phantom-14, -15, -26, -28) after 30.6 ms of sleep a step, 462-502 µs after 5.8 ms and
+  1,043 µs after 122 ms (the allreduce's alike at every sleep): a cost once after the sleep that the model prices as
   a fixed latency a call, so the fit holds for compute a step like the held-in model's
   (docs/results/phantom.md#phantom-31). A point the latency barely moves takes no part
   (``RESOLVING_SHARE``).
