@@ -22,10 +22,10 @@ measured there, on the link, rather than by the one-host probes of ``calibrate``
   ``scatter`` their latency a call (``HELD_IN_STEPS``): the probe's 1-405 µs left that
   scheme too fast at every point, its held-in ones too; the CNN's runs give 797-972 µs
   (phantom-14, -15, -26, -28) after 30.6 ms of sleep a step, 462-502 µs after 5.8 ms and
-  1,043 µs after 122 ms (the allreduce's alike at every sleep): a cost once after the sleep that the model prices as
-  a fixed latency a call, so the fit holds for compute a step like the held-in model's
-  (docs/results/phantom.md#phantom-31). A point the latency barely moves takes no part
-  (``RESOLVING_SHARE``).
+  1,043 µs after 122 ms (the allreduce's alike at every sleep): a cost once after the
+  sleep that the model prices as a fixed latency a call, so the fit holds for compute a
+  step like the held-in model's (docs/results/phantom.md#phantom-31). A point the
+  latency barely moves takes no part (``RESOLVING_SHARE``).
 
 Imports: calibrate.fits.runs, contracts.record, simulator.compare.
 """
@@ -125,12 +125,6 @@ def held_in_steps(runs: Path, profile, link, calibrate_workers: int,
                                        at_0.loc[use, "predicted_s"].to_numpy(float),
                                        per_step_s[use].to_numpy(float)) if use.any() else None)
     return fitted
-
-
-def held_in_step_s(runs: Path, profile, link, calibrate_workers: int, workloads=(),
-                   scheme: str = "allreduce") -> float | None:
-    """``held_in_steps``' latency of ``scheme``'s collectives."""
-    return held_in_steps(runs, profile, link, calibrate_workers, workloads)[scheme]
 
 
 def with_held_in_steps(runs: Path, profile, link, calibrate_workers: int, workloads=()):

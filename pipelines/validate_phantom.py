@@ -70,7 +70,7 @@ from pathlib import Path
 import cli
 from contracts.files import atomic_write_text
 from pipelines import validate_cluster as vc
-from pipelines.held_in import held_in_loop_s, with_held_in_steps
+from pipelines.held_in import HELD_IN_STEPS, held_in_loop_s, with_held_in_steps
 
 # python -m simulator.validate_phantom where that old path handed over (the program typed)
 PROG = cli.program("python -m pipelines.validate_phantom")
@@ -194,9 +194,8 @@ def workload_specs(args) -> list[tuple[str, bool]]:
     """(spec, latency only) of every workload the campaign sweeps: ``--workloads``, then
     ``--latency-workload`` where it is not one of them and a scheme of ``--schemes`` has
     its latency a step fitted from held-in runs (``pipelines.held_in.HELD_IN_STEPS``)."""
-    from pipelines.held_in import HELD_IN_STEPS
     got = [(spec, False) for spec in args.workloads]
-    extra = getattr(args, "latency_workload", None)
+    extra = args.latency_workload
     names = {Path(spec.partition("@")[0]).stem for spec in args.workloads}
     if (extra and Path(extra.partition("@")[0]).stem not in names
             and set(args.schemes) & set(HELD_IN_STEPS)):
@@ -209,7 +208,6 @@ def swept(wl: Phantom, rate: str, args) -> list[tuple[int, list[str]]]:
     ``--schemes``; a latency workload only where the comparison holds it in (the
     calibrated rate, P up to ``--calibrate-workers``) and only the schemes whose latency
     the held-in runs fit."""
-    from pipelines.held_in import HELD_IN_STEPS
     if not wl.latency_only:
         return [(p, list(args.schemes)) for p in args.workers]
     schemes = [s for s in args.schemes if s in HELD_IN_STEPS]

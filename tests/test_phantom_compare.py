@@ -378,24 +378,24 @@ def _held_in_setup(tmp_path):
 
 
 def test_the_held_in_allreduce_runs_give_gloos_latency_a_ring_step(tmp_path):
-    """``pipelines.held_in.held_in_step_s``: the latency a ring step at which the
+    """``pipelines.held_in.held_in_steps``: the latency a ring step at which the
     model's epoch of the held-in allreduce run (P = 2 at the calibrated 100 Mbit/s) is its
     measured one; a run held out by P or by its rate, or another scheme, takes no part;
     without such a run, None (the profile's probe stands)."""
-    from pipelines.held_in import held_in_step_s, with_step_s
+    from pipelines.held_in import held_in_steps, with_step_s
     runs, prof, link, workloads = _held_in_setup(tmp_path)
     f = workloads[0] / "w.toml"
     phantom_record(runs / "a", f, p=2, algorithm="psgd")
-    assert held_in_step_s(runs, prof, link, 2, workloads) is None
+    assert held_in_steps(runs, prof, link, 2, workloads)["allreduce"] is None
     phantom_record(runs / "b", f, p=2, algorithm="allreduce", wall_s=1.5)
-    step_s = held_in_step_s(runs, prof, link, 2, workloads)
+    step_s = held_in_steps(runs, prof, link, 2, workloads)["allreduce"]
     assert step_s > 0
     fitted = compare.compare(runs / "b", with_step_s(prof, step_s), link=link,
                              workloads=workloads, keep=("phantom",))
     assert fitted.iloc[0]["predicted_s"] == pytest.approx(fitted.iloc[0]["measured_s"], rel=1e-6)
     phantom_record(runs / "c", f, p=4, algorithm="allreduce", wall_s=9.0)     # held out: P
     phantom_record(runs / "d", f, p=2, algorithm="allreduce", wall_s=9.0, bits_per_s=1e9)
-    assert held_in_step_s(runs, prof, link, 2, workloads) == pytest.approx(step_s)
+    assert held_in_steps(runs, prof, link, 2, workloads)["allreduce"] == pytest.approx(step_s)
     gloo = next(t for t in with_step_s(prof, step_s).transports if t.backend == "gloo")
     assert gloo.step_extra_s("allreduce") == pytest.approx(step_s)
 
@@ -404,12 +404,12 @@ def test_the_held_in_gather_scatter_runs_give_gathers_and_scatters_latency(tmp_p
     """The held-in gather_scatter run fits gloo's gather and scatter latency a step, which
     then prices that run at its measured epoch; it moves no allreduce, and an allreduce
     run moves neither of them (``with_held_in_steps``: each scheme's own collectives)."""
-    from pipelines.held_in import held_in_step_s, with_held_in_steps
+    from pipelines.held_in import held_in_steps, with_held_in_steps
     runs, prof, link, workloads = _held_in_setup(tmp_path)
     f = workloads[0] / "w.toml"
     phantom_record(runs / "g", f, p=2, algorithm="gather_scatter", wall_s=1.5)
-    assert held_in_step_s(runs, prof, link, 2, workloads) is None
-    step_s = held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter")
+    assert held_in_steps(runs, prof, link, 2, workloads)["allreduce"] is None
+    step_s = held_in_steps(runs, prof, link, 2, workloads)["gather_scatter"]
     assert step_s > 0
     fitted, notes = with_held_in_steps(runs, prof, link, 2, workloads)
     gloo = next(t for t in fitted.transports if t.backend == "gloo")
@@ -422,20 +422,20 @@ def test_the_held_in_gather_scatter_runs_give_gathers_and_scatters_latency(tmp_p
                             keep=("phantom",))
     assert again.iloc[0]["predicted_s"] == pytest.approx(again.iloc[0]["measured_s"], rel=1e-6)
     phantom_record(runs / "a", f, p=2, algorithm="allreduce", wall_s=1.5)
-    assert held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter") == pytest.approx(step_s)
+    assert held_in_steps(runs, prof, link, 2, workloads)["gather_scatter"] == pytest.approx(step_s)
 
 
 def test_a_held_in_run_the_latency_barely_moves_fits_nothing(tmp_path):
     """A held-in run whose epoch 1 ms a step moves by under ``RESOLVING_SHARE`` (two calls
     a step in an epoch of hours) takes no part: no fit, the probe stands, where its own
     miss would otherwise be read as a latency of seconds a step."""
-    from pipelines.held_in import RESOLVING_SHARE, held_in_step_s
+    from pipelines.held_in import RESOLVING_SHARE, held_in_steps
     runs, prof, link, workloads = _held_in_setup(tmp_path)
     f = workloads[0] / "w.toml"
     phantom_record(runs / "g", f, p=2, algorithm="gather_scatter", wall_s=2.4 / RESOLVING_SHARE)
-    assert held_in_step_s(runs, prof, link, 2, workloads, "gather_scatter") is None
+    assert held_in_steps(runs, prof, link, 2, workloads)["gather_scatter"] is None
     phantom_record(tmp_path / "short" / "g", f, p=2, algorithm="gather_scatter", wall_s=1.5)
-    assert held_in_step_s(tmp_path / "short", prof, link, 2, workloads, "gather_scatter") > 0
+    assert held_in_steps(tmp_path / "short", prof, link, 2, workloads)["gather_scatter"] > 0
 
 
 @settings(max_examples=60, deadline=None)
