@@ -141,7 +141,11 @@ def build_parser() -> cli.Parser:
     p.add_argument("--calibrate-workers", default=4, type=cli.int_in(1, 4),
                    help="points with P above this (or at another rate) are held out")
     p.add_argument("--steps", default=8, type=cli.int_in(3, 10**6),
-                   help="steps of each worker a run (its first is left out as warm-up)")
+                   help="steps of each worker a run (its first --warmup-steps left out)")
+    p.add_argument("--warmup-steps", default=1, type=cli.positive_int, metavar="K",
+                   help="each worker's first K steps of a run are warm-up, left out of its "
+                        "time per epoch (TCP's windows still growing: docs/results/"
+                        "phantom.md); at most --steps - 2")
     p.add_argument("--repeats", default=2, type=cli.int_in(1, 100), help="runs per point")
     p.add_argument("--max-run-s", default=240.0, type=cli.float_in(1, 86400),
                    help="a point whose run the simulator predicts longer than this is not run")
@@ -299,7 +303,8 @@ def sweep_point(args, out: Path, wl: Phantom, rate: str, p: int, schemes: list[s
              "--time-scale", f"{wl.time_scale:g}", "--dataset", "synthetic", "--epochs", "1",
              "--batch-size", str(batch), "--train-size", str(args.steps * batch * p),
              "--test-size", "64", "--timeout", str(args.max_run_s * 3 + 120),
-             "--out", str(runs), "--", "--threads", "1"],
+             "--out", str(runs), "--", "--threads", "1",
+             "--warmup-steps", str(args.warmup_steps)],
             out / "logs" / f"sweep-{wl.tag}-{rate_tag(rate)}-P{p}.log",
             n * (args.max_run_s * 3 + 180), PROG)
     return runs
@@ -648,6 +653,9 @@ def main(argv=None) -> int:
 
 def run(args) -> int:
     out = Path(args.out)
+    if args.warmup_steps > args.steps - 2:
+        return cli.usage_error(PROG, f"--warmup-steps {args.warmup_steps} leaves fewer than 2 "
+                                     f"of --steps {args.steps} measured: give more --steps")
     if calibrated_rate(args) not in args.bandwidths:
         return cli.usage_error(PROG, f"--calibrate-at {args.calibrate_at} is not one of "
                                      "--bandwidths")

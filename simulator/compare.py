@@ -370,14 +370,16 @@ def iterations_of(rec: dict):
 
 
 def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
-    """A run's training time per epoch, warm-up excluded: the slowest worker's first
-    iteration (connections opened on first use, DDP's buckets set up, the ranks' uneven
-    start) is taken out of the training time and the rest scaled back to every
+    """A run's training time per epoch, warm-up excluded: the slowest worker's first K
+    iterations (the run's ``--warmup-steps``, 1 in records that do not say: connections
+    opened on first use, DDP's buckets set up, the ranks' uneven start, TCP's windows
+    growing) are taken out of the training time and the rest scaled back to every
     iteration. What a run does once after its iterations (its rows of ``iteration`` -1:
     psgd's and async_avg's closing average) is not an iteration: it is taken out before
     the scaling and added back once (the slowest worker's). The whole time per epoch
-    where the iterations cannot be read or a worker made fewer than 3."""
+    where the iterations cannot be read or a worker made fewer than K + 2."""
     wall_s = rec["timings"]["train_wall_s"]
+    warmup = int((rec.get("config") or {}).get("warmup_steps") or 1)
     it = iterations_of(rec)
     if it is None:
         return wall_s / epochs
@@ -386,12 +388,13 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     once = workers["iteration"] < 0
     steps = workers[~once]
     counts = steps.groupby("rank").size()
-    if counts.empty or counts.min() < 3:
+    if counts.empty or counts.min() < warmup + 2:
         return wall_s / epochs
-    first_s = float(row_s[steps.groupby("rank").head(1).index].max())
+    first_s = float(row_s[steps.groupby("rank").head(warmup).index]
+                    .groupby(steps["rank"]).sum().max())
     once_s = float(row_s[once].groupby(workers["rank"][once]).sum().max()) if once.any() else 0.0
     n = int(counts.max())
-    return ((wall_s - first_s - once_s) * n / (n - 1) + once_s) / epochs
+    return ((wall_s - first_s - once_s) * n / (n - warmup) + once_s) / epochs
 
 
 def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:

@@ -131,11 +131,24 @@ def test_compare_predicts_from_workload_files(tmp_path):
     assert (slower["predicted_s"] > 1.5 * base["predicted_s"]).all()
 
 
-def _iterations(folder, first_s, rest_s, n, ranks=2):
+def test_a_run_that_says_its_warm_up_leaves_out_that_many_steps(tmp_path):
+    """``--warmup-steps 4``: four iterations of 1 s, then six of 0.1 s, in 4.6 s of
+    training: 1.0 s an epoch of ten steady iterations (a single step left out: 4.0 s)."""
+    def rec(warmup):
+        return {"timings": {"train_wall_s": 4.6}, "_folder": tmp_path,
+                "config": {"warmup_steps": warmup}}
+    _iterations(tmp_path, 1.0, 0.1, 10, warm=4)
+    assert compare.steady_epoch_s(rec(4), "allreduce", 1) == pytest.approx(1.0)
+    assert compare.steady_epoch_s(rec(None), "allreduce", 1) == pytest.approx(3.6 * 10 / 9)
+    _iterations(tmp_path, 1.0, 0.1, 5, warm=4)       # fewer than K + 2: the whole time
+    assert compare.steady_epoch_s(rec(4), "allreduce", 1) == pytest.approx(4.6)
+
+
+def _iterations(folder, first_s, rest_s, n, ranks=2, warm=1):
     rows = ["rank,epoch,iteration,batch_size,compute_s,comm_s,wait_s,bytes_sent,loss"]
     for r in range(ranks):
         for i in range(n):
-            t = first_s if i == 0 else rest_s
+            t = first_s if i < warm else rest_s
             rows.append(f"{r},0,{i},32,{t / 2},{t / 4},{t / 4},0,1.0")
     (folder / record.ITER_FILE).write_text("\n".join(rows) + "\n")
 

@@ -168,6 +168,7 @@ def test_validate_phantom_reports_what_its_folder_holds(tmp_path, capsys):
     (["--workloads", "missing.toml@10"], "missing.toml is not a file"),
     (["--workloads", "resnet"], "neither a workload file"),
     (["--workloads", "cnn@-1"], "--workloads"),
+    (["--steps", "8", "--warmup-steps", "7"], "--warmup-steps 7 leaves fewer than 2"),
 ])
 def test_validate_phantom_refuses_bad_flags_in_one_line(tmp_path, capsys, extra, named):
     from pipelines import validate_phantom
@@ -360,6 +361,29 @@ def test_the_link_calibrations_raw_rows_stay_beside_its_toml(tmp_path, monkeypat
         vp.run_at("200mbit", args, out, [], vp.Stops(out / "stops.json"), None, 0.0)
     assert calls.count("calibrate.link") == 1
     assert (out / "link" / "link_pingpong.csv").is_file() and (out / "link.toml").is_file()
+
+
+def test_a_campaigns_runs_say_their_warm_up_to_real_train(tmp_path, monkeypatch):
+    """``--warmup-steps K`` reaches every run (``real.train --warmup-steps K``, kept in its
+    record's config, where ``simulator.compare.steady_epoch_s`` reads it); the runs' size
+    is still ``--steps`` a worker."""
+    from pathlib import Path
+
+    from pipelines import validate_cluster as vc
+    from pipelines import validate_phantom as vp
+    calls = []
+    monkeypatch.setattr(vc, "_run", lambda argv, *a, **k: calls.append(argv))
+    wl = tmp_path / "w.toml"
+    wl.write_text(WORKLOAD)
+    args = vp.build_parser().parse_args(["--out", str(tmp_path / "v"), "--steps", "24",
+                                         "--warmup-steps", "16"])
+    vp.sweep_point(args, tmp_path / "v", vp.Phantom(str(wl), Path(wl), 1.0), "50mbit", 4,
+                   ["gather_scatter"])
+    argv = calls[0]
+    after = argv[argv.index("--") + 1:]
+    assert after[after.index("--warmup-steps") + 1] == "16"
+    batch = vp.batch_of(vp.Phantom(str(wl), Path(wl), 1.0))
+    assert argv[argv.index("--train-size") + 1] == str(24 * batch * 4)
 
 
 def _held_in_setup(tmp_path):

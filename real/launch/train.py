@@ -89,6 +89,11 @@ def build_parser() -> cli.Parser:
     p.add_argument("--timeout", type=cli.float_in(1, 1e6), default=DEFAULT_TIMEOUT_S,
                    help="seconds a rank may wait for a peer (or go without finishing an "
                         "iteration) before the run is declared failed")
+    p.add_argument("--warmup-steps", type=cli.positive_int, default=1, metavar="K",
+                   help="each worker's first K steps are warm-up: run like the others and "
+                        "recorded, and left out of the time per epoch comparisons measure "
+                        "(connections opening, TCP's windows growing; "
+                        "simulator.compare.steady_epoch_s)")
     p.add_argument("--log-every", type=cli.positive_int, default=20, help="print the loss every N iterations")
     p.add_argument("--eval-every", type=cli.nonnegative_int, default=0,
                    help="test accuracy every N iterations of the evaluating worker, besides every "
