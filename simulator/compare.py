@@ -370,14 +370,16 @@ def iterations_of(rec: dict):
 
 
 def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
-    """A run's training time per epoch, warm-up excluded: the slowest worker's first K
-    iterations (the run's ``--warmup-steps``, 1 in records that do not say: connections
-    opened on first use, DDP's buckets set up, the ranks' uneven start, TCP's windows
-    growing) are taken out of the training time and the rest scaled back to every
-    iteration. What a run does once after its iterations (its rows of ``iteration`` -1:
-    psgd's and async_avg's closing average) is not an iteration: it is taken out before
-    the scaling and added back once (the slowest worker's). The whole time per epoch
-    where the iterations cannot be read or a worker made fewer than K + 2."""
+    """A run's training time per epoch, warm-up excluded. Its first K iterations (the
+    run's ``--warmup-steps``: connections opened on first use, DDP's buckets set up, the
+    ranks' uneven start, TCP's windows growing) are warm-up. With K = 1 (records that do
+    not say theirs) the slowest worker's first iteration is taken out of the training time
+    and the rest scaled back to every iteration; what a run does once after its iterations
+    (its rows of ``iteration`` -1: psgd's and async_avg's closing average) is taken out
+    before the scaling and added back once (the slowest worker's). With K > 1 the worker
+    whose iterations took longest has its first K replaced by its later ones
+    (``_warm_up_replaced_s``). The whole time per epoch where the iterations cannot be
+    read or a worker made fewer than K + 2."""
     wall_s = rec["timings"]["train_wall_s"]
     warmup = int((rec.get("config") or {}).get("warmup_steps") or 1)
     it = iterations_of(rec)
@@ -390,11 +392,41 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     counts = steps.groupby("rank").size()
     if counts.empty or counts.min() < warmup + 2:
         return wall_s / epochs
-    first_s = float(row_s[steps.groupby("rank").head(warmup).index]
-                    .groupby(steps["rank"]).sum().max())
+    replaced = _warm_up_replaced_s(wall_s, row_s[~once], steps, warmup,
+                                   averaging_period(rec, scheme)) if warmup > 1 else None
+    if replaced is not None:
+        return replaced / epochs
+    first_s = float(row_s[steps.groupby("rank").head(1).index].max())
     once_s = float(row_s[once].groupby(workers["rank"][once]).sum().max()) if once.any() else 0.0
     n = int(counts.max())
-    return ((wall_s - first_s - once_s) * n / (n - warmup) + once_s) / epochs
+    return ((wall_s - first_s - once_s) * n / (n - 1) + once_s) / epochs
+
+
+def averaging_period(rec: dict, scheme: str) -> int:
+    """Steps from one average of the weights to the next (psgd's and async_avg's
+    ``--average-every``, as ``engine.des`` reads it); 1 for the other schemes and for an
+    average at the end only."""
+    spec = SCHEMES[scheme]
+    if spec.exchange not in ("average", "holder"):
+        return 1
+    return max(1, int((rec.get("config") or {}).get("average_every") or spec.default_every or 1))
+
+
+def _warm_up_replaced_s(wall_s: float, row_s, steps, warmup: int, period: int) -> float | None:
+    """The training time with the first ``warmup`` iterations of the worker whose
+    iterations took longest replaced by its mean later iteration of the same place in the
+    averaging period (an average every ``period`` steps keeps its share of the steps).
+    Unlike scaling the rest back to every iteration, it counts the time outside the
+    iterations (start, end, a closing average) once. None where the later iterations hold
+    no whole period."""
+    rank = row_s.groupby(steps["rank"]).sum().idxmax()
+    mine = steps["rank"] == rank
+    phase = steps["iteration"][mine] % period
+    later = steps["iteration"][mine] >= warmup
+    means = row_s[mine][later].groupby(phase[later]).mean()
+    if len(means) < period:
+        return None
+    return wall_s - float(row_s[mine][~later].sum()) + float(means[phase[~later]].sum())
 
 
 def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:

@@ -144,6 +144,39 @@ def test_a_run_that_says_its_warm_up_leaves_out_that_many_steps(tmp_path):
     assert compare.steady_epoch_s(rec(4), "allreduce", 1) == pytest.approx(4.6)
 
 
+def test_a_long_warm_up_is_replaced_by_later_steps_not_scaled(tmp_path):
+    """K > 1: the slowest worker's first K iterations are replaced by its mean later one
+    of the same place in the averaging period. Time outside the iterations (0.1 s here)
+    counts once, not scaled up with the steps: four warm-up iterations of 1 s, then
+    0.1 s, in 4.7 s of training: 4.7 - 4 + 4 x 0.1 = 1.1 s (scaled: 0.7 x 10 / 6)."""
+    def rec(algorithm="allreduce", every=0):
+        return {"timings": {"train_wall_s": 4.7}, "_folder": tmp_path,
+                "config": {"warmup_steps": 4, "average_every": every, "algorithm": algorithm}}
+    _iterations(tmp_path, 1.0, 0.1, 10, warm=4)
+    assert compare.steady_epoch_s(rec(), "allreduce", 1) == pytest.approx(1.1)
+
+
+def test_a_warm_up_keeps_the_share_of_an_average_every_few_steps(tmp_path):
+    """async_avg averaging every 3rd step (0.4 s, the others 0.1 s): four warm-up
+    iterations of 1 s (steps 0-3), then steps 4-9 (0.1, 0.4, 0.1, 0.1, 0.4, 0.1: step 5
+    and 8 average) in 5.2 s: the warm-up's steps are replaced by their place in the
+    period, steps 0 and 3 by 0.1, 1 by 0.1, 2 by 0.4: 5.2 - 4 + 0.7 = 1.9 s. A later window
+    without a whole period falls back to K = 1's scaling."""
+    rows = ["rank,epoch,iteration,batch_size,compute_s,comm_s,wait_s,bytes_sent,loss"]
+    for r in range(2):
+        for i in range(10):
+            t = 1.0 if i < 4 else (0.4 if i % 3 == 2 else 0.1)
+            rows.append(f"{r},0,{i},32,{t / 2},{t / 4},{t / 4},0,1.0")
+    (tmp_path / record.ITER_FILE).write_text("\n".join(rows) + "\n")
+    rec = {"timings": {"train_wall_s": 5.2}, "_folder": tmp_path,
+           "config": {"warmup_steps": 4, "average_every": 3, "algorithm": "async_avg"}}
+    assert compare.averaging_period(rec, "async_avg") == 3
+    assert compare.averaging_period(rec, "allreduce") == 1
+    assert compare.steady_epoch_s(rec, "async_avg", 1) == pytest.approx(1.9)
+    rec["config"]["average_every"] = 10            # 6 later steps: no whole period of 10
+    assert compare.steady_epoch_s(rec, "async_avg", 1) == pytest.approx((5.2 - 1.0) * 10 / 9)
+
+
 def _iterations(folder, first_s, rest_s, n, ranks=2, warm=1):
     rows = ["rank,epoch,iteration,batch_size,compute_s,comm_s,wait_s,bytes_sent,loss"]
     for r in range(ranks):
