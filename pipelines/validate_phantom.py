@@ -26,7 +26,9 @@ and the libraries, which is what this validates:
    vector, ``OUT/copies.csv``, for a profile without them); then, for each workload and
    each P in turn, ``real.sweep
    --cluster --compute phantom`` of the schemes still running there, ``--repeats``
-   runs a point, testbed-bound runs retried once. A scheme stops at a workload and
+   runs a point of ``--steps`` steps a worker, the first ``--warmup-steps`` warm-up
+   (TCP's windows still growing: docs/results/phantom.md#phantom-32), testbed-bound
+   runs retried once. A scheme stops at a workload and
    rate where its runs are testbed-bound (the machine, not the network, set the pace:
    ``real.records.testbed``), or where the simulator predicts one run longer than
    ``--max-run-s``; ``OUT/stops.json`` says where and why;
