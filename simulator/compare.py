@@ -433,15 +433,26 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
     """What the records' iterations say a worker spent per epoch on computing,
     communicating and waiting (mean over the worker ranks, then over the runs; a server
     or holder rank is left out, as the simulator's per-worker figures leave it out).
-    NaN where a record's iterations cannot be read."""
+    NaN where a record's iterations cannot be read. A run whose warm-up is K > 1 steps
+    (``--warmup-steps``) has its later steps scaled back to all its steps, as its time
+    per epoch leaves those K out (``steady_epoch_s``)."""
     skip_rank0 = SCHEMES[scheme].server
+    parts = ["compute_s", "comm_s", "wait_s"]
     sums = []
     for r in recs:
         it = iterations_of(r)
         if it is None:
             continue
         workers = it[it["rank"] > 0] if skip_rank0 else it
-        per_rank = workers.groupby("rank")[["compute_s", "comm_s", "wait_s"]].sum()
+        warmup = int((r.get("config") or {}).get("warmup_steps") or 1)
+        per_rank = workers.groupby("rank")[parts].sum()
+        steps = workers[workers["iteration"] >= 0]
+        later = steps[steps["iteration"] >= warmup]
+        if warmup > 1 and len(later):
+            n = steps.groupby("rank").size()
+            per_rank = (later.groupby("rank")[parts].sum().mul(n / (n - warmup), axis=0)
+                        + workers[workers["iteration"] < 0].groupby("rank")[parts].sum()
+                        .reindex(n.index, fill_value=0.0))
         if len(per_rank):
             sums.append(per_rank.mean() / epochs)
     if not sums:

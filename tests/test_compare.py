@@ -156,6 +156,20 @@ def test_a_long_warm_up_is_replaced_by_later_steps_not_scaled(tmp_path):
     assert compare.steady_epoch_s(rec(), "allreduce", 1) == pytest.approx(1.1)
 
 
+def test_the_measured_parts_leave_a_long_warm_up_out_as_the_epoch_does(tmp_path):
+    """Four warm-up steps of 1 s then six of 0.1 s (half computing, a quarter each
+    communicating and waiting): with ``--warmup-steps 4`` the parts a worker spends an
+    epoch are the later steps' scaled to all ten (0.5 / 0.25 / 0.25 s); a record that does
+    not say its warm-up keeps every step (2.3 / 1.15 / 1.15 s)."""
+    _iterations(tmp_path, 1.0, 0.1, 10, warm=4)
+    said = {"_folder": tmp_path, "config": {"warmup_steps": 4}}
+    parts = compare.measured_breakdown([said], "allreduce", 1)
+    assert [parts[f"measured_{k}_s"] for k in ("compute", "comm", "wait")] == \
+        pytest.approx([0.5, 0.25, 0.25])
+    parts = compare.measured_breakdown([{"_folder": tmp_path}], "allreduce", 1)
+    assert parts["measured_compute_s"] == pytest.approx(2.3)
+
+
 def test_a_warm_up_keeps_the_share_of_an_average_every_few_steps(tmp_path):
     """async_avg averaging every 3rd step (0.4 s, the others 0.1 s): four warm-up
     iterations of 1 s (steps 0-3), then steps 4-9 (0.1, 0.4, 0.1, 0.1, 0.4, 0.1: step 5
