@@ -97,7 +97,8 @@ reached), ``target_reached``, ``target_note`` ("not reached in E epochs") and
 
 **Identity.** ``RESULT_SETTINGS`` is the one list of the settings that change what a run
 measures (time or accuracy): the scheme and P, model, data, batch, epochs, SGD settings,
-scheme options, threads, seed, evaluation and target, device, and where the ranks ran
+scheme options, threads, seed, evaluation and target, device, the steps left out as
+warm-up, and where the ranks ran
 (the emulated cluster's link and ranks per host). Flags that only name, time out, log
 or show progress (``--out``, ``--run-id``, ``--repeat``, ``--timeout``, ``--log-every``,
 ``--progress-file``, ``--data-dir``, ``--download``) are not in it, nor are flags that
@@ -221,6 +222,7 @@ RESULT_SETTINGS: dict[str, Any] = {
     "compute": "real",          # real, or phantom: the compute slept (real.phantom)
     "workload_sha256": None,    # a phantom's workload file: its digest, not its path
     "time_scale": 1.0,          # a phantom's compute times are multiplied by it
+    "warmup_steps": 1,          # steps its time per epoch leaves out (simulator.compare)
 }
 # Settings a table of one sweep holds several of (one row per scheme and P; threads are
 # stated per row): the rest must agree for the rows to be one configuration.

@@ -381,7 +381,7 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     (``_warm_up_replaced_s``). The whole time per epoch where the iterations cannot be
     read or a worker made fewer than K + 2."""
     wall_s = rec["timings"]["train_wall_s"]
-    warmup = int((rec.get("config") or {}).get("warmup_steps") or 1)
+    warmup = warmup_steps(rec)
     it = iterations_of(rec)
     if it is None:
         return wall_s / epochs
@@ -400,6 +400,12 @@ def steady_epoch_s(rec: dict, scheme: str, epochs: int) -> float:
     once_s = float(row_s[once].groupby(workers["rank"][once]).sum().max()) if once.any() else 0.0
     n = int(counts.max())
     return ((wall_s - first_s - once_s) * n / (n - 1) + once_s) / epochs
+
+
+def warmup_steps(rec: dict) -> int:
+    """The steps a run's record says are warm-up (``real.train --warmup-steps``; 1 where
+    it does not say, as no record before 2026-11-29 does)."""
+    return int((rec.get("config") or {}).get("warmup_steps") or 1)
 
 
 def averaging_period(rec: dict, scheme: str) -> int:
@@ -444,12 +450,12 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
         if it is None:
             continue
         workers = it[it["rank"] > 0] if skip_rank0 else it
-        warmup = int((r.get("config") or {}).get("warmup_steps") or 1)
+        warmup = warmup_steps(r)
         per_rank = workers.groupby("rank")[parts].sum()
         steps = workers[workers["iteration"] >= 0]
         later = steps[steps["iteration"] >= warmup]
-        if warmup > 1 and len(later):
-            n = steps.groupby("rank").size()
+        n = steps.groupby("rank").size()
+        if warmup > 1 and len(n) and (n > warmup).all():
             per_rank = (later.groupby("rank")[parts].sum().mul(n / (n - warmup), axis=0)
                         + workers[workers["iteration"] < 0].groupby("rank")[parts].sum()
                         .reindex(n.index, fill_value=0.0))

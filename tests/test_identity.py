@@ -27,7 +27,8 @@ CHANGES = {"algorithm": ["--algorithm", "allreduce"], "model": ["--model", "mlp"
            "mpi_allreduce": ["--mpi-allreduce", "ring"], "device": ["--device", "cuda"],
            "backend": ["--backend", "gloo"], "threads": ["--threads", "2"],
            "seed": ["--seed", "7"], "eval_every": ["--eval-every", "10"],
-           "target_accuracy": ["--target-accuracy", "0.8"]}
+           "target_accuracy": ["--target-accuracy", "0.8"],
+           "warmup_steps": ["--warmup-steps", "16"]}
 # Flags that name, time out, log, or only set other flags: never part of the identity.
 # Phantom compute (real.phantom): judged in test_phantom_settings_change_the_digest.
 PHANTOM = {"compute", "workload", "time_scale"}
