@@ -450,21 +450,28 @@ def measured_breakdown(recs: list[dict], scheme: str, epochs: int) -> dict:
         if it is None:
             continue
         workers = it[it["rank"] > 0] if skip_rank0 else it
-        warmup = warmup_steps(r)
-        per_rank = workers.groupby("rank")[parts].sum()
-        steps = workers[workers["iteration"] >= 0]
-        later = steps[steps["iteration"] >= warmup]
-        n = steps.groupby("rank").size()
-        if warmup > 1 and len(n) and (n > warmup).all():
-            per_rank = (later.groupby("rank")[parts].sum().mul(n / (n - warmup), axis=0)
-                        + workers[workers["iteration"] < 0].groupby("rank")[parts].sum()
-                        .reindex(n.index, fill_value=0.0))
+        per_rank = _parts_without_warm_up(workers, parts, warmup_steps(r))
+        if per_rank is None:
+            per_rank = workers.groupby("rank")[parts].sum()
         if len(per_rank):
             sums.append(per_rank.mean() / epochs)
     if not sums:
         return {f"measured_{k}_s": np.nan for k in ("compute", "comm", "wait")}
     mean = pd.concat(sums, axis=1).mean(axis=1)
     return {f"measured_{k}_s": float(mean[f"{k}_s"]) for k in ("compute", "comm", "wait")}
+
+
+def _parts_without_warm_up(workers, parts: list[str], warmup: int):
+    """Per rank, ``parts`` summed over the steps after the first ``warmup`` scaled back to
+    all the rank's steps, plus what it does once after them; None where the warm-up is
+    one step (every step kept, as before) or a rank made no step after it."""
+    steps = workers[workers["iteration"] >= 0]
+    n = steps.groupby("rank").size()
+    if warmup <= 1 or not len(n) or not (n > warmup).all():
+        return None
+    later = steps[steps["iteration"] >= warmup].groupby("rank")[parts].sum()
+    once = workers[workers["iteration"] < 0].groupby("rank")[parts].sum()
+    return later.mul(n / (n - warmup), axis=0) + once.reindex(n.index, fill_value=0.0)
 
 
 def disturbed_note(df: pd.DataFrame) -> str:
