@@ -410,12 +410,10 @@ def warmup_steps(rec: dict) -> int:
 
 def averaging_period(rec: dict, scheme: str) -> int:
     """Steps from one average of the weights to the next (psgd's and async_avg's
-    ``--average-every``, as ``engine.des`` reads it); 1 for the other schemes and for an
+    ``--average-every``, ``Scheme.averaging_every``); 1 for the other schemes and for an
     average at the end only."""
-    spec = SCHEMES[scheme]
-    if spec.exchange not in ("average", "holder"):
-        return 1
-    return max(1, int((rec.get("config") or {}).get("average_every") or spec.default_every or 1))
+    every = int((rec.get("config") or {}).get("average_every") or 0)
+    return max(1, SCHEMES[scheme].averaging_every(every))
 
 
 def _warm_up_replaced_s(wall_s: float, row_s, steps, warmup: int, period: int) -> float | None:

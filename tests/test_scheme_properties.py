@@ -22,6 +22,7 @@ def test_real_and_simulated_schemes_agree(name):
     assert (real.launch == "single") == sim.single_worker
     assert (real.launch == "own") == sim.single_host
     assert real.lock_step == sim.lock_step
+    assert [real.averaging_every(k) for k in (0, 5)] == [sim.averaging_every(k) for k in (0, 5)]
 
 
 def test_what_the_stages_ask_a_real_scheme():
@@ -36,6 +37,14 @@ def test_what_the_stages_ask_a_real_scheme():
     assert [n for n in s if s[n].epochs_by_updates] == ["ps_async"]
     assert [n for n in s if not s[n].waits_between_steps(0)] == ["serial", "psgd", "hogwild"]
     assert s["psgd"].waits_between_steps(10) and s["async_avg"].waits_between_steps(0)
+
+
+def test_the_steps_between_exchanges_of_the_weights():
+    """K is the run's --average-every, else the scheme's default (async_avg's 10; psgd's
+    0, at the end only); a scheme that exchanges every step has no K."""
+    assert [SCHEMES["psgd"].averaging_every(k) for k in (0, 5)] == [0, 5]
+    assert [SCHEMES["async_avg"].averaging_every(k) for k in (0, 5)] == [10, 5]
+    assert SCHEMES["allreduce"].averaging_every(5) == 0 == SCHEMES["ps_sync"].averaging_every(0)
 
 
 def test_every_simulated_scheme_sends_a_known_exchange():

@@ -84,7 +84,7 @@ def record_bytes(scheme: str, tensors: list[tuple[int, str]], steps: list[int],
     if sends == "average":
         return [_averagings(s, average_every) * flat for s in steps]
     if sends == "holder":               # rank 0 answers every push; its own mixes are local
-        k = average_every or SCHEMES[scheme].default_every
+        k = SCHEMES[scheme].averaging_every(average_every)
         return [sum(s // k for s in steps[1:]) * flat] + [(s // k + 1) * flat
                                                            for s in steps[1:]]
     if sends == "push_pull":            # the first weights and one answer a push, to each
@@ -126,7 +126,7 @@ def tcp_bytes(scheme: str, tensors: list[tuple[int, str]], hosts: list[str],
         return [None if b is None else c * b for c, b in zip(calls, per_call)]
     sent = record_bytes(scheme, tensors, steps, average_every)
     if sends == "holder":               # workers push to rank 0; rank 0 answers each push
-        k = average_every or SCHEMES[scheme].default_every
+        k = SCHEMES[scheme].averaging_every(average_every)
         replies = sum(s // k * flat for r, s in enumerate(steps) if r > 0 and apart[0][r])
         return [replies] + [sent[r] if apart[r][0] else 0 for r in range(1, ranks)]
     if sends == "push_pull":            # rank 0 the server, ranks 1..P the workers

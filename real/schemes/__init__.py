@@ -120,8 +120,14 @@ class Scheme:
         if self.exchange in ("none", "shared"):
             return False
         if self.exchange in PERIODIC:
-            return bool(every or self.default_every)
+            return bool(self.averaging_every(every))
         return True
+
+    def averaging_every(self, every: int) -> int:
+        """K, the steps from one exchange of the weights to the next: ``every`` (a run's
+        ``--average-every``), else the scheme's default; 0 for a scheme whose exchange is
+        not every K steps (``PERIODIC``) or that averages once at the end."""
+        return (every or self.default_every) if self.exchange in PERIODIC else 0
 
     def ranks(self, workers: int) -> int:
         """Processes to launch for ``workers`` training workers."""

@@ -104,7 +104,7 @@ def train(ctx) -> list[float]:
 def _train(ctx, world, holder: Holder | None) -> list[float]:
     from mpi4py import MPI
     log = ctx.log
-    k = ctx.cfg.average_every or DEFAULT_K
+    k = SCHEMES["async_avg"].averaging_every(ctx.cfg.average_every)
     if holder is not None and ctx.curve is not None:
         ctx.curve.weights = lambda: holder.v          # the point scores the holder's mix
 

@@ -58,7 +58,7 @@ def simulate_des(run: Layout, cfg, plan, workload, seed, steps, trace,
     schedule has every iteration, so such a run is simulated whole."""
     spec = run.spec
     # the steps between exchanges of the schemes that exchange every K steps
-    period = (plan.avg_every or spec.default_every) if spec.exchange in ("average", "holder") else 0
+    period = spec.averaging_every(plan.avg_every)
     whole = trace or eval_every is not None or not (steady and spec.lock_step)
     n, checked_events = None, 0
     if not whole and steady == "window":

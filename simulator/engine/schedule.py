@@ -39,7 +39,7 @@ def simulate_schedule(scheme: str | SchemeConfig, workers: int, workload: Worklo
     # versions of the shared weights per epoch: one per synchronous step, one per push
     # of an asynchronous worker; replicas count their own steps
     per_update = 1 if spec.lock_step or spec.weights == "replicas" else workers
-    avg_every = cfg.avg_every or spec.default_every
+    avg_every = spec.averaging_every(cfg.avg_every)
     header = ScheduleHeader(
         scheme=spec.name, workers=workers, seed=seed,
         workload={"model": workload.model, "dataset": dataset, "train_size": train_size,

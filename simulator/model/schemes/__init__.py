@@ -38,6 +38,7 @@ EXCHANGES = {
     "push_pull": "the gradient to the server, the weights back",
 }
 OVERLAPPED = ("buckets", "fused")      # exchanges that run beside the backward
+PERIODIC = ("average", "holder")       # exchanges every K steps (--average-every; 0: at the end)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ class Scheme:
         """Every rank meets every iteration: the steps repeat, and one slow message holds
         up the step."""
         return self.synchronous or self.meets_every_step
+
+    def averaging_every(self, every: int) -> int:
+        """K, the steps from one exchange of the weights to the next: ``every`` (a run's
+        ``--average-every``), else the scheme's default; 0 for a scheme whose exchange is
+        not every K steps (``PERIODIC``) or that averages once at the end."""
+        return (every or self.default_every) if self.exchange in PERIODIC else 0
 
     @property
     def overlaps_backward(self) -> bool:
