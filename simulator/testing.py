@@ -3,9 +3,11 @@
 ``make_profile()`` gives an idealised machine (perfect processor sharing, one
 model ``toy`` of round numbers); keyword arguments change any of it: every
 number chosen, nothing measured. ``trace()`` runs a collective's generators
-and records who sent how many bytes to whom, in order (``sends_of``).
+and records who sent how many bytes to whom, in order (``sends_of``). ``gloo_hosts()``
+gives gloo's message layer over hosts of one rank each, for closed forms.
 
-Imports: contracts.profile (and SimPy, for ``Tracer``).
+Imports: contracts.profile (and SimPy, contracts.cluster and simulator.model, for
+``Tracer`` and ``gloo_hosts``).
 """
 from __future__ import annotations
 
@@ -50,6 +52,23 @@ def make_profile(cores: int = 4, step_intercept_s: float = 0.002,
         scheduler_quantum_s=quantum_s,
         balance_delay_s=balance_delay_s,
     )
+
+
+def gloo_hosts(p: int, bytes_per_s: float):
+    """(SimPy environment, ranks 0..P-1, gloo's ``MessageComm``) over P hosts of one rank
+    each, joined by links of ``bytes_per_s`` with no latency, no bursts and no CPU a
+    message: a collective's times are then closed forms of its bytes."""
+    import simpy
+
+    from contracts.cluster import Link
+    from simulator.model.comm import MessageComm
+    from simulator.model.network import Routes
+    from simulator.model.recorder import Recorder
+    env, ranks = simpy.Environment(), tuple(range(p))
+    transport = Transport("gloo", 0.0, 0.0)
+    comm = MessageComm(env, Routes(ranks, Link(bytes_per_s, 0.0), transport), transport,
+                       Recorder(ranks))
+    return env, ranks, comm
 
 
 class Tracer:

@@ -22,7 +22,7 @@ from contracts.profile import Transport
 from simulator.model.comm import MessageComm, collectives, gloo, mpich, nccl
 from simulator.model.network import Routes
 from simulator.model.recorder import Recorder
-from simulator.testing import sends_of, trace
+from simulator.testing import gloo_hosts, sends_of, trace
 
 TWO_HOSTS = (0, 0, 0, 0, 1, 1, 1, 1)
 N = 64.0
@@ -265,10 +265,7 @@ GLOO_B = 1e8                                 # bytes/s, no latency, no bursts: c
 def gloo_gather_scatter_cycle_s(p: int, tau_s: float, compute_s: float, steps: int = 5):
     """gather_scatter's steady step with gloo's gather and scatter (``comm.gloo``) on one
     rank a host: every rank computes, gathers to rank 0, gets its piece of the scatter."""
-    env, ranks = simpy.Environment(), tuple(range(p))
-    transport = Transport("gloo", 0.0, 0.0)
-    routes = Routes(ranks, Link(GLOO_B, 0.0), transport)
-    comm = MessageComm(env, routes, transport, Recorder(ranks))
+    env, ranks, comm = gloo_hosts(p, GLOO_B)
     gathered, pieces = [], {}
 
     def rank(r):

@@ -2,26 +2,19 @@
 from __future__ import annotations
 
 import pytest
-import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.scatter_order import main, pieces_together
-from contracts.cluster import Link
-from contracts.profile import Transport
-from simulator.model.comm import MessageComm, gloo
-from simulator.model.network import Routes
-from simulator.model.recorder import Recorder
+from simulator.model.comm import gloo
+from simulator.testing import gloo_hosts
 
 BANDWIDTH = 1e8       # bytes/s, no latency, no bursts: closed forms
 
 
 def scatter_arrivals_s(p: int, tau_s: float) -> list[float]:
     """When ranks 1..P-1 (one a host) have their piece of one gloo scatter of tau's bytes."""
-    env, ranks = simpy.Environment(), tuple(range(p))
-    transport = Transport("gloo", 0.0, 0.0)
-    comm = MessageComm(env, Routes(ranks, Link(BANDWIDTH, 0.0), transport), transport,
-                       Recorder(ranks))
+    env, ranks, comm = gloo_hosts(p, BANDWIDTH)
     got = {}
 
     def rank(r):
