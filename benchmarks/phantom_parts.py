@@ -4,6 +4,7 @@
         --schemes ps_sync,psgd --bandwidths 1000 [--server-probe WORKDIR] [--out parts.csv]
     python -m benchmarks.phantom_parts docs/results/phantom-{13,14,15} --held-out --by-demand \
         --plot demand.png
+    python -m benchmarks.phantom_parts docs/results/phantom-{13,14,15} --held-out --by-core-waits
 
 Each folder's points are predicted again from its records as ``benchmarks.repredict`` does
 (the profile its comparison used, its calibrated link, its held-out flags) and each point's
@@ -40,7 +41,9 @@ cores*: the CPU the ranks' threads asked for (running or runnable, ``real.record
 ``demand_cores``) against the machine's cores, above 1 where the testbed had fewer cores
 than the ranks wanted, which the hosts the point stands for would not have lacked.
 ``--by-demand`` prints the |error| by that share instead of the points (at most the cores,
-up to twice, beyond), ``--plot`` draws each point's |error| against it.
+up to twice, beyond), ``--by-core-waits`` by the *core waits a step* against the step
+(under 10%, 10-20%, over 20%: the share of a step the two shared cores could have added),
+``--plot`` draws each point's |error| against the CPU asked.
 
 *where*: the part that holds most of the gap: ``outside`` (start-up and the uneven start,
 outside any step), ``sleeps`` (the compute rows beyond the model's compute) or ``comm``
@@ -131,6 +134,7 @@ def point_row(recs: list[dict], pred: dict, slept_step_s: float,
             "first_spread_ms": m["first_spread_s"] * 1e3, "bar_share": m["bar_share"],
             "demand_share": m["demand_share"],
             "core_wait_step_ms": m["core_wait_s"] * 1e3,
+            "core_wait_share": m["core_wait_s"] * n / steps,
             "start_spread_ms": m["start_spread_s"] * 1e3,
             "where": max(gap, key=lambda k: abs(gap[k])),
             **{f"gap_{k}_ms": v * 1e3 for k, v in gap.items()}, "steps": n, "runs": len(recs)}
@@ -214,35 +218,43 @@ def markdown(df: pd.DataFrame) -> str:
 
 DEMAND_BINS = ((0.0, 1.0, "at most the cores"), (1.0, 2.0, "1-2x the cores"),
                (2.0, float("inf"), "over 2x the cores"))
+CORE_WAIT_BINS = ((0.0, 0.10, "under 10% of the step"), (0.10, 0.20, "10-20% of the step"),
+                  (0.20, float("inf"), "over 20% of the step"))
+# how a point's |error| is binned: its column, the bins, and the table's heading for them
+MEASURES = {"demand": ("demand_share", DEMAND_BINS, "CPU the ranks asked"),
+            "core_waits": ("core_wait_share", CORE_WAIT_BINS, "core waits a step")}
 
 
-def demand_bin(share: float) -> str:
-    """The ``DEMAND_BINS`` label of a point's CPU asked against the cores (NaN: unknown)."""
-    return next((label for lo, hi, label in DEMAND_BINS if lo < share <= hi), "unknown")
+def share_bin(share: float, bins=DEMAND_BINS) -> str:
+    """The label of the bin of ``bins`` (lo, hi], label that holds ``share`` (NaN: unknown)."""
+    return next((label for lo, hi, label in bins if lo < share <= hi), "unknown")
 
 
-def by_demand(df: pd.DataFrame, goal_worst: float = 0.12) -> pd.DataFrame:
-    """|error| by how much CPU the ranks asked of the testbed's cores (``DEMAND_BINS``),
-    for all schemes and for each: points, median, worst, and points beyond ``goal_worst``
-    (the phantom regime's 12%)."""
-    d = df.assign(abs_error=df["error"].abs(), demand=df["demand_share"].map(demand_bin))
+def by_measure(df: pd.DataFrame, measure: str = "demand", goal_worst: float = 0.12) -> pd.DataFrame:
+    """|error| by a point's ``MEASURES[measure]``: how much CPU the ranks asked of the
+    testbed's cores (``demand``) or how long a rank's threads waited for a core against
+    the step (``core_waits``), for all schemes and for each: points, median, worst, and
+    points beyond ``goal_worst`` (the phantom regime's 12%)."""
+    column, bins, _heading = MEASURES[measure]
+    d = df.assign(abs_error=df["error"].abs(),
+                  bin=df[column].map(lambda x: share_bin(x, bins)))
     out = []
     for scheme, part in [("all", d), *d.groupby("scheme")]:
-        for _lo, _hi, label in DEMAND_BINS:
-            e = part[part["demand"] == label]["abs_error"]
+        for _lo, _hi, label in bins:
+            e = part[part["bin"] == label]["abs_error"]
             if len(e):
-                out.append({"scheme": scheme, "CPU asked": label, "points": len(e),
+                out.append({"scheme": scheme, "bin": label, "points": len(e),
                             "median": e.median(), "worst": e.max(),
                             "beyond goal": int((e > goal_worst).sum())})
     return pd.DataFrame(out)
 
 
-def markdown_demand(table: pd.DataFrame) -> str:
-    """``by_demand``'s table in markdown (errors in percent)."""
-    lines = ["| scheme | CPU the ranks asked | points | median | worst | beyond 12% |",
+def markdown_bins(table: pd.DataFrame, measure: str = "demand") -> str:
+    """``by_measure``'s table in markdown (errors in percent)."""
+    lines = [f"| scheme | {MEASURES[measure][2]} | points | median | worst | beyond 12% |",
              "|---|---|---:|---:|---:|---:|"]
     for r in table.to_dict("records"):
-        lines.append(f"| {r['scheme']} | {r['CPU asked']} | {r['points']} | "
+        lines.append(f"| {r['scheme']} | {r['bin']} | {r['points']} | "
                      f"{100 * r['median']:.1f}% | {100 * r['worst']:.1f}% | {r['beyond goal']} |")
     return "\n".join(lines)
 
@@ -286,6 +298,9 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--by-demand", action="store_true",
                     help="print |error| by the CPU the ranks asked of the machine's cores "
                          "instead of the points")
+    ap.add_argument("--by-core-waits", action="store_true",
+                    help="print |error| by a rank's threads' waits for a core against the "
+                         "step instead of the points")
     ap.add_argument("--plot", type=cli.output_file(".png"),
                     help="PNG of each point's |error| against that CPU (default: none)")
     return ap
@@ -310,10 +325,16 @@ def run(a) -> int:
             frames.append(folder_parts(Path(f), schemes, rates, server_rows))
         except ValueError as e:
             return cli.usage_error(PROG, str(e))
+    if a.by_demand and a.by_core_waits:
+        return cli.usage_error(PROG, "give --by-demand or --by-core-waits, not both")
     if a.by_demand:
         legend, table = ("|error| by the CPU the ranks asked (running or runnable, "
                          "real.records.load) against the machine's cores",
-                         lambda df: markdown_demand(by_demand(df)))
+                         lambda df: markdown_bins(by_measure(df, "demand"), "demand"))
+    elif a.by_core_waits:
+        legend, table = ("|error| by a rank's threads' time runnable without a core a step "
+                         "(all its threads, mean over the ranks) against the step",
+                         lambda df: markdown_bins(by_measure(df, "core_waits"), "core_waits"))
     else:
         legend, table = ("gap = predicted - measured, ms an epoch; outside = before and after "
                          "the steps (setup and first-row skew); steps only = the error against "

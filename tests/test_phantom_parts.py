@@ -126,16 +126,35 @@ def test_demand_share_is_the_most_asked_machines_cpu_over_its_cores():
 
 
 def test_errors_are_binned_by_the_cpu_asked_of_the_cores():
-    from benchmarks.phantom_parts import by_demand, demand_bin
-    assert [demand_bin(x) for x in (0.3, 1.0, 1.01, 2.0, 2.5, float("nan"))] == [
+    from benchmarks.phantom_parts import DEMAND_BINS, by_measure, share_bin
+    assert [share_bin(x, DEMAND_BINS) for x in (0.3, 1.0, 1.01, 2.0, 2.5, float("nan"))] == [
         "at most the cores", "at most the cores", "1-2x the cores", "1-2x the cores",
         "over 2x the cores", "unknown"]
     df = pd.DataFrame({"scheme": ["allreduce", "allreduce", "ddp", "ddp"],
                        "error": [0.02, 0.29, -0.05, -0.13],
                        "demand_share": [0.5, 2.2, 0.8, 1.5]})
-    t = by_demand(df).set_index(["scheme", "CPU asked"])
+    t = by_measure(df, "demand").set_index(["scheme", "bin"])
     assert t.loc[("all", "at most the cores"), "points"] == 2
     assert t.loc[("all", "at most the cores"), "worst"] == pytest.approx(0.05)
     assert t.loc[("all", "over 2x the cores"), "beyond goal"] == 1
     assert t.loc[("ddp", "1-2x the cores"), "beyond goal"] == 1
     assert ("ddp", "over 2x the cores") not in t.index
+
+
+def test_errors_are_binned_by_the_core_waits_against_the_step():
+    """A point's core waits a step over its step: the rank's threads' waits, a step, mean
+    over the ranks, against the steps' time an iteration."""
+    from benchmarks.phantom_parts import by_measure, markdown_bins, point_row
+    parts = [{"steps": 10, "setup_s": 0.0, "skew_s": 0.0, "loop_s": 0.1, "rows_s": 0.9,
+              "once_s": 0.0, "compute_s": 0.05, "comm_wait_s": 0.05, "first_spread_s": 0.0,
+              "bar_share": 0.0, "core_wait_s": 0.025, "start_spread_s": 0.0,
+              "demand_share": 0.5}]
+    pred = {"measured_s": 1.0, "predicted_s": 1.0, "predicted_compute_s": 0.5,
+            "predicted_comm_s": 0.5, "predicted_wait_s": 0.0}
+    assert point_row(parts, pred, 0.05)["core_wait_share"] == pytest.approx(0.25)
+    df = pd.DataFrame({"scheme": ["allreduce", "allreduce", "psgd"],
+                       "error": [0.02, -0.30, 0.01], "core_wait_share": [0.05, 0.4, 0.10]})
+    t = by_measure(df, "core_waits").set_index(["scheme", "bin"])
+    assert t.loc[("all", "under 10% of the step"), "points"] == 2
+    assert t.loc[("all", "over 20% of the step"), "beyond goal"] == 1
+    assert "| core waits a step |" in markdown_bins(by_measure(df, "core_waits"), "core_waits")
