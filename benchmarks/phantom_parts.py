@@ -307,6 +307,8 @@ def build_parser() -> cli.Parser:
 
 
 def run(a) -> int:
+    if a.by_demand and a.by_core_waits:
+        return cli.usage_error(PROG, "give --by-demand or --by-core-waits, not both")
     schemes = set(a.schemes.split(",")) if a.schemes else None
     try:
         rates = {int(x) for x in a.bandwidths.split(",")} if a.bandwidths else None
@@ -325,8 +327,6 @@ def run(a) -> int:
             frames.append(folder_parts(Path(f), schemes, rates, server_rows))
         except ValueError as e:
             return cli.usage_error(PROG, str(e))
-    if a.by_demand and a.by_core_waits:
-        return cli.usage_error(PROG, "give --by-demand or --by-core-waits, not both")
     if a.by_demand:
         legend, table = ("|error| by the CPU the ranks asked (running or runnable, "
                          "real.records.load) against the machine's cores",

@@ -158,3 +158,10 @@ def test_errors_are_binned_by_the_core_waits_against_the_step():
     assert t.loc[("all", "under 10% of the step"), "points"] == 2
     assert t.loc[("all", "over 20% of the step"), "beyond goal"] == 1
     assert "| core waits a step |" in markdown_bins(by_measure(df, "core_waits"), "core_waits")
+
+
+def test_two_binnings_at_once_are_one_usage_error(tmp_path, capsys):
+    from benchmarks.phantom_parts import main
+    assert main([str(tmp_path), "--by-demand", "--by-core-waits"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not both" in err
