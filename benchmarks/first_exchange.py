@@ -75,7 +75,7 @@ def folder_rows(folder: Path, copy_rows: list) -> list[dict]:
     from contracts.cluster import load_link_calibration
     from pipelines.held_in import held_in_loop_s
     from simulator.compare import usable_records
-    from simulator.model.schemes.holder import DEFAULT_K
+    from simulator.model.schemes import SCHEMES
     shipped = pd.read_csv(folder / "compare.csv")
     link = load_link_calibration(folder / "link.toml")
     prof = profiles.load(folder / "profile.json")
@@ -90,7 +90,7 @@ def folder_rows(folder: Path, copy_rows: list) -> list[dict]:
         for (scheme, workers, _w, bw, _h), recs in sorted(groups.items(), key=str):
             if scheme.name != "async_avg" or workers < 6:
                 continue
-            every = scheme.avg_every or DEFAULT_K
+            every = SCHEMES[scheme.name].averaging_every(scheme.avg_every)
             model = split_ms(modelled_first(recs[0], prof, link, folder / "workloads"), workers)
             for rec in recs:
                 rows.append({"folder": folder.name, "workers": workers,
