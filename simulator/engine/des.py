@@ -57,8 +57,7 @@ def simulate_des(run: Layout, cfg, plan, workload, seed, steps, trace,
     ``eval_every`` iterations of the evaluating worker (0: at epoch ends only); a
     schedule has every iteration, so such a run is simulated whole."""
     spec = run.spec
-    # the steps between exchanges of the schemes that exchange every K steps
-    period = spec.averaging_every(plan.avg_every)
+    period = plan.avg_every     # K of the schemes that exchange every K steps, else 0
     whole = trace or eval_every is not None or not (steady and spec.lock_step)
     n, checked_events = None, 0
     if not whole and steady == "window":

@@ -67,7 +67,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         backward_fraction=model.backward_fraction,
         buckets=ddp_buckets(model, cfg.bucket_bytes, grad),
         first_buckets=ddp_first_buckets(model, grad),
-        avg_every=cfg.avg_every,
+        avg_every=spec.averaging_every(cfg.avg_every),   # K resolved: the run's or the default
         algorithm=cfg.algorithm,
         # hogwild: each update reads and writes the shared weights once more
         hogwild_update_s=2 * model.grad_bytes * shm.beta_s_per_byte,

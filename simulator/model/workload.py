@@ -36,7 +36,8 @@ class Plan:
     backward_fraction: float
     buckets: tuple[tuple[int, float], ...] # ddp: (bytes, share of backward before it is ready)
                                            # from the second iteration on
-    avg_every: int
+    avg_every: int                         # K: steps between exchanges of the weights, the
+                                           # run's or its scheme's default (Scheme.averaging_every)
     algorithm: str
     hogwild_update_s: float                # extra memory cost of one lock-free update
     server_rank: int | None = None

@@ -69,7 +69,7 @@ class Holder:
     def __init__(self, env, setup: Setup):
         self.env, self.setup = env, setup
         self.rank0 = setup.workers[0]
-        self.every = setup.plan.avg_every or DEFAULT_K    # K: steps between exchanges
+        self.every = setup.plan.avg_every     # K: steps between exchanges (resolved in the plan)
         self.inbox = simpy.Store(env)     # (src, reply event, last, sent at, crossed) in order
         self.progressed_at = 0.0          # rank 0's last MPI call: what came before it is read
         self.version = 0                  # mixes so far
