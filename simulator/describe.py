@@ -74,6 +74,10 @@ def add_arguments(parser) -> None:
                    help="horovod: the framework hands each gradient over before the GPU has "
                         "computed it (TensorFlow's asynchronous GPU ops): Horovod fuses by "
                         "request and each fused buffer waits for its last tensor's data")
+    w.add_argument("--horovod-groups", type=int, default=0, metavar="N",
+                   help="horovod: num_groups (Horovod 0.21's grouped allreduce): the gradients "
+                        "in N groups of consecutive tensors, each handed over once all of it "
+                        "is computed (0: each gradient on its own)")
 
 
 # Hosts like the profile's are assumed to be linked as this preset's hosts are when the

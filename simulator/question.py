@@ -152,13 +152,15 @@ def averaging_periods(args) -> dict[str, int]:
 def configs(args, names) -> list[SchemeConfig]:
     """Each scheme's knobs from the flags (``describe.add_arguments`` defines the
     library's: backend, compression, Horovod's fusion, cycle and negotiation)."""
-    if args.fusion_mb <= 0 or args.cycle_ms < 0 or args.negotiation_us < 0:
-        raise ConfigError("--fusion-mb must be above 0, --cycle-ms and --negotiation-us at "
-                          "least 0")
+    if (args.fusion_mb <= 0 or args.cycle_ms < 0 or args.negotiation_us < 0
+            or args.horovod_groups < 0):
+        raise ConfigError("--fusion-mb must be above 0, --cycle-ms, --negotiation-us and "
+                          "--horovod-groups at least 0")
     every = averaging_periods(args)
     return [SchemeConfig(n, avg_every=every.get(n, 0), algorithm=args.allreduce_algorithm,
                          bucket_bytes=int(args.bucket_mb * 2**20), fidelity=args.fidelity,
                          engine=args.engine, backend=args.backend or "",
                          compression=args.compression, fusion_bytes=int(args.fusion_mb * 2**20),
                          cycle_s=args.cycle_ms / 1e3, negotiation_s=args.negotiation_us / 1e6,
-                         requests_ahead=args.requests_ahead) for n in names]
+                         requests_ahead=args.requests_ahead,
+                         horovod_groups=args.horovod_groups) for n in names]

@@ -48,6 +48,8 @@ BAD = [
     (["--straggler-slowdown", "inf"], "--straggler-slowdown"),
     (["--straggler-slowdown", "nan"], "--straggler-slowdown"),
     (["--straggler-slowdown", "0.5"], "--straggler-slowdown"),
+    (["--horovod-groups", "-1"], "--horovod-groups"),
+    (["--horovod-groups", "two"], "--horovod-groups"),
     (["--threads", "0"], "--threads"),
     (["--threads", "100000"], "--threads"),
     (["--cores-per-host", "0"], "--cores-per-host"),

@@ -82,16 +82,17 @@ def test_simpy_ddp_is_the_closed_form(slowdown):
     assert r.time_s == pytest.approx(start + expect0 + 5 * expect, rel=1e-9)
 
 
-@pytest.mark.parametrize("scheme,p,spread,ahead", [
-    ("ddp", 4, 0.0, False), ("ddp", 3, 0.05, False), ("horovod", 4, 0.0, False),
-    ("horovod", 4, 0.05, False), ("horovod", 4, 0.0, True), ("horovod", 4, 0.05, True)])
-def test_the_fast_path_is_the_simpy_model_when_compute_slows(scheme, p, spread, ahead):
+@pytest.mark.parametrize("scheme,p,spread,ahead,groups", [
+    ("ddp", 4, 0.0, False, 0), ("ddp", 3, 0.05, False, 0), ("horovod", 4, 0.0, False, 0),
+    ("horovod", 4, 0.05, False, 0), ("horovod", 4, 0.0, True, 0), ("horovod", 4, 0.05, True, 0),
+    ("horovod", 4, 0.05, False, 2), ("horovod", 4, 0.0, True, 2)])
+def test_the_fast_path_is_the_simpy_model_when_compute_slows(scheme, p, spread, ahead, groups):
     prof = make_profile(layer_param_counts=PARAMS, step_intercept_s=0.0,
                         step_s_per_sample=0.0005, spread_cv=spread)
     work = Workload(model="toy", batch_per_worker=32, iterations=5)
     runs = [simulate(SchemeConfig(scheme, algorithm="ring", engine=e, bucket_bytes=12_000_000,
                                   cycle_s=0.002, fusion_bytes=20_000_000,
-                                  requests_ahead=ahead), p, work,
+                                  requests_ahead=ahead, horovod_groups=groups), p, work,
                      _cluster(0.3), prof) for e in ("fast", "des")]
     assert runs[0].engine == "fast" and runs[1].engine == "des"
     assert runs[0].time_s == pytest.approx(runs[1].time_s, rel=1e-9)

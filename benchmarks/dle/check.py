@@ -268,6 +268,38 @@ def dali_lines() -> list[str]:
     return lines
 
 
+# Horovod's grouped allreduces, read against the MXNet runs: the runner sets
+# MXNET_HOROVOD_NUM_GROUPS=16 (MxNet/Classification/RN50v1.5/runner at 8c42220b, the 20.12
+# tables' commit, and 134510b4b7ff), while fit.py builds ``hvd.DistributedTrainer(params,
+# optimizer, optimizer_params)`` with no ``num_groups`` (0: each gradient alone, Horovod
+# 0.21's ``_allreduce_grads``); HOROVOD_GROUPED_ALLREDUCES, which turns groups on in NVIDIA's
+# Horovod branch (951813a0), is set only from the 22.10 runner (1bd98ac3). What reads the
+# variable in NGC's MXNet 20.12 is not published, so the check keeps 0 and prints both
+# readings beside it; 1 group is every gradient after the backward (nothing overlapped).
+GROUPINGS = (0, 16, 1)
+
+
+def grouping_lines() -> list[str]:
+    """Each MXNet point's predicted efficiency with its gradients in 0 (each alone), 16 and
+    1 grouped allreduces: how far the allreduces' schedule can move a point."""
+    pred = {(t.system, t.precision, g): predict(t, groups=g)
+            for t in TABLES if t.framework == "MXNet" for g in GROUPINGS}
+    head = " | ".join(f"{g} groups" if g != 1 else "1 group" for g in GROUPINGS)
+    lines = [f"| system | precision | GPUs | published | {head} |",
+             "|---|---|---:|---:|" + "---:|" * len(GROUPINGS)]
+    for t in TABLES:
+        if t.framework != "MXNet":
+            continue
+        for p, ips in t.throughput.items():
+            if p == 1:
+                continue
+            cells = " | ".join(f"{pred[t.system, t.precision, g][p][0]:.1f}%"
+                               for g in GROUPINGS)
+            lines.append(f"| {t.system} | {t.precision} | {p} | "
+                         f"{100 * ips / (p * t.throughput[1]):.1f}% | {cells} |")
+    return lines
+
+
 def input_curve() -> tuple[float, tuple[tuple[int, float], ...]]:
     """The probe's seconds an image with one loader process, and (processes at once,
     seconds an image) above one: each the median over its windows."""
@@ -348,27 +380,31 @@ def _input(t: Table) -> dict:
             "input_at": at}
 
 
-def scheme(t: Table) -> SchemeConfig:
+def scheme(t: Table, groups: int = 0) -> SchemeConfig:
+    """DDP for PyTorch; Horovod for MXNet, with ``groups`` grouped allreduces (0: each
+    gradient on its own, Horovod's ``DistributedTrainer`` default as ``fit.py`` builds it)."""
     if t.framework == "PyTorch":
         return SchemeConfig("ddp", backend="nccl", algorithm="auto")
     return SchemeConfig("horovod", backend="nccl", algorithm="auto",
                         compression="fp16" if t.precision == "amp" else "none",
-                        cycle_s=MXNET_CYCLE_S)
+                        cycle_s=MXNET_CYCLE_S, horovod_groups=groups)
 
 
 def predict(t: Table, ddp_calls: bool = True, input_pipeline: bool = True,
-            update: bool = True) -> dict[int, tuple[float, float]]:
+            update: bool = True, groups: int = 0) -> dict[int, tuple[float, float]]:
     """GPUs -> (predicted efficiency %, predicted seconds per iteration). An iteration once
     the run is under way (``steady_iteration_s``), as the published throughputs leave out
     DDP's construction and Horovod's first broadcast; ``ddp_calls=False``: without DDP's
     calls (the model before they were modelled); ``input_pipeline=False``: without the input
-    pipeline; ``update=False``: without the optimizer's step (``update_s``)."""
-    times = {p: iteration_s(t, p, ddp_calls, input_pipeline, update) for p in t.throughput}
+    pipeline; ``update=False``: without the optimizer's step (``update_s``); ``groups``:
+    the MXNet runs' grouped allreduces (``scheme``)."""
+    times = {p: iteration_s(t, p, ddp_calls, input_pipeline, update, groups)
+             for p in t.throughput}
     return {p: (100 * times[1] / times[p], times[p]) for p in t.throughput}
 
 
 def iteration_s(t: Table, gpus: int, ddp_calls: bool = True,
-                input_pipeline: bool = True, update: bool = True) -> float:
+                input_pipeline: bool = True, update: bool = True, groups: int = 0) -> float:
     """The predicted seconds of an iteration at ``gpus`` GPUs, as the examples report it;
     one GPU runs without DDP, as the examples do. A PyTorch run's optimizer step follows
     the gradients' allreduce in the share of iterations that step (``mean_rate_step_s``)."""
@@ -378,7 +414,7 @@ def iteration_s(t: Table, gpus: int, ddp_calls: bool = True,
     cluster = growing(preset)
     profile = machine(load_default(), "embedded", cluster.at(1),
                       [(workload(t, input_pipeline, update), "resnet50")]).profile
-    step = steady_iteration_s(scheme(t), gpus, work(t), cluster.at(gpus), profile)
+    step = steady_iteration_s(scheme(t, groups), gpus, work(t), cluster.at(gpus), profile)
     if not (update and updates(t)):
         return step
     return mean_rate_step_s(step, update_s(t), share_of_updates(t, gpus))
@@ -397,10 +433,10 @@ def plan(t: Table, gpus: int):
 
 
 def rows(ddp_calls: bool = True, input_pipeline: bool = True,
-         update: bool = True) -> list[dict]:
+         update: bool = True, groups: int = 0) -> list[dict]:
     out = []
     for t in TABLES:
-        pred = predict(t, ddp_calls, input_pipeline, update)
+        pred = predict(t, ddp_calls, input_pipeline, update, groups)
         for p, ips in t.throughput.items():
             if p == 1:
                 continue
@@ -441,11 +477,16 @@ def build_parser() -> cli.Parser:
     ap.add_argument("--without-ddp-calls", action="store_true",
                     help="leave DDP's per-tensor calls out (the model before they were "
                          "modelled), to compare")
+    ap.add_argument("--horovod-groups", type=cli.nonnegative_int, default=0, metavar="N",
+                    help="the MXNet runs with N grouped allreduces (the runner sets "
+                         "MXNET_HOROVOD_NUM_GROUPS=16; fit.py passes no num_groups), to "
+                         "compare; 0: each gradient on its own")
     return ap
 
 
 def run(args) -> int:
-    points = rows(not args.without_ddp_calls, not args.without_input, not args.without_update)
+    points = rows(not args.without_ddp_calls, not args.without_input, not args.without_update,
+                  args.horovod_groups)
     csv = ["framework,system,precision,batch,gpus,published_pct,predicted_pct,"
            "published_iteration_s,predicted_iteration_s"]
     csv += [f"{r['framework']},{r['system']},{r['precision']},{r['batch']},{r['gpus']},"
@@ -462,6 +503,8 @@ def run(args) -> int:
           "):\n" + "\n".join(input_lines()))
     print("\nMXNet's DALI CPU stage, the time an image that would bind (not applied: no "
           "published cost):\n" + "\n".join(dali_lines()))
+    print("\nMXNet's allreduces in Horovod's groups (the check takes 0; not a fit: how far "
+          "the allreduces' schedule moves each point):\n" + "\n".join(grouping_lines()))
     print("\nPyTorch's optimizer step, once an optimizer batch (applied"
           + (", here left out" if args.without_update else "") + "):\n"
           + "\n".join(update_lines()))

@@ -39,7 +39,7 @@ from simulator.model.comm.closed_forms import steps as step_count
 from simulator.model.comm.costs import collective_time_s
 from simulator.model.comm.iallreduce import polled, shared_leave_s
 from simulator.model.network import nccl_order
-from simulator.model.schemes.fusion import ahead, cycles, uncovered_s
+from simulator.model.schemes.fusion import ahead, cycles, handed_over, uncovered_s
 
 
 def shared_finish_s(work_s: np.ndarray, host_of: np.ndarray, cores: int, threads: int,
@@ -243,7 +243,7 @@ def _horovod(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray):
     Exact while every worker keeps one speed through a step."""
     bf = plan.backward_fraction
     sizes = [b for b, _ in plan.ready_tensors]
-    cum = np.cumsum([sh for _, sh in plan.ready_tensors])
+    cum = np.asarray(handed_over(plan.ready_tensors, plan.horovod_groups))
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
     start, comm_s, wait = 0.0, 0.0, np.zeros(busy.shape[0])

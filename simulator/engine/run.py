@@ -90,6 +90,7 @@ def make_plan(spec: Scheme, cfg: SchemeConfig, workers: int, workload: Workload,
         cycle_s=cfg.cycle_s,
         negotiation_s=cfg.negotiation_s,
         requests_ahead=cfg.requests_ahead,
+        horovod_groups=cfg.horovod_groups,
         precision=model.precision,
     )
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.model.hardware.interference import progress_end_array
-from simulator.model.schemes.fusion import fuse, last_tensors, next_tick, uncovered_s
+from simulator.model.schemes.fusion import (fuse, handed_over, last_tensors, next_tick,
+                                            uncovered_s)
 
 
 def ddp_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
@@ -129,7 +130,7 @@ class _Stream:
 def horovod_slowed(plan, steps: np.ndarray, allreduce_s, speed: np.ndarray, slowdown: float):
     bf = plan.backward_fraction
     sizes = [b for b, _ in plan.ready_tensors]
-    cum = np.minimum(np.cumsum([sh for _, sh in plan.ready_tensors]), 1.0)
+    cum = np.minimum(handed_over(plan.ready_tensors, plan.horovod_groups), 1.0)
     busy = steps / speed[:, None]                                        # (P, I)
     cost: dict[int, float] = {}
     start, comm_s, compute = 0.0, 0.0, np.zeros(busy.shape[0])

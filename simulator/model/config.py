@@ -48,6 +48,9 @@ class SchemeConfig:
     requests_ahead: bool = False               # horovod: the framework requests each gradient
                                                # before the GPU has computed it (TensorFlow):
                                                # fused by request, each buffer waits for its data
+    horovod_groups: int = 0                    # horovod: num_groups (0.21's grouped allreduce):
+                                               # the tensors in that many groups, each handed
+                                               # over once all of it is computed (0: each alone)
 
     def __post_init__(self):
         if self.avg_every < 0:
@@ -62,6 +65,8 @@ class SchemeConfig:
         positive("fusion_bytes", self.fusion_bytes)
         nonnegative("cycle_s", self.cycle_s)
         nonnegative("negotiation_s", self.negotiation_s)
+        if self.horovod_groups < 0:
+            raise ConfigError(f"horovod_groups must not be negative (got {self.horovod_groups})")
         if self.backend and self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
         if self.compression not in COMPRESSIONS:

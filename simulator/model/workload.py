@@ -57,6 +57,7 @@ class Plan:
     cycle_s: float = 0.005                 # horovod: background loop's cycle time
     negotiation_s: float = 0.0             # horovod: rank 0's time per other rank per cycle
     requests_ahead: bool = False           # horovod: requests precede the data (schemes.fusion)
+    horovod_groups: int = 0                # horovod: num_groups of grouped allreduces (0: none)
     first_buckets: tuple[tuple[int, float], ...] = ()   # ddp's first iteration (() = buckets)
     precision: str = "fp32"                # the step's arithmetic (its slowdown beside NCCL)
 

@@ -40,10 +40,18 @@ host ahead of the device by the backward (all requests in before the first gradi
 data), the buffers are the tensors in order fused up to the threshold, and buffer
 ``k`` (its last tensor ``l_k``) starts at ``max(R_{l_k}, end_{k-1})`` (``ahead``): the
 loop's cycles and negotiation happen while it waits and cost nothing.
+
+Grouped allreduces (``Plan.horovod_groups``; Horovod 0.21's ``num_groups``): the
+framework splits its gradient tensors, in parameter (forward) order, into that many
+groups of consecutive tensors (``split_list``) and requests each group as one grouped
+allreduce once every gradient in it is computed, so each tensor is handed over with the
+last of its group (``handed_over``); the cycles then fuse what is ready as before.
 Imports: ``schemes.base`` (and SimPy).
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 
 import simpy
@@ -65,6 +73,34 @@ def fuse(sizes: list[int], threshold: int) -> list[int]:
     if current:
         buffers.append(current)
     return buffers
+
+
+def group_starts(n: int, groups: int) -> list[int]:
+    """Where each of Horovod's ``num_groups`` groups starts among ``n`` tensors in the
+    framework's (forward) order: ``split_list`` (``horovod/common/util.py``, 0.21), chunks of
+    ``n // groups`` tensors, the first ``n % groups`` one longer (no empty group counted)."""
+    d, r = divmod(n, groups)
+    return sorted({i * d + min(i, r) for i in range(groups) if i * d + min(i, r) < n})
+
+
+def handed_over(ready_tensors, groups: int = 0) -> list[float]:
+    """The share of the backward done when Horovod is handed each tensor (ready order:
+    ``Plan.ready_tensors``): its own cumulative share, or with ``groups`` > 0 its group's.
+    A grouped allreduce (``num_groups``, Horovod 0.21: ``grouped_allreduce_async_`` of a
+    group once every tensor in it has its gradient, ``_make_hook`` in ``horovod/torch/
+    optimizer.py``; MXNet's engine runs the op once all its inputs are ready) is requested
+    when the group's last gradient is computed: in ready order the tensor of the group
+    that comes first in the forward order."""
+    cum = list(itertools.accumulate(share for _, share in ready_tensors))
+    n = len(cum)
+    if groups <= 0 or n == 0:
+        return cum
+    starts = group_starts(n, groups)                 # forward order: tensor f is n - 1 - j
+    handed = []
+    for j in range(n):
+        first = starts[bisect.bisect_right(starts, n - 1 - j) - 1]
+        handed.append(cum[n - 1 - first])
+    return handed
 
 
 def next_tick(t: float, cycle_s: float) -> float:
@@ -120,8 +156,7 @@ class Fusion:
         self.env, self.setup = env, setup
         plan = setup.plan
         self.sizes = [b for b, _ in plan.ready_tensors]
-        shares = [s for _, s in plan.ready_tensors]
-        self.cum = [sum(shares[:k + 1]) for k in range(len(shares))]
+        self.cum = handed_over(plan.ready_tensors, plan.horovod_groups)
         self.queues = {w.rank: simpy.Store(env) for w in setup.workers}
         self.started: dict[int, list[tuple[float, float]]] = {}
         self.reduced: dict[tuple[int, int], simpy.Event] = {}
