@@ -10,8 +10,8 @@ other connections' pieces, for the rest: the pieces interleave and finish togeth
 the emulated cluster under CUBIC at 50 Mbit/s HyStart ends some of the root's connections'
 slow start at its low window, 16 segments, against the CNN's 27-segment pieces (which of
 them varies from run to run, and the windows outgrow a piece within about 12 steps;
-docs/results/phantom.md, "What is left: P = 8 at 50 Mbit/s under CUBIC"). The limit of that, every piece sharing the port from the start, bounds the
-runs from the other side. This predicts a phantom validation's gather_scatter points
+docs/results/phantom.md, "What is left: P = 8 at 50 Mbit/s under CUBIC"). The limit of
+that, every piece sharing the port from the start, bounds the runs from the other side. This predicts a phantom validation's gather_scatter points
 again both ways (``benchmarks.repredict``'s prediction, then with the root's pieces sent
 at once, sharing its port max-min fairly) and prints the measured epoch, both
 predictions and their errors. It changes nothing in the model; a few seconds a folder.

@@ -279,11 +279,17 @@ def dali_lines() -> list[str]:
 GROUPINGS = (0, 16, 1)
 
 
-def grouping_lines() -> list[str]:
+def grouping_lines(points: list[dict] | None = None, groups: int = 0) -> list[str]:
     """Each MXNet point's predicted efficiency with its gradients in 0 (each alone), 16 and
-    1 grouped allreduces: how far the allreduces' schedule can move a point."""
+    1 grouped allreduces: how far the allreduces' schedule can move a point. ``points``:
+    the check's rows, predicted with ``groups``, taken as they are rather than again."""
     pred = {(t.system, t.precision, g): predict(t, groups=g)
-            for t in TABLES if t.framework == "MXNet" for g in GROUPINGS}
+            for t in TABLES if t.framework == "MXNet" for g in GROUPINGS
+            if points is None or g != groups}
+    for r in points or []:
+        if r["framework"] == "MXNet" and groups in GROUPINGS:
+            pred.setdefault((r["system"], r["precision"], groups), {})[r["gpus"]] = (
+                r["predicted"], r["predicted_iteration_s"])
     head = " | ".join(f"{g} groups" if g != 1 else "1 group" for g in GROUPINGS)
     lines = [f"| system | precision | GPUs | published | {head} |",
              "|---|---|---:|---:|" + "---:|" * len(GROUPINGS)]
@@ -504,7 +510,8 @@ def run(args) -> int:
     print("\nMXNet's DALI CPU stage, the time an image that would bind (not applied: no "
           "published cost):\n" + "\n".join(dali_lines()))
     print("\nMXNet's allreduces in Horovod's groups (the check takes 0; not a fit: how far "
-          "the allreduces' schedule moves each point):\n" + "\n".join(grouping_lines()))
+          "the allreduces' schedule moves each point):\n"
+          + "\n".join(grouping_lines(points, args.horovod_groups)))
     print("\nPyTorch's optimizer step, once an optimizer batch (applied"
           + (", here left out" if args.without_update else "") + "):\n"
           + "\n".join(update_lines()))

@@ -80,7 +80,7 @@ def group_starts(n: int, groups: int) -> list[int]:
     framework's (forward) order: ``split_list`` (``horovod/common/util.py``, 0.21), chunks of
     ``n // groups`` tensors, the first ``n % groups`` one longer (no empty group counted)."""
     d, r = divmod(n, groups)
-    return sorted({i * d + min(i, r) for i in range(groups) if i * d + min(i, r) < n})
+    return [i * d + min(i, r) for i in range(min(groups, n))]   # beyond n: empty groups
 
 
 def handed_over(ready_tensors, groups: int = 0) -> list[float]:
